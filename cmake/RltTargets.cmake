@@ -1,0 +1,31 @@
+# Common settings for every rlt target: warnings, sanitizers, include roots.
+set(RLT_SANITIZER_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+
+function(rlt_target_defaults target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  if(RLT_SANITIZE)
+    target_compile_options(${target} PRIVATE ${RLT_SANITIZER_FLAGS})
+    target_link_options(${target} PUBLIC -fsanitize=address,undefined)
+  endif()
+endfunction()
+
+# rlt_module(NAME SOURCES... DEPS ...) — one static library per module folder.
+function(rlt_module name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(rlt_${name} STATIC ${ARG_SOURCES})
+  rlt_target_defaults(rlt_${name})
+  target_link_libraries(rlt_${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# rlt_test(NAME SOURCES... DEPS ...) — one GoogleTest executable registered with ctest.
+function(rlt_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  rlt_target_defaults(${name})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
+  target_compile_definitions(${name} PRIVATE RLT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  include(GoogleTest)
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
+    PROPERTIES ENVIRONMENT "RLT_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()
