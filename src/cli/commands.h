@@ -1,0 +1,14 @@
+// Subcommands of the rlt binary; each file adds one to the app. CLI11 stays out of this header.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace rlt::cli {
+
+// Each add_* registers a subcommand whose callback stores its process exit status in *exit_code.
+void add_info_command(CLI::App& app, int* exit_code);
+void add_generate_command(CLI::App& app, int* exit_code);
+
+}  // namespace rlt::cli

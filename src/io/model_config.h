@@ -1,0 +1,58 @@
+// Hugging Face config.json and generation_config.json for the models rlt runs.
+// Parsing is strict: a value rlt would compute differently from the reference is refused with
+// the field name and the accepted values, never silently ignored.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace rlt::io {
+
+struct ModelConfig {
+  std::string model_type;  // "ouro"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;    // L, physical layers of the shared core
+  int64_t num_heads = 0;     // query heads
+  int64_t num_kv_heads = 0;  // K/V heads (GQA when < num_heads)
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  int64_t total_ut_steps = 1;  // T, loops of the core per token
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  double early_exit_threshold = 1.0;
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;
+  std::optional<int64_t> pad_token_id;
+  std::string torch_dtype;  // informational: the dtype the checkpoint was saved in
+
+  int64_t q_dim() const { return num_heads * head_dim; }
+  int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  int64_t params_per_layer() const;
+  int64_t parameter_count() const;
+  // K and V values one token keeps for one loop depth across all layers.
+  int64_t kv_values_per_token_per_depth() const { return 2 * num_layers * kv_dim(); }
+};
+
+// `source` names the file in error messages.
+Result<ModelConfig> parse_model_config(std::string_view json_text, const std::string& source);
+Result<ModelConfig> load_model_config(const std::string& path);
+
+struct GenerationConfig {
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;
+};
+
+Result<GenerationConfig> parse_generation_config(std::string_view json_text, const std::string& source);
+// A missing file is not an error (returns an empty config): many checkpoints omit it.
+Result<GenerationConfig> load_generation_config(const std::string& path);
+
+Result<std::string> read_text_file(const std::string& path);
+
+}  // namespace rlt::io

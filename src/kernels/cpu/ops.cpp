@@ -1,0 +1,57 @@
+#include "kernels/cpu/ops.h"
+
+#include <cmath>
+
+namespace rlt::kernels {
+
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    float sum_sq = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum_sq += xr[i] * xr[i];
+    const float inv_rms = 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + eps);
+    for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (xr[i] * inv_rms);
+  }
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+Rope::Rope(int64_t head_dim, double theta) : head_dim_(head_dim), inv_freq_(head_dim / 2) {
+  const float base = static_cast<float>(theta);
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    inv_freq_[i] = 1.0f / std::pow(base, exponent);
+  }
+}
+
+void Rope::apply(float* x, int64_t heads, int64_t pos) const {
+  const int64_t half = head_dim_ / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float angle = static_cast<float>(pos) * inv_freq_[i];
+    const float c = std::cos(angle), s = std::sin(angle);
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + h * head_dim_;
+      const float a = v[i], b = v[i + half];
+      v[i] = a * c - b * s;
+      v[i + half] = b * c + a * s;
+    }
+  }
+}
+
+void embedding_row(const WeightMatrix& table, int64_t token, float* out) {
+  table.row_to_f32(token, out);
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+int64_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best] || (std::isnan(x[best]) && !std::isnan(x[i]))) best = i;
+  return best;
+}
+
+}  // namespace rlt::kernels

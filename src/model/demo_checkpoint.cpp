@@ -1,0 +1,243 @@
+#include "model/demo_checkpoint.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/half.h"
+#include "io/safetensors_writer.h"
+
+namespace rlt::model {
+namespace {
+
+namespace fs = std::filesystem;
+using ordered_json = nlohmann::ordered_json;
+
+struct DemoShape {
+  int64_t vocab = 3 + 256;  // three chat specials + one token per byte
+  int64_t hidden = 256;
+  int64_t intermediate = 688;
+  int64_t layers = 4;
+  int64_t heads = 8;
+  int64_t kv_heads = 4;  // GQA 2:1 so the demo exercises head grouping
+  int64_t head_dim = 32;
+  int64_t loops = 4;
+  int64_t max_positions = 4096;
+};
+
+const char* const kSpecialTokens[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+
+// splitmix64: a tiny, portable generator. Weights come from uniform draws (no libm calls), so
+// the demo's bytes are identical on every machine.
+class DemoRng {
+ public:
+  explicit DemoRng(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // Uniform on [-1, 1).
+  double symmetric() { return static_cast<double>(next() >> 11) * 0x1.0p-52 - 1.0; }
+
+ private:
+  uint64_t state_;
+};
+
+io::TensorToWrite bf16_tensor(const std::string& name, std::vector<int64_t> shape, DemoRng& rng,
+                              double center, double half_width) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  io::TensorToWrite t{name, DType::kBF16, std::move(shape), std::vector<uint8_t>(static_cast<size_t>(2 * n))};
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t v = f32_to_bf16(static_cast<float>(center + half_width * rng.symmetric()));
+    t.bytes[2 * i] = static_cast<uint8_t>(v);
+    t.bytes[2 * i + 1] = static_cast<uint8_t>(v >> 8);
+  }
+  return t;
+}
+
+ordered_json demo_config(const DemoShape& s) {
+  ordered_json c;
+  c["architectures"] = {"OuroForCausalLM"};
+  c["attention_dropout"] = 0.0;
+  c["bos_token_id"] = 0;
+  c["eos_token_id"] = 0;
+  c["pad_token_id"] = 0;
+  c["head_dim"] = s.head_dim;
+  c["hidden_act"] = "silu";
+  c["hidden_size"] = s.hidden;
+  c["initializer_range"] = 0.02;
+  c["intermediate_size"] = s.intermediate;
+  c["layer_types"] = std::vector<std::string>(static_cast<size_t>(s.layers), "full_attention");
+  c["max_position_embeddings"] = s.max_positions;
+  c["max_window_layers"] = s.layers;
+  c["model_type"] = "ouro";
+  c["num_attention_heads"] = s.heads;
+  c["num_hidden_layers"] = s.layers;
+  c["num_key_value_heads"] = s.kv_heads;
+  c["rms_norm_eps"] = 1e-6;
+  c["rope_scaling"] = nullptr;
+  c["rope_theta"] = 1000000.0;
+  c["sliding_window"] = nullptr;
+  c["tie_word_embeddings"] = false;
+  c["torch_dtype"] = "bfloat16";
+  c["total_ut_steps"] = s.loops;
+  c["early_exit_threshold"] = 1.0;
+  c["use_cache"] = true;
+  c["use_sliding_window"] = false;
+  c["vocab_size"] = s.vocab;
+  return c;
+}
+
+// GPT-2's byte-to-unicode table: printable bytes map to themselves, the rest to U+0100 onwards.
+std::vector<std::string> byte_level_alphabet() {
+  std::vector<int> codepoint(256, -1);
+  for (int b = 0; b < 256; ++b)
+    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) codepoint[b] = b;
+  int next = 256;
+  for (int b = 0; b < 256; ++b)
+    if (codepoint[b] < 0) codepoint[b] = next++;
+  std::vector<std::string> out(256);
+  for (int b = 0; b < 256; ++b) {
+    int cp = codepoint[b];
+    if (cp < 0x80) {
+      out[b] = std::string(1, static_cast<char>(cp));
+    } else {  // all code points here are below U+0800: two UTF-8 bytes
+      out[b] = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+    }
+  }
+  return out;
+}
+
+ordered_json demo_tokenizer() {
+  ordered_json added = ordered_json::array();
+  ordered_json vocab = ordered_json::object();
+  int id = 0;
+  for (const char* special : kSpecialTokens) {
+    added.push_back({{"id", id}, {"content", special}, {"single_word", false}, {"lstrip", false},
+                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+    vocab[special] = id++;
+  }
+  for (const std::string& symbol : byte_level_alphabet()) vocab[symbol] = id++;
+  ordered_json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false},
+                             {"trim_offsets", true}, {"use_regex", true}};
+  ordered_json t;
+  t["version"] = "1.0";
+  t["truncation"] = nullptr;
+  t["padding"] = nullptr;
+  t["added_tokens"] = added;
+  t["normalizer"] = nullptr;
+  t["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level}}};
+  t["post_processor"] = nullptr;
+  t["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+  t["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
+                {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
+                {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
+                {"vocab", vocab}, {"merges", ordered_json::array()}};
+  return t;
+}
+
+ordered_json demo_tokenizer_config() {
+  ordered_json c;
+  c["add_prefix_space"] = false;
+  c["bos_token"] = "<|endoftext|>";
+  c["eos_token"] = "<|endoftext|>";
+  c["unk_token"] = "<|endoftext|>";
+  c["clean_up_tokenization_spaces"] = false;
+  c["model_max_length"] = DemoShape{}.max_positions;
+  c["tokenizer_class"] = "GPT2Tokenizer";
+  // ChatML, as Ouro's own template: a default system turn when none is given.
+  c["chat_template"] =
+      "{%- if messages[0]['role'] == 'system' -%}"
+      "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+      "{%- else -%}{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{%- endif -%}"
+      "{%- for message in messages -%}"
+      "{%- if message.role == 'system' and loop.first -%}{%- else -%}"
+      "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+      "{%- endif -%}{%- endfor -%}"
+      "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' }}{%- endif -%}";
+  return c;
+}
+
+Status write_json(const fs::path& path, const ordered_json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  out.close();
+  if (!out) return io_error(fmt::format("failed writing '{}'", path.string()));
+  return {};
+}
+
+}  // namespace
+
+Status write_demo_checkpoint(const std::string& dir_str) {
+  const fs::path dir(dir_str);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return io_error(fmt::format("cannot create '{}': {}", dir_str, ec.message()));
+  const DemoShape s;
+  DemoRng rng(20261129);
+  // Uniform half-widths: 0.05 for projections (std ≈ 0.029), norms around 1 so they are not
+  // the identity, and a gate wide enough that exit probabilities vary from token to token.
+  std::vector<io::TensorToWrite> tensors;
+  tensors.push_back(bf16_tensor("model.embed_tokens.weight", {s.vocab, s.hidden}, rng, 0.0, 1.0));
+  for (int64_t i = 0; i < s.layers; ++i) {
+    auto name = [&](const char* suffix) { return fmt::format("model.layers.{}.{}", i, suffix); };
+    tensors.push_back(bf16_tensor(name("self_attn.q_proj.weight"), {s.heads * s.head_dim, s.hidden}, rng, 0, 0.1));
+    tensors.push_back(bf16_tensor(name("self_attn.k_proj.weight"), {s.kv_heads * s.head_dim, s.hidden}, rng, 0, 0.1));
+    tensors.push_back(bf16_tensor(name("self_attn.v_proj.weight"), {s.kv_heads * s.head_dim, s.hidden}, rng, 0, 0.1));
+    tensors.push_back(bf16_tensor(name("self_attn.o_proj.weight"), {s.hidden, s.heads * s.head_dim}, rng, 0, 0.1));
+    tensors.push_back(bf16_tensor(name("mlp.gate_proj.weight"), {s.intermediate, s.hidden}, rng, 0, 0.1));
+    tensors.push_back(bf16_tensor(name("mlp.up_proj.weight"), {s.intermediate, s.hidden}, rng, 0, 0.1));
+    tensors.push_back(bf16_tensor(name("mlp.down_proj.weight"), {s.hidden, s.intermediate}, rng, 0, 0.1));
+    for (const char* norm : {"input_layernorm.weight", "input_layernorm_2.weight",
+                             "post_attention_layernorm.weight", "post_attention_layernorm_2.weight"})
+      tensors.push_back(bf16_tensor(name(norm), {s.hidden}, rng, 1.0, 0.2));
+  }
+  tensors.push_back(bf16_tensor("model.norm.weight", {s.hidden}, rng, 1.0, 0.2));
+  tensors.push_back(bf16_tensor("model.early_exit_gate.weight", {1, s.hidden}, rng, 0.0, 0.15));
+  tensors.push_back(bf16_tensor("model.early_exit_gate.bias", {1}, rng, -1.5, 0.0));
+  tensors.push_back(bf16_tensor("lm_head.weight", {s.vocab, s.hidden}, rng, 0.0, 0.2));
+  RLT_RETURN_IF_ERROR(io::write_safetensors((dir / "model.safetensors").string(), std::move(tensors)));
+  RLT_RETURN_IF_ERROR(write_json(dir / "config.json", demo_config(s)));
+  RLT_RETURN_IF_ERROR(write_json(dir / "generation_config.json",
+                                 ordered_json{{"bos_token_id", 0}, {"eos_token_id", 0}}));
+  RLT_RETURN_IF_ERROR(write_json(dir / "tokenizer.json", demo_tokenizer()));
+  RLT_RETURN_IF_ERROR(write_json(dir / "tokenizer_config.json", demo_tokenizer_config()));
+  return {};
+}
+
+Result<std::string> ensure_demo_checkpoint() {
+  fs::path root;
+  if (const char* d = std::getenv("RLT_CACHE_DIR"); d && *d) {
+    root = d;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    root = fs::path(x) / "rlt";
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    root = fs::path(home) / ".cache" / "rlt";
+  } else {
+    return failed_precondition("cannot place the demo model: set RLT_CACHE_DIR or HOME, or pass --model DIR");
+  }
+  const fs::path dir = root / kDemoModelName;
+  std::error_code ec;
+  if (fs::exists(dir / "model.safetensors", ec)) return dir.string();
+  // Build in a private folder and rename, so a concurrent or interrupted run never leaves a
+  // half-written demo behind.
+  const fs::path tmp = root / fmt::format(".{}.tmp-{}", kDemoModelName, ::getpid());
+  RLT_RETURN_IF_ERROR(write_demo_checkpoint(tmp.string()));
+  fs::rename(tmp, dir, ec);
+  if (ec) {
+    fs::remove_all(tmp, ec);
+    if (!fs::exists(dir / "model.safetensors")) return io_error(fmt::format("cannot create '{}'", dir.string()));
+  }
+  return dir.string();
+}
+
+}  // namespace rlt::model

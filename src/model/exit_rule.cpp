@@ -1,0 +1,48 @@
+#include "model/exit_rule.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/ops.h"
+
+namespace rlt::model {
+
+Result<ExitParams> resolve_exit_params(ExitParams p, int64_t total_loops) {
+  if (p.max_loops == 0) p.max_loops = total_loops;
+  if (p.max_loops < 1 || p.max_loops > total_loops) {
+    return invalid_argument(fmt::format("max_loops must be in [1, {}] (the model's total_ut_steps), got {}",
+                                        total_loops, p.max_loops));
+  }
+  // The default min_loops (2) cannot exceed a shallower model's depth.
+  if (p.min_loops > p.max_loops && p.min_loops == ExitParams{}.min_loops) p.min_loops = p.max_loops;
+  if (p.min_loops < 1 || p.min_loops > p.max_loops) {
+    return invalid_argument(fmt::format("min_loops must be in [1, max_loops={}], got {}", p.max_loops,
+                                        p.min_loops));
+  }
+  if (!(p.threshold >= 0.0 && p.threshold <= 1.0)) {
+    return invalid_argument(fmt::format("exit_threshold must be in [0, 1], got {}", p.threshold));
+  }
+  return p;
+}
+
+bool OuroExitAccumulator::update(int64_t loops_done, float gate_logit) {
+  const float hazard = kernels::sigmoid(gate_logit);
+  remaining_ *= 1.0 - static_cast<double>(hazard);
+  if (loops_done >= params_.max_loops) return true;
+  return params_.threshold < 1.0 && loops_done >= params_.min_loops &&
+         1.0 - remaining_ >= params_.threshold;
+}
+
+int64_t ouro_exit_depth(const float* hazards, int64_t n, const ExitParams& resolved) {
+  double remaining = 1.0;
+  for (int64_t r = 1; r <= n; ++r) {
+    remaining *= 1.0 - static_cast<double>(hazards[r - 1]);
+    if (r >= resolved.max_loops) return r;
+    if (resolved.threshold < 1.0 && r >= resolved.min_loops && 1.0 - remaining >= resolved.threshold)
+      return r;
+  }
+  return std::min(n, resolved.max_loops);
+}
+
+}  // namespace rlt::model

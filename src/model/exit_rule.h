@@ -1,0 +1,43 @@
+// The `ouro` early-exit rule (vllm-rlt semantics; docs/architecture.md "Early exit").
+//
+// After loop r (1-based) of a generated token, hazard λ_r = f32(sigmoid(f32(gate_logit))) and
+// remaining *= (1 - λ_r), accumulated in float64. The token exits when r ≥ max_loops, or when
+// threshold < 1 and r ≥ min_loops and 1 - remaining ≥ threshold. Prompt tokens always run all
+// loops. Threshold 1 disables adaptive exit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace rlt::model {
+
+struct ExitParams {
+  int64_t min_loops = 2;     // clamped to the model's loop count when the model has fewer
+  int64_t max_loops = 0;     // 0 = the model's loop count (total_ut_steps)
+  double threshold = 1.0;    // in [0, 1]; 1 disables adaptive exit
+};
+
+// Fills defaults against the model's loop count and validates; errors name the field and the
+// allowed range.
+Result<ExitParams> resolve_exit_params(ExitParams p, int64_t total_loops);
+
+// Per-token state of the rule. Reset for every generated token.
+class OuroExitAccumulator {
+ public:
+  explicit OuroExitAccumulator(const ExitParams& resolved) : params_(resolved) {}
+  // Feeds the gate logit of loop `loops_done` (1-based) and says whether the token exits now.
+  bool update(int64_t loops_done, float gate_logit);
+  // 1 - Π(1 - λ): the cumulative exit probability so far.
+  double exit_probability() const { return 1.0 - remaining_; }
+
+ private:
+  ExitParams params_;
+  double remaining_ = 1.0;
+};
+
+// The 1-based exit depth for a whole vector of hazards (already f32), for tests and tools.
+int64_t ouro_exit_depth(const float* hazards, int64_t n, const ExitParams& resolved);
+
+}  // namespace rlt::model

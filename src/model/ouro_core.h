@@ -1,0 +1,57 @@
+// The Ouro forward math as stages shared by every executor (the dense reference model, the
+// batched engine): embed (prelude), one loop of the shared core (L sandwich-norm layers, the loop
+// norm, the exit gate), and the lm head (coda). Attention is delegated, so how K/V are stored
+// (dense per (loop, layer), or paged per depth plane) is the caller's business.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "model/ouro_weights.h"
+
+namespace rlt::model {
+
+// Supplies attention for one pass of the core over a set of rows.
+class CoreAttention {
+ public:
+  virtual ~CoreAttention() = default;
+  // Called once per layer. q: [rows, num_heads·head_dim] with RoPE applied; k, v:
+  // [rows, num_kv_heads·head_dim] (k with RoPE). The callee stores k and v as the rows' K/V for
+  // this layer (at the depth it is serving) and writes out: [rows, num_heads·head_dim].
+  virtual void attend(int64_t layer, const float* q, const float* k, const float* v, int64_t rows,
+                      float* out) = 0;
+};
+
+// Reusable buffers for a core pass; grows to the largest batch seen and then allocates nothing.
+struct CoreScratch {
+  std::vector<float> normed, q, k, v, attn, proj, gate, up;
+  void ensure(const io::ModelConfig& c, int64_t rows);
+};
+
+class OuroCore {
+ public:
+  explicit OuroCore(const OuroModel& model);
+
+  const io::ModelConfig& config() const { return model_.config; }
+
+  // Prelude: h[rows, hidden] = embedding rows of `tokens`.
+  void embed(const int32_t* tokens, int64_t rows, float* h) const;
+
+  // One loop of the core, in place on h[rows, hidden]: every layer, then model.norm. Writes the
+  // exit gate's logit of each row to gate_logits[rows] when it is not null.
+  void run_loop(float* h, const int64_t* positions, int64_t rows, CoreAttention& attention,
+                CoreScratch& scratch, float* gate_logits) const;
+
+  // Coda: logits[rows, vocab] = h · lm_headᵀ.
+  void lm_head(const float* h, int64_t rows, float* logits) const;
+
+  // Exit gate logit of one hidden row: h · w + b.
+  float gate_logit(const float* h) const;
+
+ private:
+  const OuroModel& model_;
+  kernels::Rope rope_;
+};
+
+}  // namespace rlt::model

@@ -1,0 +1,116 @@
+#include "model/ouro_weights.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <map>
+
+#include "common/half.h"
+
+namespace rlt::model {
+namespace {
+
+std::string layer_name(int64_t i, const char* suffix) {
+  return fmt::format("model.layers.{}.{}", i, suffix);
+}
+
+kernels::WeightMatrix matrix(const io::TensorView& t) {
+  return {t.dtype, t.shape[0], t.shape.size() > 1 ? t.shape[1] : 1, t.data};
+}
+
+std::vector<float> widen(const io::TensorView& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  kernels::WeightMatrix m{t.dtype, 1, t.numel(), t.data};
+  m.row_to_f32(0, out.data());
+  return out;
+}
+
+}  // namespace
+
+std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& c) {
+  const int64_t h = c.hidden_size;
+  std::vector<io::ExpectedTensor> out = {
+      {"model.embed_tokens.weight", {c.vocab_size, h}},
+      {"model.norm.weight", {h}},
+      {"model.early_exit_gate.weight", {1, h}},
+      {"model.early_exit_gate.bias", {1}},
+      {"lm_head.weight", {c.vocab_size, h}},
+  };
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    out.push_back({layer_name(i, "self_attn.q_proj.weight"), {c.q_dim(), h}});
+    out.push_back({layer_name(i, "self_attn.k_proj.weight"), {c.kv_dim(), h}});
+    out.push_back({layer_name(i, "self_attn.v_proj.weight"), {c.kv_dim(), h}});
+    out.push_back({layer_name(i, "self_attn.o_proj.weight"), {h, c.q_dim()}});
+    out.push_back({layer_name(i, "mlp.gate_proj.weight"), {c.intermediate_size, h}});
+    out.push_back({layer_name(i, "mlp.up_proj.weight"), {c.intermediate_size, h}});
+    out.push_back({layer_name(i, "mlp.down_proj.weight"), {h, c.intermediate_size}});
+    for (const char* norm : {"input_layernorm.weight", "input_layernorm_2.weight",
+                             "post_attention_layernorm.weight", "post_attention_layernorm_2.weight"})
+      out.push_back({layer_name(i, norm), {h}});
+  }
+  return out;
+}
+
+Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& c) {
+  RLT_RETURN_IF_ERROR(io::validate_tensor_set(ckpt, ouro_expected_tensors(c)));
+  auto get = [&](const std::string& name) -> const io::TensorView& { return *ckpt.find(name); };
+  OuroWeights w;
+  w.embed_tokens = matrix(get("model.embed_tokens.weight"));
+  w.lm_head = matrix(get("lm_head.weight"));
+  w.final_norm = widen(get("model.norm.weight"));
+  w.exit_gate_weight = widen(get("model.early_exit_gate.weight"));
+  w.exit_gate_bias = widen(get("model.early_exit_gate.bias"))[0];
+  w.layers.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    OuroLayerWeights& l = w.layers[static_cast<size_t>(i)];
+    l.q_proj = matrix(get(layer_name(i, "self_attn.q_proj.weight")));
+    l.k_proj = matrix(get(layer_name(i, "self_attn.k_proj.weight")));
+    l.v_proj = matrix(get(layer_name(i, "self_attn.v_proj.weight")));
+    l.o_proj = matrix(get(layer_name(i, "self_attn.o_proj.weight")));
+    l.gate_proj = matrix(get(layer_name(i, "mlp.gate_proj.weight")));
+    l.up_proj = matrix(get(layer_name(i, "mlp.up_proj.weight")));
+    l.down_proj = matrix(get(layer_name(i, "mlp.down_proj.weight")));
+    l.input_norm = widen(get(layer_name(i, "input_layernorm.weight")));
+    l.attn_out_norm = widen(get(layer_name(i, "input_layernorm_2.weight")));
+    l.post_attn_norm = widen(get(layer_name(i, "post_attention_layernorm.weight")));
+    l.mlp_out_norm = widen(get(layer_name(i, "post_attention_layernorm_2.weight")));
+  }
+  return w;
+}
+
+std::vector<int64_t> OuroModel::eos_token_ids() const {
+  return generation.eos_token_ids.empty() ? config.eos_token_ids : generation.eos_token_ids;
+}
+
+DType OuroModel::weight_dtype() const {
+  std::map<DType, size_t> bytes;
+  for (const auto& [_, t] : checkpoint.tensors()) bytes[t.dtype] += t.nbytes;
+  DType best = DType::kF32;
+  size_t most = 0;
+  for (const auto& [d, n] : bytes)
+    if (n > most) most = n, best = d;
+  return best;
+}
+
+Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& dir) {
+  namespace fs = std::filesystem;
+  auto model = std::make_shared<OuroModel>();
+  model->dir = dir;
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  RLT_ASSIGN_OR_RETURN(model->config, io::load_model_config(config_path));
+  RLT_ASSIGN_OR_RETURN(model->generation,
+                       io::load_generation_config((fs::path(dir) / "generation_config.json").string()));
+  for (int64_t id : model->generation.eos_token_ids) {
+    if (id >= model->config.vocab_size) {
+      return invalid_argument(fmt::format("{}/generation_config.json: eos_token_id {} is outside the "
+                                          "vocabulary ({})", dir, id, model->config.vocab_size));
+    }
+  }
+  RLT_ASSIGN_OR_RETURN(model->checkpoint, io::Checkpoint::open_dir(dir));
+  auto bound = bind_ouro_weights(model->checkpoint, model->config);
+  if (!bound.ok()) return bound.status().with_context(dir);
+  model->weights = std::move(bound).value();
+  return std::shared_ptr<const OuroModel>(std::move(model));
+}
+
+}  // namespace rlt::model

@@ -1,0 +1,69 @@
+// The dense single-request reference model: the oracle every batched executor is checked
+// against. One growing K/V history per (loop, layer), full-depth prefill, incremental decode with
+// the `ouro` exit rule and `last_exited` semantics, greedy sampling. Simple on purpose; not fast.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "model/exit_rule.h"
+#include "model/ouro_core.h"
+
+namespace rlt::model {
+
+// What one token went through, loop by loop (filled when tracing is asked for).
+struct LoopTrace {
+  std::vector<std::vector<float>> hidden;       // [loops run][rows·hidden], after each loop's norm
+  std::vector<std::vector<float>> gate_logits;  // [loops run][rows]
+};
+
+struct StepResult {
+  std::vector<float> logits;  // [vocab], from the exit loop's hidden state
+  int64_t exit_depth = 0;     // 1-based loops run
+  double exit_probability = 0.0;  // 1 - Π(1-λ) at the exit (decode only)
+  LoopTrace trace;            // every row of the step (all prompt rows for prefill)
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> exit_depths;  // per generated token; the first is always the full depth
+  std::string finish_reason;         // "stop" (an eos id was sampled) or "length"
+  std::vector<StepResult> steps;     // with tracing: the prefill, then one per decode step
+};
+
+class ReferenceModel {
+ public:
+  explicit ReferenceModel(std::shared_ptr<const OuroModel> model);
+
+  // Appends prompt tokens at full depth (all loops, loop-major). May be called repeatedly to
+  // prefill in chunks. Returns the logits of the chunk's last position.
+  Result<StepResult> prefill(std::span<const int32_t> tokens, bool trace = false);
+
+  // Feeds one generated token at the next position, running loops until the exit rule fires.
+  // Under last_exited, a token exiting after loop e provides its loop-e K/V to deeper loops.
+  Result<StepResult> decode(int32_t token, const ExitParams& resolved, bool trace = false);
+
+  // Greedy generation: prefill, then up to max_tokens tokens, stopping after an eos id unless
+  // ignore_eos.
+  Result<GenerateResult> generate(std::span<const int32_t> prompt, int64_t max_tokens,
+                                  const ExitParams& params, bool ignore_eos = false,
+                                  bool trace = false);
+
+  int64_t length() const { return length_; }
+  void reset();
+
+ private:
+  class DenseKv;
+  Status check_tokens(std::span<const int32_t> tokens) const;
+
+  std::shared_ptr<const OuroModel> model_;
+  OuroCore core_;
+  CoreScratch scratch_;
+  std::shared_ptr<DenseKv> kv_;
+  int64_t length_ = 0;
+};
+
+}  // namespace rlt::model

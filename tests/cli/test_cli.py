@@ -1,0 +1,85 @@
+"""The rlt command line: info, generate, and its error messages (exit status and text)."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURE = os.path.join(ROOT, "..", "shared", "fixtures", "ouro-1.4b")
+
+
+def rlt(*args, env=None):
+    return subprocess.run([os.environ["RLT_BIN"], "--log-level", "warn", *args], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+class Cli(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if "RLT_BIN" not in os.environ:
+            raise unittest.SkipTest("RLT_BIN is not set (run through ctest)")
+        cls.cache = tempfile.mkdtemp(prefix="rlt_cli_")
+        cls.env = dict(os.environ, RLT_CACHE_DIR=cls.cache)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.cache, ignore_errors=True)
+
+    def test_info_reports_real_ouro_parameter_count(self):
+        if not os.path.isdir(FIXTURE):
+            self.skipTest(f"fixture {FIXTURE} is absent (only CI has ../shared/fixtures)")
+        out = rlt("info", "--model", FIXTURE, "--json")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        info = json.loads(out.stdout)
+        self.assertEqual(info["parameters"], 1434652673)
+        self.assertFalse(info["weights_present"])
+        self.assertEqual(info["kv_bytes_per_token"]["last_exited"], 768 * 1024)
+        self.assertEqual(info["kv_bytes_per_token"]["shared"], 192 * 1024)
+        text = rlt("info", "--model", FIXTURE)
+        self.assertIn("1,434,652,673", text.stdout)
+
+    def test_demo_model_is_created_and_generates(self):
+        out = rlt("generate", "--prompt-ids", "1,2,3", "--max-tokens", "5", "--exit-threshold", "0.7",
+                  "--ignore-eos", env=self.env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        result = json.loads(out.stdout)
+        self.assertEqual(len(result["tokens"]), 5)
+        self.assertEqual(result["exit_depths"][0], 4)
+        self.assertEqual(result["finish_reason"], "length")
+        info = json.loads(rlt("info", "--json", env=self.env).stdout)
+        self.assertTrue(info["valid"])
+        self.assertTrue(info["weights_present"])
+
+    def test_errors_are_clear_and_exit_nonzero(self):
+        cases = [
+            (["info", "--model", "/nonexistent"], "/nonexistent/config.json"),
+            (["generate", "--prompt-ids", "1,99999"], "token id 99999 is outside the vocabulary"),
+            (["generate", "--prompt-ids", "1", "--min-loops", "3", "--max-loops", "2"], "min_loops"),
+            (["generate", "--prompt-ids", "1", "--max-loops", "9"], "max_loops must be in [1, 4]"),
+            (["generate", "--prompt-ids", "1", "--exit-threshold", "2"], "exit-threshold"),
+            (["generate", "--prompt-ids", "1", "--max-tokens", "5000"], "max_position_embeddings"),
+        ]
+        for args, needle in cases:
+            with self.subTest(args=args):
+                out = rlt(*args, env=self.env)
+                self.assertNotEqual(out.returncode, 0)
+                self.assertIn(needle, out.stderr + out.stdout)
+
+    def test_info_refuses_broken_checkpoint(self):
+        rlt("info", env=self.env)  # make sure the demo exists
+        broken = os.path.join(self.cache, "broken")
+        shutil.copytree(os.path.join(self.cache, "rlt-demo-ouro-v1"), broken)
+        with open(os.path.join(broken, "model.safetensors"), "r+b") as f:
+            f.truncate(1000)
+        out = rlt("info", "--model", broken)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("invalid safetensors header", out.stdout + out.stderr)
+        gen = rlt("generate", "--model", broken, "--prompt-ids", "1")
+        self.assertEqual(gen.returncode, 1)
+        self.assertIn("error:", gen.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

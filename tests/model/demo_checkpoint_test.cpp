@@ -1,0 +1,77 @@
+#include "model/demo_checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "io/safetensors_writer.h"
+#include "model/ouro_weights.h"
+#include "model_test_util.h"
+
+namespace rlt::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(DemoCheckpoint, IsByteIdenticalEveryTime) {
+  auto other = fs::temp_directory_path() / ("rlt_demo_again_" + std::to_string(::getpid()));
+  ASSERT_TRUE(write_demo_checkpoint(other.string()).ok());
+  for (const char* f : {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json",
+                        "generation_config.json"}) {
+    EXPECT_EQ(slurp(fs::path(testing::demo_dir()) / f), slurp(other / f)) << f;
+  }
+  fs::remove_all(other);
+}
+
+TEST(DemoCheckpoint, LoadsAsAValidOuroModel) {
+  auto m = testing::demo_model();
+  EXPECT_EQ(m->config.total_ut_steps, 4);
+  EXPECT_EQ(m->config.num_kv_heads * 2, m->config.num_heads);
+  EXPECT_EQ(m->weight_dtype(), DType::kBF16);
+  EXPECT_EQ(m->eos_token_ids(), std::vector<int64_t>{0});
+}
+
+TEST(DemoCheckpoint, EnsureCreatesOnceUnderCacheDir) {
+  auto root = fs::temp_directory_path() / ("rlt_demo_cache_" + std::to_string(::getpid()));
+  ::setenv("RLT_CACHE_DIR", root.c_str(), 1);
+  auto dir = ensure_demo_checkpoint();
+  ASSERT_TRUE(dir.ok()) << dir.status().to_string();
+  EXPECT_EQ(fs::path(*dir), root / kDemoModelName);
+  auto again = ensure_demo_checkpoint();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *dir);
+  ::unsetenv("RLT_CACHE_DIR");
+  fs::remove_all(root);
+}
+
+TEST(LoadOuroModel, NamesMissingTensorsAndTheFolder) {
+  auto dir = fs::temp_directory_path() / ("rlt_broken_model_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(fs::path(testing::demo_dir()) / "config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+  std::vector<io::TensorToWrite> one = {{"lm_head.weight", DType::kBF16, {259, 256}, std::vector<uint8_t>(259 * 256 * 2)}};
+  ASSERT_TRUE(io::write_safetensors((dir / "model.safetensors").string(), one).ok());
+  auto m = load_ouro_model(dir.string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find(dir.string()), std::string::npos);
+  EXPECT_NE(m.status().message().find("missing tensor(s): model.embed_tokens.weight"), std::string::npos)
+      << m.status().message();
+  fs::remove_all(dir);
+}
+
+TEST(LoadOuroModel, ReportsMissingConfig) {
+  auto m = load_ouro_model("/nonexistent-model-dir");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("/nonexistent-model-dir/config.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rlt::model

@@ -1,0 +1,186 @@
+"""The C++ engine against the independent float64 numpy oracle (tools/reference_ouro.py).
+
+Each case writes a random checkpoint with tools/make_model.py, runs `rlt generate --trace-out`
+and the oracle on the same prompt, and compares:
+  * prompt hidden states after every loop, gate logits, and the logits of every generated step:
+    max |cpp - oracle| / max |oracle| <= 1e-4 (f32 compute; bf16/f16 checkpoints are compared
+    with the oracle reading the same rounded weights, so the same bound holds);
+  * greedy tokens and exit depths: identical. A divergence is accepted only where the oracle
+    itself is on a knife edge (top-2 logit gap or exit-probability margin below what f32
+    rounding can move), and comparison stops at that step.
+
+Needs RLT_BIN (the rlt binary); ctest sets it.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import make_model  # noqa: E402
+import reference_ouro  # noqa: E402
+
+REL_TOL = 1e-4
+# How far f32 rounding can move an exit probability or a logit gap, relative to the values:
+# differences this small between engine and oracle are rounding, not bugs.
+EXIT_MARGIN = 1e-5
+GAP_MARGIN = 1e-5
+
+
+WORST = {}  # quantity -> largest relative error seen, printed at the end for the record
+
+
+def rel_err(a, b, what="other"):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    err = float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+    WORST[what] = max(WORST.get(what, 0.0), err)
+    return err
+
+
+def run_rlt(model_dir, prompt, max_tokens, threshold, min_loops, max_loops, trace_path):
+    cmd = [os.environ["RLT_BIN"], "--log-level", "warn", "generate", "--model", model_dir,
+           "--prompt-ids", ",".join(str(t) for t in prompt), "--max-tokens", str(max_tokens),
+           "--exit-threshold", repr(threshold), "--min-loops", str(min_loops),
+           "--max-loops", str(max_loops), "--ignore-eos", "--trace-out", trace_path]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    result = json.loads(out.stdout)
+    with open(trace_path) as f:
+        trace = json.load(f)
+    return result, trace["steps"]
+
+
+class CppMatchesNumpyOracle(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if "RLT_BIN" not in os.environ:
+            raise unittest.SkipTest("RLT_BIN is not set (run through ctest)")
+        cls.tmp = tempfile.TemporaryDirectory(prefix="rlt_oracle_")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+        print("\nworst relative error vs the oracle: " +
+              ", ".join(f"{k} {v:.2e}" for k, v in sorted(WORST.items())), file=sys.stderr)
+
+    def check_case(self, name, spec, prompt_len, max_tokens, threshold, min_loops=2,
+                   max_loops=None, shards=1, seed=0):
+        model_dir = os.path.join(self.tmp.name, name)
+        make_model.make_model(model_dir, spec, shards=shards)
+        rng = np.random.default_rng(seed)
+        prompt = [int(x) for x in rng.integers(0, spec.vocab_size, size=prompt_len)]
+        max_loops = max_loops or spec.loops
+        min_loops = min(min_loops, max_loops)
+        model = reference_ouro.load_model(model_dir)
+        ref = reference_ouro.generate(model, prompt, max_tokens=max_tokens, exit_threshold=threshold,
+                                      min_loops=min_loops, max_loops=max_loops)
+        result, steps = run_rlt(model_dir, prompt, max_tokens, threshold, min_loops, max_loops,
+                                os.path.join(self.tmp.name, name + ".trace.json"))
+        T, H = spec.loops, spec.hidden_size
+        # Prefill: every loop's hidden state and gate logit for every prompt position.
+        prefill = steps[0]
+        self.assertEqual(len(prefill["hidden"]), T)
+        for loop in range(T):
+            cpp_hidden = np.array(prefill["hidden"][loop]).reshape(prompt_len, H)
+            self.assertLessEqual(rel_err(cpp_hidden, ref["prompt_hidden"][loop], "hidden"), REL_TOL,
+                                 f"{name}: prompt hidden, loop {loop + 1}")
+            self.assertLessEqual(rel_err(prefill["gate_logits"][loop], ref["prompt_gate_logits"][loop], "gate"),
+                                 REL_TOL, f"{name}: prompt gate logits, loop {loop + 1}")
+        # Generation, step by step, until the oracle sits on a knife edge.
+        compared = 0
+        for n in range(max_tokens):
+            self.assertLessEqual(rel_err(steps[n]["logits"], ref["step_logits"][n], "logits"), REL_TOL,
+                                 f"{name}: logits of step {n}")
+            if n > 0:
+                self.assertLessEqual(rel_err(steps[n]["hidden"][-1], ref["step_hidden"][n], "hidden"), REL_TOL,
+                                     f"{name}: exit hidden state of step {n}")
+                ran = int(ref["exit_depths"][n])
+                cpp_gates = [g[0] for g in steps[n]["gate_logits"]]
+                self.assertLessEqual(rel_err(cpp_gates[:ran], ref["step_gate_logits"][n][:ran], "gate"), REL_TOL,
+                                     f"{name}: gate logits of step {n}")
+            logits = ref["step_logits"][n]
+            top2 = np.sort(logits)[-2:]
+            knife_edge_token = (top2[1] - top2[0]) <= GAP_MARGIN * np.max(np.abs(logits))
+            knife_edge_exit = False
+            if n > 0 and threshold < 1.0:
+                # The exit probability after each loop that ran, recomputed from the oracle's gates.
+                remaining = 1.0
+                for g in ref["step_gate_logits"][n][: int(ref["exit_depths"][n])]:
+                    remaining *= 1.0 - float(reference_ouro.ouro_hazard(g))
+                    if abs((1.0 - remaining) - threshold) <= EXIT_MARGIN:
+                        knife_edge_exit = True
+            if knife_edge_exit:
+                break
+            self.assertEqual(result["exit_depths"][n], int(ref["exit_depths"][n]), f"{name}: exit depth of step {n}")
+            compared += 1
+            if knife_edge_token:
+                break
+            self.assertEqual(result["tokens"][n], int(ref["tokens"][n]), f"{name}: token of step {n}")
+        self.assertGreater(compared, 0, f"{name}: nothing was compared")
+        return ref, result
+
+    def test_tiny_gqa_f32_full_depth(self):
+        spec = make_model.ModelSpec("tiny", dtype="f32", seed=1)
+        for prompt_len in (1, 7, 64):
+            self.check_case(f"tiny_full_{prompt_len}", spec, prompt_len, 6, 1.0, seed=prompt_len)
+
+    def test_tiny_gqa_f32_early_exit(self):
+        spec = make_model.ModelSpec("tiny", dtype="f32", seed=2)
+        ref, _ = self.check_case("tiny_exit", spec, 9, 16, 0.5, min_loops=1, seed=3)
+        self.assertLess(float(np.mean(ref["exit_depths"][1:])), 4.0, "the case must exercise early exit")
+
+    def test_mha_one_loop(self):
+        spec = make_model.ModelSpec("tiny", dtype="f32", seed=3, num_kv_heads=4, loops=1)
+        self.check_case("mha_one_loop", spec, 12, 6, 1.0, min_loops=1)
+
+    def test_two_and_three_loops_with_bounds(self):
+        for loops in (2, 3):
+            spec = make_model.ModelSpec("tiny", dtype="f32", seed=10 + loops, loops=loops)
+            self.check_case(f"loops_{loops}", spec, 5, 10, 0.6, min_loops=1, max_loops=loops)
+
+    def test_odd_sizes_exercise_vector_tails(self):
+        # hidden 40 and intermediate 72 are not multiples of any SIMD width; 5 query heads share
+        # one K/V head (GQA 5:1).
+        spec = make_model.ModelSpec("tiny", dtype="f32", seed=4, hidden_size=40, intermediate_size=72,
+                                    num_heads=5, num_kv_heads=1, head_dim=8, vocab_size=97)
+        self.check_case("odd_sizes", spec, 33, 8, 0.55, min_loops=2, max_loops=3)
+
+    def test_bf16_sharded_small(self):
+        spec = make_model.ModelSpec("small", dtype="bf16", seed=5)
+        self.check_case("small_bf16_sharded", spec, 20, 8, 0.5, shards=2)
+
+    def test_f16_tiny(self):
+        spec = make_model.ModelSpec("tiny", dtype="f16", seed=6)
+        self.check_case("tiny_f16", spec, 16, 8, 0.7)
+
+
+class DemoCheckpoint(unittest.TestCase):
+    def test_demo_tokenizer_loads_in_hf_tokenizers(self):
+        if "RLT_BIN" not in os.environ:
+            self.skipTest("RLT_BIN is not set (run through ctest)")
+        from tokenizers import Tokenizer
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, RLT_CACHE_DIR=cache)
+            subprocess.run([os.environ["RLT_BIN"], "--log-level", "warn", "info"], check=True,
+                           env=env, capture_output=True)
+            folder = os.path.join(cache, "rlt-demo-ouro-v1")
+            tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+            with open(os.path.join(folder, "config.json")) as f:
+                config = json.load(f)
+            self.assertEqual(tok.get_vocab_size(), config["vocab_size"])
+            text = "Hello wörld 123 <|im_start|>user\n日本語 😀<|im_end|>"
+            ids = tok.encode(text).ids
+            self.assertEqual(tok.decode(ids, skip_special_tokens=False), text)
+            self.assertIn(2, ids)  # <|im_end|> is one special token
+            # The folder is a valid oracle input too: the numpy model loads it.
+            reference_ouro.load_model(folder)
+
+
+if __name__ == "__main__":
+    unittest.main()

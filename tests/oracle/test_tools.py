@@ -1,0 +1,462 @@
+"""Self-checks for the independent Python oracle (tools/make_model.py, tools/reference_ouro.py).
+
+Run from the repository root:
+    .venv/bin/python -m unittest discover -s tests/oracle -p 'test_*.py'
+
+Expected values come from shared/reference/looped-models.md (section numbers cited inline) or are
+computed by hand in the test, never from the engine.
+"""
+
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOLS = os.path.join(REPO, "tools")
+sys.path.insert(0, TOOLS)
+
+import make_model as mm  # noqa: E402
+import reference_ouro as ro  # noqa: E402
+
+FIXTURE_CONFIG = "/work/shared/fixtures/ouro-1.4b/config.json"
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_dir_bytes(d):
+    return {f: read_bytes(os.path.join(d, f)) for f in sorted(os.listdir(d))}
+
+
+def read_all_tensors(d):
+    """{name: (dtype, raw copy)} over single-file or sharded checkpoints."""
+    out = {}
+    for f in sorted(os.listdir(d)):
+        if f.endswith(".safetensors"):
+            for name, (dtype, raw) in mm.read_safetensors(os.path.join(d, f)).items():
+                assert name not in out
+                out[name] = (dtype, np.array(raw))
+    return out
+
+
+class TempDirCase(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.tmp = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def make(self, name, shards=1, **kw):
+        d = os.path.join(self.tmp, name)
+        mm.make_model(d, mm.ModelSpec(**kw), shards=shards)
+        return d
+
+
+class MakeModelTests(TempDirCase):
+    def test_same_args_give_identical_bytes(self):
+        for kw, shards in (({}, 1), ({"dtype": "bf16", "seed": 7}, 3), ({"preset": "small", "dtype": "f16"}, 1)):
+            a = read_dir_bytes(self.make("a", shards, **kw))
+            b = read_dir_bytes(self.make("b", shards, **kw))
+            self.assertEqual(a, b, kw)
+
+    def test_seed_changes_weights(self):
+        a = read_all_tensors(self.make("a", seed=0))
+        b = read_all_tensors(self.make("b", seed=1))
+        self.assertFalse(np.array_equal(a["lm_head.weight"][1], b["lm_head.weight"][1]))
+
+    def test_sharded_equals_single(self):
+        single = self.make("single")
+        sharded = self.make("sharded", shards=3)
+        files = sorted(os.listdir(sharded))
+        self.assertEqual(files, ["config.json", "generation_config.json",
+                                 "model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
+                                 "model-00003-of-00003.safetensors", "model.safetensors.index.json"])
+        a, b = read_all_tensors(single), read_all_tensors(sharded)
+        self.assertEqual(sorted(a), sorted(b))
+        for name in a:
+            self.assertEqual(a[name][0], b[name][0])
+            np.testing.assert_array_equal(a[name][1], b[name][1])
+        with open(os.path.join(sharded, "model.safetensors.index.json")) as f:
+            index = json.load(f)
+        self.assertEqual(set(index["weight_map"]), set(a))
+        self.assertEqual(index["metadata"]["total_size"], sum(raw.nbytes for _, raw in a.values()))
+        for name, fname in index["weight_map"].items():
+            self.assertIn(name, mm.read_safetensors_header(os.path.join(sharded, fname))[0])
+
+    def test_safetensors_layout(self):
+        path = os.path.join(self.make("m", dtype="bf16"), "model.safetensors")
+        blob = read_bytes(path)
+        (n,) = struct.unpack("<Q", blob[:8])
+        self.assertEqual(n % 8, 0)
+        text = blob[8:8 + n].decode("utf-8")
+        self.assertEqual(text, text.rstrip(" ") + " " * (len(text) - len(text.rstrip(" "))))
+        header = json.loads(text)
+        self.assertEqual(header.pop("__metadata__"), {"format": "pt"})
+        names = sorted(header)
+        offset = 0
+        for name in names:  # packed in name order, no gaps
+            info = header[name]
+            self.assertEqual(info["dtype"], "BF16")
+            self.assertEqual(info["data_offsets"][0], offset)
+            offset = info["data_offsets"][1]
+            self.assertEqual(offset - info["data_offsets"][0], 2 * int(np.prod(info["shape"])))
+        self.assertEqual(len(blob), 8 + n + offset)
+
+    def test_bf16_round_to_nearest_even(self):
+        cases = {  # f32 bits -> bf16 bits
+            0x3F800000: 0x3F80,  # 1.0 exact
+            0x3F808000: 0x3F80,  # halfway, even below -> stays
+            0x3F818000: 0x3F82,  # halfway, odd below -> rounds up to even
+            0x3F808001: 0x3F81,  # just above halfway -> up
+            0x3F807FFF: 0x3F80,  # just below halfway -> down
+            0xBF818000: 0xBF82,  # sign-symmetric
+            0x7F7FFFFF: 0x7F80,  # max finite rounds to +inf, as torch does
+            0x00000001: 0x0000,  # smallest subnormal -> 0
+        }
+        bits = np.array(list(cases), dtype=np.uint32)
+        got = mm.f32_to_bf16_bits(bits.view(np.float32))
+        self.assertEqual([hex(x) for x in got.tolist()], [hex(x) for x in cases.values()])
+        # Random values: result is one of the two neighbours and the nearer one.
+        x = np.random.default_rng(3).standard_normal(20000).astype(np.float32)
+        b = mm.f32_to_bf16_bits(x)
+        y = mm.bf16_bits_to_f32(b).astype(np.float64)
+        lo = mm.bf16_bits_to_f32((x.view(np.uint32) >> 16).astype(np.uint16)).astype(np.float64)
+        hi = mm.bf16_bits_to_f32(((x.view(np.uint32) >> 16) + 1).astype(np.uint16)).astype(np.float64)
+        err = np.abs(y - x)
+        self.assertTrue(np.all(err <= np.minimum(np.abs(lo - x), np.abs(hi - x))))
+        nan = mm.f32_to_bf16_bits(np.array([np.nan], dtype=np.float32))
+        self.assertTrue(np.isnan(mm.bf16_bits_to_f32(nan))[0])
+
+    def test_storage_dtypes_round_the_same_master_values(self):
+        f32 = read_all_tensors(self.make("f32"))
+        bf16 = read_all_tensors(self.make("bf16", dtype="bf16"))
+        f16 = read_all_tensors(self.make("f16", dtype="f16"))
+        for name, (_, x) in f32.items():
+            self.assertEqual(bf16[name][0], "BF16")
+            np.testing.assert_array_equal(bf16[name][1], mm.f32_to_bf16_bits(x))
+            self.assertEqual(f16[name][0], "F16")
+            np.testing.assert_array_equal(f16[name][1], x.astype(np.float16))
+
+    def test_weight_statistics(self):
+        spec = mm.ModelSpec(gate_bias=-0.75)
+        t = read_all_tensors(self.make("m", gate_bias=-0.75))
+        self.assertAlmostEqual(spec.init_std, 1 / math.sqrt(32))
+        self.assertEqual(t["model.early_exit_gate.bias"][1].tolist(), [np.float32(-0.75)])
+        emb = t["model.embed_tokens.weight"][1]
+        self.assertLess(abs(emb.std() / spec.init_std - 1), 0.1)
+        norm = t["model.layers.1.post_attention_layernorm_2.weight"][1]
+        self.assertLess(abs(norm.mean() - 1), 0.1)
+        self.assertGreater(norm.std(), 0.03)  # not the identity
+
+    def test_config_json(self):
+        d = self.make("m", preset="small", dtype="bf16", eos_token_id=5, num_layers=3)
+        with open(os.path.join(d, "config.json")) as f:
+            cfg = json.load(f)
+        self.assertEqual(cfg["architectures"], ["OuroForCausalLM"])
+        self.assertEqual(cfg["model_type"], "ouro")
+        self.assertEqual(cfg["torch_dtype"], "bfloat16")
+        self.assertEqual(cfg["layer_types"], ["full_attention"] * 3)
+        self.assertEqual(cfg["max_window_layers"], 3)
+        self.assertEqual((cfg["hidden_size"], cfg["head_dim"], cfg["total_ut_steps"]), (128, 32, 4))
+        self.assertEqual(cfg["eos_token_id"], 5)
+        self.assertIsNone(cfg["rope_scaling"])
+        self.assertFalse(cfg["tie_word_embeddings"])
+        with open(os.path.join(d, "generation_config.json")) as f:
+            self.assertEqual(json.load(f)["eos_token_id"], 5)
+        if os.path.exists(FIXTURE_CONFIG):
+            with open(FIXTURE_CONFIG) as f:
+                fixture = json.load(f)
+            self.assertEqual(list(cfg), list(fixture))  # same fields, same order
+            self.assertEqual(cfg["auto_map"], fixture["auto_map"])
+            real = mm.config_dict(mm.ModelSpec(preset="ouro-1.4b", dtype="bf16", init_std=0.02))
+            self.assertEqual(real, fixture)
+
+    def test_ouro_1p4b_tensor_census(self):
+        # Section 2: 269 tensors, 1,434,652,673 params; with L = 48: 2,667,974,657.
+        specs = mm.tensor_specs(mm.ModelSpec(preset="ouro-1.4b"))
+        self.assertEqual(len(specs), 269)
+        self.assertEqual(sum(int(np.prod(s)) for _, s, _ in specs), 1_434_652_673)
+        specs48 = mm.tensor_specs(mm.ModelSpec(preset="ouro-1.4b", num_layers=48))
+        self.assertEqual(sum(int(np.prod(s)) for _, s, _ in specs48), 2_667_974_657)
+        # The reference's independent name/shape table agrees.
+        cfg = ro.OuroConfig(mm.config_dict(mm.ModelSpec(preset="ouro-1.4b")))
+        self.assertEqual(ro.expected_shapes(cfg), {n: tuple(s) for n, s, _ in specs})
+
+    def test_generic_roundtrip(self):
+        path = os.path.join(self.tmp, "x.safetensors")
+        t = {"b": ("I64", np.arange(6, dtype=np.int64).reshape(2, 3)),
+             "a": ("F16", np.array([1.5, -2.0], dtype=np.float16)),
+             "c": ("BF16", mm.f32_to_bf16_bits(np.array([[3.0]], dtype=np.float32)))}
+        mm.write_safetensors(path, t)
+        back = mm.read_safetensors(path)
+        for name, (dtype, arr) in t.items():
+            self.assertEqual(back[name][0], dtype)
+            np.testing.assert_array_equal(back[name][1], arr)
+        self.assertEqual(mm.raw_to_float64("BF16", back["c"][1]).tolist(), [[3.0]])
+
+
+class ExitRuleTests(unittest.TestCase):
+    """Section 5.3, column `ouro` (T = 4)."""
+
+    ROWS = [  # (row, hazards, threshold, min, max, expected depth)
+        (1, [0.3, 0.3], 0.5, 2, 4, 2),
+        (4, [0.3] * 4, 0.5, 3, 4, 3),
+        (5, [0.3] * 4, 1.0, 1, 4, 4),
+        (6, [0.3] * 4, 0.0, 2, 4, 2),
+        (7, [0.5] * 4, 0.75, 2, 4, 2),
+        (8, [0.1, 0.9, 0.5, 0.5], 0.9, 2, 4, 2),
+        (9, [0.9] * 4, 0.5, 2, 3, 2),
+    ]
+
+    def test_table_rows(self):
+        for row, hz, thr, lo, hi, want in self.ROWS:
+            self.assertEqual(ro.ouro_exit_depth(hz, thr, lo, hi), want, f"row {row}")
+
+    def test_row10_max_wins(self):
+        for hz in ([0.0] * 4, [0.3] * 4, [0.99] * 4, [1.0] * 4):
+            for thr in (0.0, 0.3, 0.999, 1.0):
+                self.assertEqual(ro.ouro_exit_depth(hz, thr, 2, 2), 2)
+
+    def test_float64_accumulation_values(self):
+        # float32(0.3) = 0.30000001192...; CDF after two loops 0.5100000167 in float64.
+        _, p = ro.ouro_exit([0.3, 0.3], 0.5, 2, 4)
+        self.assertAlmostEqual(p, 0.5100000167, delta=1e-10)
+        f = float(np.float32(0.3))
+        self.assertEqual(p, 1.0 - (1.0 - f) * (1.0 - f))
+        # Row 8: float32 inputs give 0.90999998 (>= 0.9).
+        _, p8 = ro.ouro_exit([0.1, 0.9], 0.9, 2, 4)
+        self.assertAlmostEqual(p8, 0.90999998, delta=1e-8)
+        # Row 7: exactly 0.75 must exit (>=, not >).
+        self.assertEqual(ro.ouro_exit([0.5, 0.5], 0.75, 2, 4), (2, 0.75))
+        # A threshold just above the CDF does not exit at 2.
+        self.assertEqual(ro.ouro_exit_depth([0.5, 0.5, 0.5, 0.5], 0.7500001, 2, 4), 3)
+
+    def test_lazy_and_validation(self):
+        def hazards():
+            yield 0.9
+            yield 0.9
+            raise AssertionError("read a hazard after the exit")
+        self.assertEqual(ro.ouro_exit_depth(hazards(), 0.5, 2, 4), 2)
+        with self.assertRaises(ValueError):
+            ro.ouro_exit_depth([0.1], 0.5, 2, 4)  # ran out before deciding
+        for bad in ((1.5, 2, 4), (-0.1, 2, 4), (0.5, 0, 4), (0.5, 3, 2)):
+            with self.assertRaises(ValueError):
+                ro.ouro_exit_depth([0.5] * 4, *bad)
+
+    def test_hazard_rounding(self):
+        self.assertEqual(ro.ouro_hazard(0.0), 0.5)
+        h = ro.ouro_hazard(0.3)
+        self.assertEqual(h, float(np.float32(h)))  # a float32 value
+        self.assertAlmostEqual(h, 1 / (1 + math.exp(-0.3)), delta=1e-7)
+        self.assertEqual(ro.ouro_hazard(-1e4), 0.0)  # Huginn/Nanbeige constant gate
+        self.assertEqual(ro.ouro_hazard(200.0), 1.0)
+
+
+class BuildingBlockTests(unittest.TestCase):
+    def test_rope_hand_example(self):
+        # d = 4, theta = 100: inv_freq = [1, 100^(-1/2)] = [1, 0.1]; position 2 -> angles [2, 0.2].
+        # Split-half pairing: (x0, x2) rotate by 2 rad, (x1, x3) by 0.2 rad.
+        x = np.array([[[1.0, 2.0, 3.0, 4.0]]])
+        cos, sin = ro.rope_cos_sin([2], 4, 100.0)
+        got = ro.apply_rope(x, cos, sin)[0, 0]
+        c2, s2, c02, s02 = math.cos(2), math.sin(2), math.cos(0.2), math.sin(0.2)
+        want = [1 * c2 - 3 * s2, 2 * c02 - 4 * s02, 3 * c2 + 1 * s2, 4 * c02 + 2 * s02]
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-15)
+        # Adjacent-pair (Huginn-style) rotation would give something else.
+        adjacent = [1 * c2 - 2 * s2, 2 * c2 + 1 * s2, 3 * c02 - 4 * s02, 4 * c02 + 3 * s02]
+        self.assertGreater(np.abs(got - adjacent).max(), 0.1)
+        # Position 0 is the identity; rotation preserves the norm of each pair.
+        c0, s0 = ro.rope_cos_sin([0], 4, 100.0)
+        np.testing.assert_array_equal(ro.apply_rope(x, c0, s0), x)
+        self.assertAlmostEqual(got[0] ** 2 + got[2] ** 2, 10.0, places=12)
+
+    def test_rope_inv_freq_ouro(self):
+        f = ro.rope_inv_freq(128, 1e6)  # section 3.1: 10^(-0.09375 i)
+        self.assertEqual(f[0], 1.0)
+        self.assertAlmostEqual(f[1], 0.80584, places=5)
+        self.assertAlmostEqual(f[63] / 1.2409e-6, 1.0, places=4)
+
+    def test_gqa_head_mapping(self):
+        # nh 4, nkv 2: q heads 0,1 -> kv 0; heads 2,3 -> kv 1. A single key: output = its value.
+        rng = np.random.default_rng(0)
+        q = rng.standard_normal((1, 4, 8))
+        k = rng.standard_normal((1, 2, 8))
+        v = np.stack([np.full(8, 10.0), np.full(8, 20.0)])[None]
+        out = ro.attention(q, k, v, [0], [0])
+        self.assertEqual(out[0, :, 0].tolist(), [10.0, 10.0, 20.0, 20.0])
+
+    def test_attention_brute_force(self):
+        rng = np.random.default_rng(1)
+        n, nh, nkv, d = 5, 4, 2, 8
+        q, k, v = rng.standard_normal((n, nh, d)), rng.standard_normal((n, nkv, d)), rng.standard_normal((n, nkv, d))
+        got = ro.attention(q, k, v, np.arange(n), np.arange(n))
+        for p in range(n):
+            for h in range(nh):
+                kv = h // 2
+                s = [float(q[p, h] @ k[j, kv]) / math.sqrt(d) for j in range(p + 1)]
+                w = [math.exp(x - max(s)) for x in s]
+                want = sum(w[j] / sum(w) * v[j, kv] for j in range(p + 1))
+                np.testing.assert_allclose(got[p, h], want, rtol=1e-13, atol=1e-14)
+
+    def test_rms_norm_and_silu(self):
+        x = np.array([3.0, 4.0])
+        np.testing.assert_allclose(ro.rms_norm(x, np.array([1.0, 2.0]), 0.0),
+                                   [3 / math.sqrt(12.5), 8 / math.sqrt(12.5)], rtol=1e-15)
+        self.assertEqual(ro.silu(np.array([0.0]))[0], 0.0)
+        self.assertAlmostEqual(ro.silu(np.array([1.0]))[0], 1 / (1 + math.exp(-1)), places=15)
+        self.assertEqual(ro.silu(np.array([-1000.0]))[0], 0.0)
+
+
+class ReferenceForwardTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory()
+        cls.dir = os.path.join(cls._tmp.name, "tiny")
+        mm.make_model(cls.dir, mm.ModelSpec(), shards=2)
+        cls.model = ro.load_model(cls.dir)
+        cls.T = cls.model.cfg.loops
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def test_prompt_causality(self):
+        a = ro.forward_prompt(self.model, [5, 17, 42])
+        b = ro.forward_prompt(self.model, [5, 17, 42, 9])
+        for key in ("hidden", "gate_logits", "logits"):
+            np.testing.assert_allclose(a[key], b[key][:, :3], rtol=1e-12, atol=1e-12, err_msg=key)
+        self.assertFalse(np.allclose(a["logits"][-1, -1], b["logits"][-1, -1]))
+        # Loops really differ from each other (h is transformed, not a fixed point).
+        self.assertGreater(np.abs(a["logits"][0] - a["logits"][-1]).max(), 0.1)
+
+    def test_full_depth_decode_equals_dense_recompute(self):
+        prompt = [3, 1, 4, 1, 5]
+        r = ro.generate(self.model, prompt, max_tokens=6, exit_threshold=1.0, min_loops=2)
+        self.assertEqual(r["exit_depths"].tolist(), [self.T] * 6)
+        self.assertFalse(np.isnan(r["step_gate_logits"]).any())
+        self.assertTrue(np.isnan(r["step_exit_prob"][0]))
+        for n in range(6):
+            dense = ro.forward_prompt(self.model, prompt + r["tokens"][:n].tolist())
+            np.testing.assert_allclose(r["step_logits"][n], dense["logits"][-1, -1], rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(r["step_gate_logits"][n], dense["gate_logits"][:, -1], rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(r["step_hidden"][n], dense["hidden"][-1, -1], rtol=1e-10, atol=1e-10)
+            self.assertEqual(r["tokens"][n], int(np.argmax(r["step_logits"][n])))
+            if n:
+                hz = [ro.ouro_hazard(g) for g in r["step_gate_logits"][n]]
+                self.assertEqual(r["step_exit_prob"][n], 1.0 - np.prod([1.0 - h for h in hz]))
+
+    def test_early_exit_bookkeeping(self):
+        r = ro.generate(self.model, [7, 8, 9], max_tokens=16, exit_threshold=0.6, min_loops=2)
+        depths = r["exit_depths"].tolist()
+        self.assertEqual(depths[0], self.T)
+        self.assertGreater(len(set(depths[1:])), 1, "want a mix of exit depths for this test")
+        for n in range(1, 16):
+            e = depths[n]
+            g = r["step_gate_logits"][n]
+            self.assertFalse(np.isnan(g[:e]).any())
+            self.assertTrue(np.isnan(g[e:]).all())
+            hz = [ro.ouro_hazard(x) for x in g[:e]]
+            self.assertEqual(ro.ouro_exit(hz, 0.6, 2, self.T), (e, r["step_exit_prob"][n]))
+            if e < self.T:
+                self.assertGreaterEqual(r["step_exit_prob"][n], 0.6)
+            np.testing.assert_allclose(r["step_logits"][n], ro.lm_head(self.model, r["step_hidden"][n]), rtol=1e-13)
+        # last_exited: planes e+1..T of a decode position hold its loop-e K/V (section 4).
+        cache, P = r["cache"], 3
+        for n in range(1, 16):
+            pos, e = P + n - 1, depths[n]
+            for plane in range(e, self.T):
+                np.testing.assert_array_equal(cache.k[plane, :, pos], cache.k[e - 1, :, pos])
+                np.testing.assert_array_equal(cache.v[plane, :, pos], cache.v[e - 1, :, pos])
+
+    def test_last_exited_copies_are_read(self):
+        # Without the copies a deeper query of a later token would hit an unwritten plane row;
+        # the cache asserts on that, which proves the run depends on last_exited versions.
+        orig = ro.KVCache.finalize_last_exited
+        ro.KVCache.finalize_last_exited = lambda self, pos, e: None
+        try:
+            with self.assertRaises(AssertionError):
+                ro.generate(self.model, [7, 8, 9], max_tokens=16, exit_threshold=0.6, min_loops=2)
+        finally:
+            ro.KVCache.finalize_last_exited = orig
+
+    def test_fixed_depth_and_limits(self):
+        r = ro.generate(self.model, [1, 2], max_tokens=5, exit_threshold=0.0, min_loops=3, max_loops=3)
+        self.assertEqual(r["exit_depths"].tolist(), [self.T, 3, 3, 3, 3])
+        r = ro.generate(self.model, [1, 2], max_tokens=4, exit_threshold=1.0, min_loops=1, max_loops=1)
+        self.assertEqual(r["exit_depths"].tolist(), [self.T, 1, 1, 1])
+        r0 = ro.generate(self.model, [1, 2], max_tokens=0)
+        self.assertEqual(r0["tokens"].shape, (0,))
+        self.assertEqual(r0["step_logits"].shape, (0, 64))
+        for bad in (dict(min_loops=0), dict(min_loops=3, max_loops=2), dict(max_loops=5),
+                    dict(exit_threshold=1.5)):
+            with self.assertRaises(ValueError):
+                ro.generate(self.model, [1], max_tokens=2, **bad)
+        with self.assertRaises(ValueError):
+            ro.generate(self.model, [64], max_tokens=1)
+        with self.assertRaises(ValueError):  # 120 + 10 - 1 > 128 positions
+            ro.generate(self.model, [1] * 120, max_tokens=10)
+
+    def test_loader_matches_file_and_rejects_bad_checkpoints(self):
+        raw = read_all_tensors(self.dir)
+        for name, (_, x) in raw.items():
+            np.testing.assert_array_equal(self.model.w[name], x.astype(np.float64))
+        bad = os.path.join(self._tmp.name, "bad")
+        os.makedirs(bad, exist_ok=True)
+        with open(os.path.join(self.dir, "config.json")) as f:
+            cfg_text = f.read()
+        with open(os.path.join(bad, "config.json"), "w") as f:
+            f.write(cfg_text)
+        variants = {
+            "missing": {k: v for k, v in raw.items() if k != "model.norm.weight"},
+            "extra": {**raw, "model.rotary_emb.inv_freq": ("F32", np.zeros(4, np.float32))},
+            "shape": {**raw, "model.norm.weight": ("F32", np.zeros(31, np.float32))},
+        }
+        for label, tensors in variants.items():
+            mm.write_safetensors(os.path.join(bad, "model.safetensors"), tensors)
+            with self.assertRaises(ValueError, msg=label):
+                ro.load_model(bad)
+
+    def test_bf16_checkpoint_widens_exactly(self):
+        d = os.path.join(self._tmp.name, "bf16")
+        mm.make_model(d, mm.ModelSpec(dtype="bf16"))
+        m = ro.load_model(d)
+        x = self.model.w["lm_head.weight"].astype(np.float32)
+        want = mm.bf16_bits_to_f32(mm.f32_to_bf16_bits(x)).astype(np.float64)
+        np.testing.assert_array_equal(m.w["lm_head.weight"], want)
+
+    def test_cli_end_to_end(self):
+        d = os.path.join(self._tmp.name, "cli")
+        out = os.path.join(self._tmp.name, "r.npz")
+        py = sys.executable
+        subprocess.run([py, os.path.join(TOOLS, "make_model.py"), d, "--preset", "tiny", "--dtype", "bf16",
+                        "--shards", "2", "--num-layers", "1", "--loops", "3", "--gate-bias", "0.5"],
+                       check=True, capture_output=True)
+        subprocess.run([py, os.path.join(TOOLS, "reference_ouro.py"), "--model", d, "--prompt-ids", "1,2,3,4",
+                        "--max-tokens", "5", "--exit-threshold", "0.7", "--min-loops", "1", "--out", out],
+                       check=True, capture_output=True)
+        z = np.load(out)
+        T, P, N, H, V = 3, 4, 5, 32, 64
+        shapes = {"prompt_ids": (P,), "prompt_hidden": (T, P, H), "prompt_gate_logits": (T, P),
+                  "prompt_logits": (T, P, V), "tokens": (N,), "exit_depths": (N,), "step_logits": (N, V),
+                  "step_gate_logits": (N, T), "step_exit_prob": (N,), "step_hidden": (N, H)}
+        self.assertEqual({k: z[k].shape for k in z.files}, shapes)
+        self.assertEqual(z["tokens"].dtype, np.int64)
+        self.assertEqual(z["exit_depths"][0], T)
+        # Same result through the Python API.
+        r = ro.generate(ro.load_model(d), [1, 2, 3, 4], 5, 0.7, 1, None)
+        for k in shapes:
+            np.testing.assert_array_equal(z[k], r[k], err_msg=k)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,509 @@
+#!/usr/bin/env python3
+"""Independent float64 numpy reference for the Ouro looped-transformer forward pass.
+
+Written only from shared/reference/looped-models.md (sections 1-6, 12, 13), never from the
+engine's C++, so that it can act as a test oracle for it. Everything is float64 except the exit
+hazard, which the notes pin to float32 (section 5.2).
+
+Forward (section 3), per token position p (absolute, 0-based; the same p in every loop):
+    h = E[token]
+    for loop t = 1..T:                       # same L layers every loop
+        for layer l:
+            h = h + norm_in2( attn_{t,l}( norm_in(h) ) )
+            h = h + norm_post2( mlp( norm_post(h) ) )
+        h = model.norm(h)                    # inside the loop; replaces h
+        g_t = h . w_gate + b_gate            # exit-gate logit
+    logits = lm_head(h at the exit loop)
+
+Attention of loop t / layer l sees only the loop-t / layer-l K/V of positions <= p (section 4).
+A decode token that exits after loop e < T donates its loop-e K/V to every deeper plane
+(`last_exited`), so a later token's loop-d query sees its version min(d, e).
+
+Usage:
+    reference_ouro.py --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--exit-threshold F]
+        [--min-loops N] [--max-loops N] --out FILE.npz
+
+npz arrays (T loops, P prompt tokens, N = max_tokens, H hidden, V vocab):
+    prompt_ids         [P]        int64   the prompt (echoed for convenience)
+    prompt_hidden      [T, P, H]  float64 hidden after model.norm of each loop
+    prompt_gate_logits [T, P]     float64 exit-gate logit of each loop
+    prompt_logits      [T, P, V]  float64 lm_head of each loop's hidden
+    tokens             [N]        int64   greedy tokens
+    exit_depths        [N]        int64   1-based exit loop (row 0 = T: sampled from prefill)
+    step_logits        [N, V]     float64 logits each token was chosen from
+    step_gate_logits   [N, T]     float64 gate logit per loop run (NaN for loops not run);
+                                          row 0 = the last prompt position's T gate logits
+    step_exit_prob     [N]        float64 1 - remaining at exit (NaN for row 0)
+    step_hidden        [N, H]     float64 hidden state that fed lm_head
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_io import raw_to_float64, read_safetensors  # noqa: E402
+
+
+# --------------------------------------------------------------------------------------------
+# Config and weights
+# --------------------------------------------------------------------------------------------
+
+class OuroConfig:
+    """The fields of config.json the forward pass needs (section 1)."""
+
+    def __init__(self, d):
+        if d.get("model_type") != "ouro":
+            raise ValueError(f"model_type must be 'ouro', got {d.get('model_type')!r}")
+        if d.get("hidden_act", "silu") != "silu":
+            raise ValueError("hidden_act must be silu")
+        if d.get("rope_scaling") is not None:
+            raise ValueError("rope_scaling must be null (default RoPE only)")
+        if d.get("tie_word_embeddings", False):
+            raise ValueError("tie_word_embeddings must be false (lm_head is stored separately)")
+        self.vocab_size = int(d["vocab_size"])
+        self.hidden_size = int(d["hidden_size"])
+        self.intermediate_size = int(d["intermediate_size"])
+        self.num_layers = int(d["num_hidden_layers"])
+        self.num_heads = int(d["num_attention_heads"])
+        self.num_kv_heads = int(d.get("num_key_value_heads", self.num_heads))
+        # head_dim is derived as H / nh when absent (section 1).
+        self.head_dim = int(d.get("head_dim") or self.hidden_size // self.num_heads)
+        self.loops = int(d.get("total_ut_steps", 4))
+        self.rms_norm_eps = float(d.get("rms_norm_eps", 1e-6))
+        self.rope_theta = float(d.get("rope_theta", 1e6))
+        self.max_positions = int(d.get("max_position_embeddings", 65536))
+        self.eos_token_id = d.get("eos_token_id")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+        if self.head_dim % 2:
+            raise ValueError("head_dim must be even")
+
+
+def expected_shapes(cfg):
+    """Name -> shape for every tensor of an Ouro checkpoint (section 2)."""
+    H, I, d = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
+    qo, kvo = cfg.num_heads * d, cfg.num_kv_heads * d
+    shapes = {
+        "model.embed_tokens.weight": (cfg.vocab_size, H),
+        "model.norm.weight": (H,),
+        "model.early_exit_gate.weight": (1, H),
+        "model.early_exit_gate.bias": (1,),
+        "lm_head.weight": (cfg.vocab_size, H),
+    }
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        shapes.update({
+            p + "self_attn.q_proj.weight": (qo, H),
+            p + "self_attn.k_proj.weight": (kvo, H),
+            p + "self_attn.v_proj.weight": (kvo, H),
+            p + "self_attn.o_proj.weight": (H, qo),
+            p + "mlp.gate_proj.weight": (I, H),
+            p + "mlp.up_proj.weight": (I, H),
+            p + "mlp.down_proj.weight": (H, I),
+            p + "input_layernorm.weight": (H,),
+            p + "input_layernorm_2.weight": (H,),
+            p + "post_attention_layernorm.weight": (H,),
+            p + "post_attention_layernorm_2.weight": (H,),
+        })
+    return shapes
+
+
+class OuroModel:
+    """Config plus all weights widened to float64 (name -> ndarray)."""
+
+    def __init__(self, cfg, weights):
+        self.cfg = cfg
+        self.w = weights
+
+    def layer(self, i, name):
+        return self.w[f"model.layers.{i}.{name}"]
+
+
+def load_model(model_dir):
+    """Load config.json and model.safetensors (or the sharded index) from model_dir.
+
+    Rejects missing, unexpected or misshaped tensors; F32/BF16/F16 are widened exactly.
+    """
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        cfg = OuroConfig(json.load(f))
+    index_path = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(index_path):
+        with open(index_path, encoding="utf-8") as f:
+            weight_map = json.load(f)["weight_map"]
+        files = sorted(set(weight_map.values()))
+    else:
+        weight_map, files = None, ["model.safetensors"]
+
+    expected = expected_shapes(cfg)
+    weights = {}
+    for fname in files:
+        for name, (dtype, raw) in read_safetensors(os.path.join(model_dir, fname)).items():
+            if name in weights:
+                raise ValueError(f"tensor {name} stored twice")
+            if weight_map is not None and weight_map.get(name) != fname:
+                raise ValueError(f"tensor {name} found in {fname}, index says {weight_map.get(name)}")
+            if name not in expected:
+                raise ValueError(f"unexpected tensor {name}")
+            if tuple(raw.shape) != expected[name]:
+                raise ValueError(f"{name}: shape {tuple(raw.shape)}, expected {expected[name]}")
+            weights[name] = raw_to_float64(dtype, raw)
+    missing = sorted(set(expected) - set(weights))
+    if missing:
+        raise ValueError(f"missing tensors: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+    return OuroModel(cfg, weights)
+
+
+# --------------------------------------------------------------------------------------------
+# Building blocks (float64)
+# --------------------------------------------------------------------------------------------
+
+def rms_norm(x, w, eps):
+    """RMSNorm over the last axis: w * x / sqrt(mean(x^2) + eps) (section 3.2)."""
+    return w * (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps))
+
+
+def silu(x):
+    """x * sigmoid(x); exp overflow for very negative x correctly yields -0."""
+    with np.errstate(over="ignore"):
+        return x / (1.0 + np.exp(-x))
+
+
+def rope_inv_freq(head_dim, theta):
+    """inv_freq[i] = 1 / theta^(2i/d), i = 0..d/2-1 (section 3.1)."""
+    i = np.arange(head_dim // 2, dtype=np.float64)
+    return 1.0 / np.power(float(theta), 2.0 * i / head_dim)
+
+
+def rope_cos_sin(positions, head_dim, theta):
+    """cos/sin tables [n, d] for absolute positions; emb = concat(angle, angle)."""
+    angle = np.asarray(positions, dtype=np.float64)[:, None] * rope_inv_freq(head_dim, theta)[None, :]
+    emb = np.concatenate([angle, angle], axis=-1)
+    return np.cos(emb), np.sin(emb)
+
+
+def rotate_half(x):
+    """concat(-x[d/2:], x[:d/2]): dimension j pairs with j + d/2, not with its neighbour."""
+    half = x.shape[-1] // 2
+    return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+
+
+def apply_rope(x, cos, sin):
+    """x: [n, heads, d]; cos/sin: [n, d]. x' = x*cos + rotate_half(x)*sin."""
+    return x * cos[:, None, :] + rotate_half(x) * sin[:, None, :]
+
+
+def attention(q, k, v, q_pos, k_pos):
+    """Causal GQA attention.
+
+    q: [n, nh, d]; k, v: [m, nkv, d]; q_pos: [n], k_pos: [m] absolute positions.
+    Query head h reads KV head h // (nh / nkv); scores (q.k)/sqrt(d) over keys with
+    k_pos <= q_pos (self included); softmax in float64. Returns [n, nh, d].
+    """
+    n, nh, d = q.shape
+    nkv = k.shape[1]
+    kv_of_head = np.arange(nh) // (nh // nkv)
+    kh = k[:, kv_of_head, :]  # [m, nh, d]
+    vh = v[:, kv_of_head, :]
+    scores = np.einsum("nhd,mhd->hnm", q, kh) / math.sqrt(d)
+    allowed = np.asarray(k_pos)[None, :] <= np.asarray(q_pos)[:, None]  # [n, m]
+    scores = np.where(allowed[None], scores, -np.inf)
+    scores = scores - scores.max(axis=-1, keepdims=True)
+    p = np.exp(scores)
+    p = p / p.sum(axis=-1, keepdims=True)
+    return np.einsum("hnm,mhd->nhd", p, vh)
+
+
+# --------------------------------------------------------------------------------------------
+# KV cache: one plane per loop, one slot per (loop, layer, position)
+# --------------------------------------------------------------------------------------------
+
+class KVCache:
+    """K/V for every (loop plane, layer, position): k, v have shape [T, L, capacity, nkv, d].
+
+    `valid[t, p]` records that plane t holds position p, so attention can assert it never reads
+    a row nobody wrote (a silent zero row would otherwise look like a plausible key).
+    """
+
+    def __init__(self, cfg, capacity):
+        shape = (cfg.loops, cfg.num_layers, capacity, cfg.num_kv_heads, cfg.head_dim)
+        self.k = np.zeros(shape)
+        self.v = np.zeros(shape)
+        self.valid = np.zeros((cfg.loops, capacity), dtype=bool)
+
+    def write(self, plane, layer, positions, k, v):
+        self.k[plane, layer, positions] = k
+        self.v[plane, layer, positions] = v
+        if layer == self.k.shape[1] - 1:
+            self.valid[plane, positions] = True
+
+    def read(self, plane, layer, upto, positions_being_written):
+        # Positions written in this very call are valid even before the last layer marks them.
+        ok = self.valid[plane, :upto].copy()
+        ok[np.asarray(positions_being_written)] = True
+        if not ok.all():
+            raise AssertionError(f"plane {plane} read before positions {np.where(~ok)[0]} were written")
+        return self.k[plane, layer, :upto], self.v[plane, layer, :upto]
+
+    def finalize_last_exited(self, position, exit_depth):
+        """`last_exited`: a token that exited after loop e (1-based) gets its loop-e K/V copied
+        into the planes of loops e+1..T, so deeper queries of later tokens see version min(d, e)."""
+        e = exit_depth
+        self.k[e:, :, position] = self.k[e - 1, :, position]
+        self.v[e:, :, position] = self.v[e - 1, :, position]
+        self.valid[e:, position] = True
+
+
+# --------------------------------------------------------------------------------------------
+# Forward
+# --------------------------------------------------------------------------------------------
+
+def run_loop(model, h, positions, cache, plane):
+    """One loop (all L layers + model.norm + gate) for rows h [n, H] at absolute `positions`.
+
+    plane: 0-based loop index selecting the KV plane. Returns (normalized h [n, H], gate [n]).
+    """
+    cfg, eps = model.cfg, model.cfg.rms_norm_eps
+    n = h.shape[0]
+    nh, nkv, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    positions = np.asarray(positions, dtype=np.int64)
+    cos, sin = rope_cos_sin(positions, d, cfg.rope_theta)
+    upto = int(positions.max()) + 1
+    for l in range(cfg.num_layers):
+        a = rms_norm(h, model.layer(l, "input_layernorm.weight"), eps)
+        q = (a @ model.layer(l, "self_attn.q_proj.weight").T).reshape(n, nh, d)
+        k = (a @ model.layer(l, "self_attn.k_proj.weight").T).reshape(n, nkv, d)
+        v = (a @ model.layer(l, "self_attn.v_proj.weight").T).reshape(n, nkv, d)
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
+        # Write before attending: the token attends to itself (section 3, attention step 3).
+        cache.write(plane, l, positions, k, v)
+        K, V = cache.read(plane, l, upto, positions)
+        o = attention(q, K, V, positions, np.arange(upto)).reshape(n, nh * d)
+        o = o @ model.layer(l, "self_attn.o_proj.weight").T
+        # Sandwich: the post-norm acts on the block output, before the residual add.
+        h = h + rms_norm(o, model.layer(l, "input_layernorm_2.weight"), eps)
+        m = rms_norm(h, model.layer(l, "post_attention_layernorm.weight"), eps)
+        m = silu(m @ model.layer(l, "mlp.gate_proj.weight").T) * (m @ model.layer(l, "mlp.up_proj.weight").T)
+        m = m @ model.layer(l, "mlp.down_proj.weight").T
+        h = h + rms_norm(m, model.layer(l, "post_attention_layernorm_2.weight"), eps)
+    # model.norm sits inside the loop and replaces h: the next loop starts from normalized h.
+    h = rms_norm(h, model.w["model.norm.weight"], eps)
+    gate = h @ model.w["model.early_exit_gate.weight"][0] + model.w["model.early_exit_gate.bias"][0]
+    return h, gate
+
+
+def lm_head(model, h):
+    return h @ model.w["lm_head.weight"].T
+
+
+def _check_ids(model, ids):
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.ndim != 1 or ids.size == 0:
+        raise ValueError("need a non-empty 1-D list of token ids")
+    if ids.min() < 0 or ids.max() >= model.cfg.vocab_size:
+        raise ValueError(f"token id out of range [0, {model.cfg.vocab_size})")
+    return ids
+
+
+def forward_prompt(model, prompt_ids, cache=None):
+    """Prefill: every prompt position through all T loops, loop-major (section 6).
+
+    Returns dict with hidden [T, P, H], gate_logits [T, P], logits [T, P, V] and the cache
+    (allocated with capacity P when not given).
+    """
+    cfg = model.cfg
+    ids = _check_ids(model, prompt_ids)
+    P = ids.size
+    if cache is None:
+        cache = KVCache(cfg, P)
+    positions = np.arange(P)
+    h = model.w["model.embed_tokens.weight"][ids]  # no embedding scaling
+    hidden = np.empty((cfg.loops, P, cfg.hidden_size))
+    gates = np.empty((cfg.loops, P))
+    for t in range(cfg.loops):
+        h, g = run_loop(model, h, positions, cache, t)
+        hidden[t], gates[t] = h, g
+    logits = np.stack([lm_head(model, hidden[t]) for t in range(cfg.loops)])
+    return {"hidden": hidden, "gate_logits": gates, "logits": logits, "cache": cache}
+
+
+# --------------------------------------------------------------------------------------------
+# Early exit (`ouro` policy, section 5.2)
+# --------------------------------------------------------------------------------------------
+
+def ouro_hazard(gate_logit):
+    """hazard = float32(sigmoid(float32(g))).
+
+    The sigmoid of the float32 logit is evaluated in float64 and rounded once, i.e. the correctly
+    rounded float32 sigmoid. A float32 `1/(1+expf(-x))` can differ by ~1 ulp (6e-8), which only
+    matters for exit decisions within that distance of the threshold.
+    """
+    g = float(np.float32(gate_logit))
+    if g >= 0:
+        s = 1.0 / (1.0 + math.exp(-g))
+    else:
+        e = math.exp(g)
+        s = e / (1.0 + e)
+    return float(np.float32(s))
+
+
+class OuroExitState:
+    """Per-token `ouro` exit accumulator: remaining starts at 1.0 (float64) for every token."""
+
+    def __init__(self, threshold=1.0, min_loops=2, max_loops=4):
+        threshold = float(threshold)
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError("exit_threshold must be in [0, 1]")
+        if not 1 <= min_loops <= max_loops:
+            raise ValueError("need 1 <= min_loops <= max_loops")
+        self.threshold, self.min_loops, self.max_loops = threshold, int(min_loops), int(max_loops)
+        self.remaining = 1.0
+        self.loops = 0
+
+    def step(self, hazard):
+        """Account one finished loop with its hazard; return True if the token exits now."""
+        hazard = float(np.float32(hazard))  # hazards are float32 values (idempotent if already)
+        self.loops += 1
+        self.remaining *= (1.0 - hazard)  # float64
+        r = self.loops
+        if r >= self.max_loops:
+            return True
+        # threshold 1 disables adaptive exit entirely; the compare is float64 `>=`.
+        return self.threshold < 1.0 and r >= self.min_loops and 1.0 - self.remaining >= self.threshold
+
+    @property
+    def exit_prob(self):
+        return 1.0 - self.remaining
+
+
+def ouro_exit(hazards, threshold, min_loops, max_loops):
+    """Apply the `ouro` rule to per-loop hazards (consumed lazily, loop 1 first).
+
+    Returns (1-based exit depth, 1 - remaining at exit). Hazards after the exit loop are not
+    read, so a list shorter than max_loops is fine when the exit comes earlier.
+    """
+    state = OuroExitState(threshold, min_loops, max_loops)
+    for hz in hazards:
+        if state.step(hz):
+            return state.loops, state.exit_prob
+    raise ValueError(f"hazards ran out after {state.loops} loops before an exit was decided")
+
+
+def ouro_exit_depth(hazards, threshold, min_loops, max_loops):
+    """1-based exit depth of the `ouro` policy for the given per-loop hazards."""
+    return ouro_exit(hazards, threshold, min_loops, max_loops)[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Greedy generation
+# --------------------------------------------------------------------------------------------
+
+def generate(model, prompt_ids, max_tokens=0, exit_threshold=1.0, min_loops=2, max_loops=None):
+    """Prefill at full depth, then greedy decode of exactly max_tokens tokens (no EOS stop).
+
+    Token 0 comes from the last prompt position's loop-T logits (exit depth T). Token n >= 1 is
+    computed by feeding token n-1 at position P + n - 1 through loops 1..k with the `ouro` exit
+    rule; its K/V is then finalized `last_exited` style. Returns a dict with the npz arrays
+    (see module doc) plus "cache".
+    """
+    cfg = model.cfg
+    T, H, V = cfg.loops, cfg.hidden_size, cfg.vocab_size
+    if max_loops is None:
+        max_loops = T
+    if not 1 <= min_loops <= max_loops <= T:
+        raise ValueError(f"need 1 <= min_loops <= max_loops <= T = {T}")
+    OuroExitState(exit_threshold, min_loops, max_loops)  # validates the threshold
+    ids = _check_ids(model, prompt_ids)
+    P, N = ids.size, int(max_tokens)
+    if N < 0:
+        raise ValueError("max_tokens must be >= 0")
+    # The last sampled token is never fed back, so it needs no position (section 6).
+    if P + max(N - 1, 0) > cfg.max_positions:
+        raise ValueError("prompt + max_tokens - 1 exceeds max_position_embeddings")
+
+    cache = KVCache(cfg, P + max(N - 1, 0))
+    pre = forward_prompt(model, ids, cache)
+
+    tokens = np.zeros(N, dtype=np.int64)
+    exit_depths = np.zeros(N, dtype=np.int64)
+    step_logits = np.zeros((N, V))
+    step_gates = np.full((N, T), np.nan)
+    step_prob = np.full(N, np.nan)
+    step_hidden = np.zeros((N, H))
+
+    if N > 0:
+        logits = pre["logits"][T - 1, P - 1]
+        tokens[0] = int(np.argmax(logits))  # first index among ties
+        exit_depths[0] = T
+        step_logits[0] = logits
+        step_gates[0] = pre["gate_logits"][:, P - 1]
+        step_hidden[0] = pre["hidden"][T - 1, P - 1]
+
+    for n in range(1, N):
+        pos = P + n - 1
+        h = model.w["model.embed_tokens.weight"][tokens[n - 1]][None, :]
+        state = OuroExitState(exit_threshold, min_loops, max_loops)
+        for t in range(T):  # max_loops <= T guarantees an exit inside this loop
+            h, g = run_loop(model, h, [pos], cache, t)
+            step_gates[n, t] = g[0]
+            if state.step(ouro_hazard(g[0])):
+                break
+        depth = state.loops
+        cache.finalize_last_exited(pos, depth)
+        logits = lm_head(model, h[0])
+        tokens[n] = int(np.argmax(logits))
+        exit_depths[n] = depth
+        step_logits[n] = logits
+        step_prob[n] = state.exit_prob
+        step_hidden[n] = h[0]
+
+    return {
+        "prompt_ids": ids,
+        "prompt_hidden": pre["hidden"],
+        "prompt_gate_logits": pre["gate_logits"],
+        "prompt_logits": pre["logits"],
+        "tokens": tokens,
+        "exit_depths": exit_depths,
+        "step_logits": step_logits,
+        "step_gate_logits": step_gates,
+        "step_exit_prob": step_prob,
+        "step_hidden": step_hidden,
+        "cache": cache,
+    }
+
+
+NPZ_KEYS = ("prompt_ids", "prompt_hidden", "prompt_gate_logits", "prompt_logits", "tokens",
+            "exit_depths", "step_logits", "step_gate_logits", "step_exit_prob", "step_hidden")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="float64 numpy reference for Ouro")
+    ap.add_argument("--model", required=True, help="checkpoint directory")
+    ap.add_argument("--prompt-ids", required=True, help="comma-separated token ids, e.g. 1,2,3")
+    ap.add_argument("--max-tokens", type=int, default=0)
+    ap.add_argument("--exit-threshold", type=float, default=1.0)
+    ap.add_argument("--min-loops", type=int, default=2)
+    ap.add_argument("--max-loops", type=int, default=None, help="default: total_ut_steps")
+    ap.add_argument("--out", required=True, help="output .npz")
+    a = ap.parse_args(argv)
+    try:
+        prompt = [int(x) for x in a.prompt_ids.split(",") if x.strip()]
+    except ValueError:
+        ap.error("--prompt-ids must be comma-separated integers")
+    try:
+        model = load_model(a.model)
+        res = generate(model, prompt, a.max_tokens, a.exit_threshold, a.min_loops, a.max_loops)
+    except ValueError as e:
+        ap.error(str(e))
+    np.savez(a.out, **{k: res[k] for k in NPZ_KEYS})
+    print(f"wrote {a.out}: P={len(prompt)} N={a.max_tokens} tokens={res['tokens'].tolist()} "
+          f"exit_depths={res['exit_depths'].tolist()}")
+
+
+if __name__ == "__main__":
+    main()
