@@ -10,5 +10,6 @@ namespace rlt::cli {
 // Each add_* registers a subcommand whose callback stores its process exit status in *exit_code.
 void add_info_command(CLI::App& app, int* exit_code);
 void add_generate_command(CLI::App& app, int* exit_code);
+void add_attention_command(CLI::App& app, int* exit_code);
 
 }  // namespace rlt::cli

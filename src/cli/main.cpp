@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   rlt::cli::add_info_command(app, &exit_code);
   rlt::cli::add_generate_command(app, &exit_code);
+  rlt::cli::add_attention_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

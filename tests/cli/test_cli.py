@@ -67,6 +67,31 @@ class Cli(unittest.TestCase):
                 self.assertNotEqual(out.returncode, 0)
                 self.assertIn(needle, out.stderr + out.stdout)
 
+    def test_attention_explain_reports_every_candidate(self):
+        out = rlt("attention", "explain", "--json", env=self.env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        report = json.loads(out.stdout)
+        self.assertEqual(report["requested"], "auto")
+        self.assertIn(report["selected"], ("cpu_flash", "cpu_reference"))
+        self.assertEqual({c["backend"] for c in report["candidates"]},
+                         {"cuda_hopper", "cuda_paged", "cudnn", "cpu_flash", "cpu_reference"})
+        gpu = json.loads(rlt("attention", "explain", "--json", "--assume-device", "cuda:sm_90",
+                             "--assume-cuda-build", env=self.env).stdout)
+        # The demo model's head_dim 32 is not one of the Hopper kernel's sizes.
+        self.assertEqual(gpu["selected"], "cuda_paged")
+        codes = {c["backend"]: c["code"] for c in gpu["candidates"]}
+        self.assertEqual(codes["cuda_hopper"], "head_dim")
+        # Requirements nothing on this device meets fail startup, naming every candidate.
+        graphs = rlt("attention", "explain", "--assume-device", "cpu:avx2", "--cuda-graphs", env=self.env)
+        self.assertEqual(graphs.returncode, 1)
+        self.assertIn("missing_capability:cuda_graphs", graphs.stdout)
+        explicit = rlt("attention", "explain", "--attention-backend", "cuda_paged", env=self.env)
+        self.assertEqual(explicit.returncode, 1)
+        self.assertIn("no fallback", explicit.stdout)
+        bad = rlt("attention", "explain", "--assume-device", "tpu:v5", env=self.env)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("--assume-device", bad.stderr)
+
     def test_info_refuses_broken_checkpoint(self):
         rlt("info", env=self.env)  # make sure the demo exists
         broken = os.path.join(self.cache, "broken")

@@ -4,39 +4,13 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "common/half.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/widen-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace rlt::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// Loads N consecutive weights widened to f32.
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadWeights(DF df, const float* p) {
-  return hn::LoadU(df, p);
-}
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadWeights(DF df, const hwy::bfloat16_t* p) {
-  const hn::Rebind<hwy::bfloat16_t, DF> dbf;
-  return hn::PromoteTo(df, hn::LoadU(dbf, p));
-}
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadWeights(DF df, const hwy::float16_t* p) {
-  const hn::Rebind<hwy::float16_t, DF> dh;
-  return hn::PromoteTo(df, hn::LoadU(dh, p));
-}
-
-HWY_INLINE float Widen(float v) { return v; }
-template <typename T>
-HWY_INLINE uint16_t Bits16(T v) {
-  uint16_t bits;
-  hwy::CopySameSize(&v, &bits);
-  return bits;
-}
-HWY_INLINE float Widen(hwy::bfloat16_t v) { return bf16_to_f32(Bits16(v)); }
-HWY_INLINE float Widen(hwy::float16_t v) { return f16_to_f32(Bits16(v)); }
 
 // The per-element order: one vector accumulator over the whole-vector part of k (fused
 // multiply-add), a lane reduction, then the scalar tail added in order.
@@ -57,7 +31,7 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, int64_t k, const W* HWY_RESTRI
     for (int r = 0; r < kRows; ++r) xv[r] = hn::LoadU(df, x + (m0 + r) * k + i);
     for (int c = 0; c < kColsTile; ++c) {
       if (c >= ncols) break;
-      const auto wv = LoadWeights(df, w + (n0 + c) * k + i);
+      const auto wv = LoadWidened(df, w + (n0 + c) * k + i);
       for (int r = 0; r < kRows; ++r) acc[r][c] = hn::MulAdd(xv[r], wv, acc[r][c]);
     }
   }
@@ -66,7 +40,7 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, int64_t k, const W* HWY_RESTRI
       float sum = hn::GetLane(hn::SumOfLanes(df, acc[r][c]));
       const float* xr = x + (m0 + r) * k;
       const W* wr = w + (n0 + c) * k;
-      for (int64_t i = kvec; i < k; ++i) sum += xr[i] * Widen(wr[i]);
+      for (int64_t i = kvec; i < k; ++i) sum += xr[i] * WidenScalar(wr[i]);
       y[(m0 + r) * out_stride + n0 + c] = sum;
     }
   }

@@ -1,0 +1,26 @@
+// An attention backend: one implementation of the contract in contract.h.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "attention/contract.h"
+
+namespace rlt::attention {
+
+class AttentionBackend {
+ public:
+  virtual ~AttentionBackend() = default;
+  virtual std::string_view name() const = 0;
+  // `p` has passed validate_attention_params. Not thread-safe: one caller at a time (a backend
+  // may keep scratch buffers between calls so that steady state allocates nothing).
+  virtual void run(const AttentionParams& p) = 0;
+};
+
+// Validates once, then runs. The only entry callers use.
+Status run_attention(AttentionBackend& backend, const AttentionParams& p);
+
+std::unique_ptr<AttentionBackend> make_cpu_reference_backend();
+std::unique_ptr<AttentionBackend> make_cpu_flash_backend();
+
+}  // namespace rlt::attention

@@ -1,0 +1,284 @@
+// cpu_flash: tiled online-softmax attention over paged K/V for the CPU.
+//
+// Work is split into tasks of (sequence, key range, query block). A task keeps, for each
+// (query row, query head) pair, the running max m, the running sum l and an f32 accumulator, and
+// walks its key range in tiles of kTile tokens: scores for the tile, one rescale per tile, exp,
+// then V accumulated. A task covers every head, so it reads each token's K (and V) for all heads
+// as one contiguous run: the pools are token-major, and per-head tasks would stride by
+// heads x head_dim through memory, defeating the prefetchers. Long single-query contexts are split into kSplitTokens ranges
+// whose partial states merge exactly (log-sum-exp) in a fixed order. Tile and split boundaries
+// depend only on the sequence's own length, so a row's result never depends on the batch
+// (the backend declares `deterministic`). Highway picks AVX-512 / AVX2 / SSE4 / NEON at run time;
+// OpenMP runs tasks in parallel.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "attention/cpu_flash.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "attention/backend.h"
+#include "kernels/cpu/widen-inl.h"
+
+#ifndef RLT_ATTENTION_CPU_FLASH_SHARED_
+#define RLT_ATTENTION_CPU_FLASH_SHARED_
+namespace rlt::attention::flash {
+
+constexpr int64_t kTile = 32;           // keys per online-softmax step
+constexpr int64_t kSplitTokens = 512;   // single-query contexts longer than this are split
+constexpr int64_t kQueryBlock = 4;      // packed-prefill query rows sharing each K/V load
+
+struct Task {
+  int64_t seq = 0;
+  int64_t key_begin = 0, key_end = 0;  // keys this task covers
+  int64_t row_begin = 0, row_end = 0;  // query rows (absolute row indices)
+  int64_t split = -1;                  // >= 0: writes a partial state into slot `split`
+};
+
+// Per-thread buffers: grow to the largest task seen, then reused.
+struct Scratch {
+  std::vector<float> q, scores, acc, m, l;
+};
+
+}  // namespace rlt::attention::flash
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace rlt::attention {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using kernels::HWY_NAMESPACE::LoadWidened;
+using kernels::HWY_NAMESPACE::WidenScalar;
+using flash::kTile;
+
+template <typename T>
+HWY_INLINE float Dot(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k, int64_t d) {
+  const hn::ScalableTag<float> df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  auto acc = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + lanes <= d; i += lanes) acc = hn::MulAdd(hn::LoadU(df, q + i), LoadWidened(df, k + i), acc);
+  float sum = hn::GetLane(hn::SumOfLanes(df, acc));
+  for (; i < d; ++i) sum += q[i] * WidenScalar(k[i]);
+  return sum;
+}
+
+// acc[0..d) *= alpha
+HWY_INLINE void Rescale(float* HWY_RESTRICT acc, float alpha, int64_t d) {
+  const hn::ScalableTag<float> df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const auto va = hn::Set(df, alpha);
+  int64_t i = 0;
+  for (; i + lanes <= d; i += lanes) hn::StoreU(hn::Mul(hn::LoadU(df, acc + i), va), df, acc + i);
+  for (; i < d; ++i) acc[i] *= alpha;
+}
+
+// acc[0..d) += p * v
+template <typename T>
+HWY_INLINE void AddScaledV(float* HWY_RESTRICT acc, float p, const T* HWY_RESTRICT v, int64_t d) {
+  const hn::ScalableTag<float> df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const auto vp = hn::Set(df, p);
+  int64_t i = 0;
+  for (; i + lanes <= d; i += lanes) hn::StoreU(hn::MulAdd(vp, LoadWidened(df, v + i), hn::LoadU(df, acc + i)), df, acc + i);
+  for (; i < d; ++i) acc[i] += p * WidenScalar(v[i]);
+}
+
+// Walks a sequence's keys in order without a division per key.
+struct KeyCursor {
+  const PagedKVLayerView& view;
+  const int32_t* table;
+  int64_t block_index, slot;
+  KeyCursor(const PagedKVLayerView& v, const int32_t* t, int64_t key)
+      : view(v), table(t), block_index(key / v.block_size), slot(key % v.block_size) {}
+  int64_t offset() const { return table[block_index] * view.block_stride + slot * view.token_stride; }
+  void advance() {
+    if (++slot == view.block_size) slot = 0, ++block_index;
+  }
+};
+
+template <typename T>
+void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& s, float* partial) {
+  const hn::ScalableTag<float> df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t d = p.head_dim();
+  const int64_t q_heads = p.num_q_heads;
+  const int64_t group = q_heads / p.num_kv_heads();
+  const int64_t rows = task.row_end - task.row_begin;
+  const int64_t pairs = rows * q_heads;  // pair = row * q_heads + query head
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const int32_t* table = p.block_tables + task.seq * p.table_width;
+  const T* kbase = static_cast<const T*>(p.k.base);
+  const T* vbase = static_cast<const T*>(p.v.base);
+  // Causal limit of each query row (bottom-right aligned).
+  const int64_t len = p.context_lengths[task.seq];
+  const int64_t seq_rows = p.seq_end(task.seq) - p.seq_begin(task.seq);
+  const int64_t first_row_pos = len - seq_rows + (task.row_begin - p.seq_begin(task.seq));
+  s.scores.resize(static_cast<size_t>(pairs * kTile));
+  s.acc.assign(static_cast<size_t>(pairs * d), 0.0f);
+  s.m.assign(static_cast<size_t>(pairs), -INFINITY);
+  s.l.assign(static_cast<size_t>(pairs), 0.0f);
+  const float* q = p.q + task.row_begin * q_heads * d;  // pairs are contiguous query vectors
+  const int64_t key_end = std::min(task.key_end, first_row_pos + rows);  // nothing past the last row's limit
+  KeyCursor kc(p.k, table, task.key_begin), vc(p.v, table, task.key_begin);
+  for (int64_t t0 = task.key_begin; t0 < key_end; t0 += kTile) {
+    const int64_t tn = std::min(kTile, key_end - t0);
+    // Scores. One token's K for every head is contiguous, so keys are read sequentially.
+    for (int64_t j = 0; j < tn; ++j, kc.advance()) {
+      const T* kj = kbase + kc.offset();
+      for (int64_t pr = 0; pr < pairs; ++pr) {
+        const int64_t limit = first_row_pos + pr / q_heads;  // last visible key of this row
+        const int64_t head = (pr % q_heads) / group;
+        s.scores[pr * kTile + j] =
+            (t0 + j <= limit) ? Dot(q + pr * d, kj + head * p.k.head_stride, d) * scale : -INFINITY;
+      }
+    }
+    // Online softmax: one rescale per pair per tile.
+    for (int64_t pr = 0; pr < pairs; ++pr) {
+      float* sc = s.scores.data() + pr * kTile;
+      for (int64_t j = tn; j < kTile; ++j) sc[j] = -INFINITY;
+      float tile_max = -INFINITY;
+      for (int64_t j = 0; j < tn; ++j) tile_max = std::max(tile_max, sc[j]);
+      const float m_new = std::max(s.m[pr], tile_max);
+      if (m_new == -INFINITY) {  // every key of the tile is masked for this row
+        for (int64_t j = 0; j < kTile; ++j) sc[j] = 0.0f;
+        continue;
+      }
+      const float alpha = s.m[pr] == -INFINITY ? 0.0f : std::exp(s.m[pr] - m_new);
+      const auto vmax = hn::Set(df, m_new);
+      const auto floor = hn::Set(df, -87.0f);  // exp underflows to ~0 below this; keeps Exp in range
+      for (int64_t j = 0; j < kTile; j += lanes) {
+        const auto x = hn::LoadU(df, sc + j);
+        const auto valid = hn::Ne(x, hn::Set(df, -INFINITY));
+        hn::StoreU(hn::IfThenElseZero(valid, hn::Exp(df, hn::Max(hn::Sub(x, vmax), floor))), df, sc + j);
+      }
+      float tile_sum = 0.0f;
+      for (int64_t j = 0; j < tn; ++j) tile_sum += sc[j];
+      s.l[pr] = s.l[pr] * alpha + tile_sum;
+      s.m[pr] = m_new;
+      if (alpha != 1.0f) Rescale(s.acc.data() + pr * d, alpha, d);
+    }
+    // Values, again one token (all heads) at a time.
+    for (int64_t j = 0; j < tn; ++j, vc.advance()) {
+      const T* vj = vbase + vc.offset();
+      for (int64_t pr = 0; pr < pairs; ++pr) {
+        const float w = s.scores[pr * kTile + j];
+        const int64_t head = (pr % q_heads) / group;
+        if (w != 0.0f) AddScaledV(s.acc.data() + pr * d, w, vj + head * p.v.head_stride, d);
+      }
+    }
+  }
+  if (partial != nullptr) {  // split: hand (m, l, acc) to the merge
+    for (int64_t pr = 0; pr < pairs; ++pr) {
+      float* dst = partial + pr * (d + 2);
+      dst[0] = s.m[pr];
+      dst[1] = s.l[pr];
+      std::copy(s.acc.begin() + pr * d, s.acc.begin() + (pr + 1) * d, dst + 2);
+    }
+    return;
+  }
+  float* out = p.out + task.row_begin * q_heads * d;
+  for (int64_t pr = 0; pr < pairs; ++pr) {
+    const float inv = 1.0f / s.l[pr];
+    for (int64_t i = 0; i < d; ++i) out[pr * d + i] = s.acc[pr * d + i] * inv;
+  }
+}
+
+void RunFlash(const AttentionParams& p, const std::vector<flash::Task>& tasks, float* partials,
+              int64_t partial_stride, std::vector<flash::Scratch>& scratch) {
+  const auto count = static_cast<int64_t>(tasks.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t i = 0; i < count; ++i) {
+    const flash::Task& t = tasks[static_cast<size_t>(i)];
+    const int thread = omp_get_thread_num();
+    flash::Scratch& s = scratch[static_cast<size_t>(thread)];
+    float* partial = t.split >= 0 ? partials + t.split * partial_stride : nullptr;
+    switch (p.k.dtype) {
+      case DType::kBF16: RunTask<hwy::bfloat16_t>(p, t, s, partial); break;
+      case DType::kF16: RunTask<hwy::float16_t>(p, t, s, partial); break;
+      default: RunTask<float>(p, t, s, partial); break;
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace rlt::attention
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace rlt::attention {
+HWY_EXPORT(RunFlash);
+
+namespace {
+
+class CpuFlashBackend final : public AttentionBackend {
+ public:
+  std::string_view name() const override { return "cpu_flash"; }
+
+  void run(const AttentionParams& p) override {
+    const int64_t d = p.head_dim();
+    tasks_.clear();
+    merges_.clear();
+    int64_t splits = 0;
+    for (int64_t s = 0; s < p.num_seqs; ++s) {
+      const int64_t begin = p.seq_begin(s), end = p.seq_end(s), len = p.context_lengths[s];
+      if (end - begin == 1 && len > flash::kSplitTokens) {
+        const int64_t parts = (len + flash::kSplitTokens - 1) / flash::kSplitTokens;
+        merges_.push_back({s, splits, parts});
+        for (int64_t k = 0; k < parts; ++k) {
+          tasks_.push_back({s, k * flash::kSplitTokens, std::min(len, (k + 1) * flash::kSplitTokens), begin, end, splits++});
+        }
+      } else {
+        for (int64_t r = begin; r < end; r += flash::kQueryBlock) {
+          tasks_.push_back({s, 0, len, r, std::min(end, r + flash::kQueryBlock), -1});
+        }
+      }
+    }
+    const int64_t pair_stride = d + 2;
+    const int64_t stride = p.num_q_heads * pair_stride;  // one split's partial states
+    partials_.resize(static_cast<size_t>(splits * stride));
+    scratch_.resize(static_cast<size_t>(omp_get_max_threads()));
+    HWY_DYNAMIC_DISPATCH(RunFlash)(p, tasks_, partials_.data(), stride, scratch_);
+    // Merge split partial states in split order: exact log-sum-exp combination.
+    for (const Merge& m : merges_) {
+      const int64_t row = p.seq_begin(m.seq);
+      for (int64_t h = 0; h < p.num_q_heads; ++h) {
+        float mx = -INFINITY;
+        for (int64_t k = 0; k < m.parts; ++k) mx = std::max(mx, partials_[(m.first + k) * stride + h * pair_stride]);
+        float* out = p.out + (row * p.num_q_heads + h) * d;
+        std::fill(out, out + d, 0.0f);
+        float l = 0.0f;
+        for (int64_t k = 0; k < m.parts; ++k) {
+          const float* part = partials_.data() + (m.first + k) * stride + h * pair_stride;
+          if (part[0] == -INFINITY) continue;
+          const float w = std::exp(part[0] - mx);
+          l += part[1] * w;
+          for (int64_t i = 0; i < d; ++i) out[i] += part[2 + i] * w;
+        }
+        const float inv = 1.0f / l;
+        for (int64_t i = 0; i < d; ++i) out[i] *= inv;
+      }
+    }
+  }
+
+ private:
+  struct Merge {
+    int64_t seq, first, parts;
+  };
+  std::vector<flash::Task> tasks_;
+  std::vector<Merge> merges_;
+  std::vector<float> partials_;
+  std::vector<flash::Scratch> scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionBackend> make_cpu_flash_backend() { return std::make_unique<CpuFlashBackend>(); }
+
+}  // namespace rlt::attention
+#endif  // HWY_ONCE

@@ -1,0 +1,89 @@
+#include "attention/registry.h"
+
+namespace rlt::attention {
+namespace {
+
+std::vector<BackendEntry> make_registry() {
+  const std::vector<DType> all_float = {DType::kF32, DType::kBF16, DType::kF16};
+  const std::vector<DType> half_only = {DType::kBF16, DType::kF16};
+  std::vector<BackendEntry> r;
+
+  // CUDA backends: declared with their real constraints so selection is complete in every build;
+  // their kernels come with the CUDA runner.
+  BackendEntry hopper{"cuda_hopper", "Hopper paged attention (wgmma + TMA, sm_90a)", {}, false,
+                      "rebuild with -DRLT_CUDA=ON and the CUDA toolkit (sm_90a)", "", nullptr};
+  hopper.caps.device = DeviceKind::kCuda;
+  hopper.caps.min_sm = 90;
+  hopper.caps.max_sm = 90;
+  hopper.caps.kv_dtypes = half_only;
+  hopper.caps.head_dim = {64, 256, 64, {64, 128, 256}};
+  hopper.caps.page_size = {16, 256, 16, {}};  // TMA moves whole 16-token tiles
+  hopper.caps.gqa_ratio = {1, 16, 1, {}};
+  hopper.caps.packed_prefill = hopper.caps.cuda_graph_safe = hopper.caps.async_safe = true;
+  hopper.caps.deterministic = true;
+  r.push_back(hopper);
+
+  BackendEntry paged{"cuda_paged", "paged flash-decoding and packed prefill (sm_80+)", {}, false,
+                     "rebuild with -DRLT_CUDA=ON and the CUDA toolkit", "", nullptr};
+  paged.caps.device = DeviceKind::kCuda;
+  paged.caps.min_sm = 80;
+  paged.caps.kv_dtypes = all_float;
+  paged.caps.head_dim = {8, 256, 8, {}};
+  paged.caps.page_size = {1, 256, 1, {}};
+  paged.caps.gqa_ratio = {1, 64, 1, {}};
+  paged.caps.packed_prefill = paged.caps.cuda_graph_safe = paged.caps.async_safe = true;
+  paged.caps.deterministic = true;  // split count depends on the context length only
+  r.push_back(paged);
+
+  BackendEntry cudnn{"cudnn", "cuDNN fused SDPA over paged K/V (sm_80+)", {}, false,
+                     "rebuild with -DRLT_CUDA=ON and cuDNN 9", "libcudnn.so.9", nullptr};
+  cudnn.caps.device = DeviceKind::kCuda;
+  cudnn.caps.min_sm = 80;
+  cudnn.caps.kv_dtypes = half_only;
+  cudnn.caps.head_dim = {8, 128, 8, {}};
+  cudnn.caps.page_size = {1, 256, 1, {}};
+  cudnn.caps.gqa_ratio = {1, 64, 1, {}};
+  cudnn.caps.packed_prefill = cudnn.caps.cuda_graph_safe = cudnn.caps.async_safe = true;
+  cudnn.caps.deterministic = false;  // cuDNN picks its own reduction plans per shape
+  r.push_back(cudnn);
+
+  BackendEntry flash{"cpu_flash", "tiled online-softmax CPU attention (Highway SIMD, OpenMP, split-K)",
+                     {}, true, "", "", &make_cpu_flash_backend};
+  flash.caps.device = DeviceKind::kCpu;
+  flash.caps.min_isa = CpuIsa::kSse4;
+  flash.caps.kv_dtypes = all_float;
+  flash.caps.head_dim = {2, 512, 2, {}};
+  flash.caps.page_size = {1, 1024, 1, {}};
+  flash.caps.gqa_ratio = {1, 64, 1, {}};
+  flash.caps.packed_prefill = true;
+  flash.caps.deterministic = true;
+  r.push_back(flash);
+
+  BackendEntry ref{"cpu_reference", "simple scalar CPU attention, the oracle for every other backend",
+                   {}, true, "", "", &make_cpu_reference_backend};
+  ref.caps.device = DeviceKind::kCpu;
+  ref.caps.min_isa = CpuIsa::kScalar;
+  ref.caps.kv_dtypes = all_float;
+  ref.caps.head_dim = {1, 1024, 1, {}};
+  ref.caps.page_size = {1, 4096, 1, {}};
+  ref.caps.gqa_ratio = {1, 1024, 1, {}};
+  ref.caps.packed_prefill = true;
+  ref.caps.deterministic = true;
+  r.push_back(ref);
+  return r;
+}
+
+}  // namespace
+
+const std::vector<BackendEntry>& backend_registry() {
+  static const std::vector<BackendEntry> registry = make_registry();
+  return registry;
+}
+
+const BackendEntry* find_backend(const std::string& name) {
+  for (const auto& e : backend_registry())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+}  // namespace rlt::attention
