@@ -1,0 +1,27 @@
+// A plain descriptor of one layer of one paged KV pool (K or V), for attention kernels.
+// Header-only and dependency-free (beyond DType) so the attention module can take it without
+// linking kv. Element (block b, slot t, head h, dim i) lives at
+//   base + b * block_stride + t * token_stride + h * head_stride + i      (in elements of dtype)
+// i.e. token-major, then head, then dim ("NHD") within a page. block_stride spans every layer of
+// a block, so consecutive blocks of one layer are not contiguous.
+#pragma once
+
+#include <cstdint>
+
+#include "common/dtype.h"
+
+namespace rlt::kv {
+
+struct PagedKVLayerView {
+  void* base = nullptr;      // element (block 0, slot 0, head 0, dim 0) of this layer
+  int64_t block_stride = 0;  // elements between the same slot of consecutive blocks
+  int64_t token_stride = 0;  // elements between consecutive slots of a block
+  int64_t head_stride = 0;   // elements between consecutive kv heads of a slot
+  int32_t num_blocks = 0;    // valid block ids are [0, num_blocks)
+  int32_t block_size = 0;    // slots per block
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;       // contiguous elements per head
+  DType dtype = DType::kF32;  // F32, BF16 or F16 (16-bit types stored as raw uint16_t)
+};
+
+}  // namespace rlt::kv
