@@ -18,14 +18,16 @@ function(rlt_module name)
   target_link_libraries(rlt_${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
-# rlt_test(NAME SOURCES... DEPS ...) — one GoogleTest executable registered with ctest.
+# rlt_test(NAME SOURCES... DEPS ... [LABELS ...]) — one GoogleTest executable registered with
+# ctest. Label `slow` keeps a suite out of the sanitizer pass (see CMakePresets.json).
 function(rlt_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   rlt_target_defaults(${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
   target_compile_definitions(${name} PRIVATE RLT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   include(GoogleTest)
+  set(labels unit ${ARG_LABELS})
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
-    PROPERTIES ENVIRONMENT "RLT_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+    PROPERTIES ENVIRONMENT "RLT_SOURCE_DIR=${PROJECT_SOURCE_DIR}" LABELS "${labels}")
 endfunction()

@@ -26,12 +26,15 @@ Result<ExitParams> resolve_exit_params(ExitParams p, int64_t total_loops) {
   return p;
 }
 
-bool OuroExitAccumulator::update(int64_t loops_done, float gate_logit) {
+bool ouro_exit_step(const ExitParams& p, int64_t loops_done, float gate_logit, double* remaining) {
   const float hazard = kernels::sigmoid(gate_logit);
-  remaining_ *= 1.0 - static_cast<double>(hazard);
-  if (loops_done >= params_.max_loops) return true;
-  return params_.threshold < 1.0 && loops_done >= params_.min_loops &&
-         1.0 - remaining_ >= params_.threshold;
+  *remaining *= 1.0 - static_cast<double>(hazard);
+  if (loops_done >= p.max_loops) return true;
+  return p.threshold < 1.0 && loops_done >= p.min_loops && 1.0 - *remaining >= p.threshold;
+}
+
+bool OuroExitAccumulator::update(int64_t loops_done, float gate_logit) {
+  return ouro_exit_step(params_, loops_done, gate_logit, &remaining_);
 }
 
 int64_t ouro_exit_depth(const float* hazards, int64_t n, const ExitParams& resolved) {

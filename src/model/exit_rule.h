@@ -23,6 +23,11 @@ struct ExitParams {
 // allowed range.
 Result<ExitParams> resolve_exit_params(ExitParams p, int64_t total_loops);
 
+// One step of the rule, for callers that keep the state themselves (the scheduler keeps it on
+// each request): folds loop `loops_done`'s gate logit into `remaining` (Π(1 - λ), float64) and
+// says whether the rule fires.
+bool ouro_exit_step(const ExitParams& resolved, int64_t loops_done, float gate_logit, double* remaining);
+
 // Per-token state of the rule. Reset for every generated token.
 class OuroExitAccumulator {
  public:

@@ -11,8 +11,8 @@ namespace rlt::model {
 // K/V per (loop, layer): [positions, kv_dim] f32, appended as rows are processed.
 class ReferenceModel::DenseKv : public CoreAttention {
  public:
-  explicit DenseKv(const io::ModelConfig& c)
-      : c_(c), k_(static_cast<size_t>(c.total_ut_steps * c.num_layers)),
+  DenseKv(const io::ModelConfig& c, bool shared)
+      : c_(c), shared_(shared), k_(static_cast<size_t>((shared ? 1 : c.total_ut_steps) * c.num_layers)),
         v_(k_.size()) {}
 
   void set_pass(int64_t loop, int64_t first_position) {
@@ -40,6 +40,7 @@ class ReferenceModel::DenseKv : public CoreAttention {
 
   // last_exited finalization: deeper loops see the exit loop's K/V for `position`.
   void finalize_exit(int64_t position, int64_t exit_loop_index) {
+    if (shared_) return;  // the one history already holds the exit loop's K/V
     const int64_t kv_dim = c_.kv_dim();
     for (int64_t loop = exit_loop_index + 1; loop < c_.total_ut_steps; ++loop) {
       for (int64_t l = 0; l < c_.num_layers; ++l) {
@@ -60,16 +61,22 @@ class ReferenceModel::DenseKv : public CoreAttention {
   }
 
  private:
-  size_t slot(int64_t loop, int64_t layer) const { return static_cast<size_t>(loop * c_.num_layers + layer); }
+  size_t slot(int64_t loop, int64_t layer) const {
+    return static_cast<size_t>((shared_ ? 0 : loop) * c_.num_layers + layer);
+  }
   const io::ModelConfig& c_;
+  bool shared_;
   std::vector<std::vector<float>> k_, v_;
   std::vector<float> scores_;
   int64_t loop_ = 0;
   int64_t first_position_ = 0;
 };
 
-ReferenceModel::ReferenceModel(std::shared_ptr<const OuroModel> model)
-    : model_(std::move(model)), core_(*model_), kv_(std::make_shared<DenseKv>(model_->config)) {}
+ReferenceModel::ReferenceModel(std::shared_ptr<const OuroModel> model, KvSemantics semantics)
+    : model_(std::move(model)),
+      core_(*model_),
+      kv_(std::make_shared<DenseKv>(model_->config, semantics == KvSemantics::kShared)),
+      semantics_(semantics) {}
 
 void ReferenceModel::reset() {
   kv_->clear();
@@ -92,6 +99,16 @@ Status ReferenceModel::check_tokens(std::span<const int32_t> tokens) const {
 Result<StepResult> ReferenceModel::prefill(std::span<const int32_t> tokens, bool trace) {
   if (tokens.empty()) return invalid_argument("prefill needs at least one token");
   RLT_RETURN_IF_ERROR(check_tokens(tokens));
+  if (semantics_ == KvSemantics::kShared && tokens.size() > 1) {
+    // One history overwritten by every loop: a position must finish all loops before the next
+    // one attends to it, so the prompt goes one position at a time.
+    Result<StepResult> last = invalid_argument("unreachable");
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      last = prefill(tokens.subspan(i, 1), trace);
+      if (!last.ok()) return last;
+    }
+    return last;
+  }
   const io::ModelConfig& c = model_->config;
   const int64_t rows = static_cast<int64_t>(tokens.size());
   std::vector<float> h(static_cast<size_t>(rows * c.hidden_size));

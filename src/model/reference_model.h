@@ -34,9 +34,17 @@ struct GenerateResult {
   std::vector<StepResult> steps;     // with tracing: the prefill, then one per decode step
 };
 
+// How a token's K/V at one loop relate to other loops' (see docs/kv-cache.md).
+enum class KvSemantics {
+  kLastExited,  // one history per (loop, layer); an early exit donates its K/V to deeper loops
+  kShared,      // one history per layer, overwritten by every loop: later tokens see the last
+                // loop each earlier token ran; prefill runs all loops of a position first
+};
+
 class ReferenceModel {
  public:
-  explicit ReferenceModel(std::shared_ptr<const OuroModel> model);
+  explicit ReferenceModel(std::shared_ptr<const OuroModel> model,
+                          KvSemantics semantics = KvSemantics::kLastExited);
 
   // Appends prompt tokens at full depth (all loops, loop-major). May be called repeatedly to
   // prefill in chunks. Returns the logits of the chunk's last position.
@@ -63,6 +71,7 @@ class ReferenceModel {
   OuroCore core_;
   CoreScratch scratch_;
   std::shared_ptr<DenseKv> kv_;
+  KvSemantics semantics_;
   int64_t length_ = 0;
 };
 

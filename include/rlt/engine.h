@@ -1,0 +1,120 @@
+// The rlt engine API: add requests, step, read outputs. One engine owns one model, its KV cache,
+// its scheduler and its runner; call it from one thread (the server gives it its own).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "rlt/sampling_params.h"
+
+namespace rlt {
+
+// Every engine knob with its default (documented in docs/scheduling.md and docs/kv-cache.md).
+struct EngineConfig {
+  std::string model_dir;
+
+  // KV cache
+  int32_t block_size = 16;                       // tokens per page
+  int64_t num_kv_blocks = 0;                     // 0: as many as kv_cache_bytes holds
+  int64_t kv_cache_bytes = int64_t{1} << 30;     // K + V pools
+  std::string kv_layout = "last_exited";         // or "shared"
+  std::string kv_dtype = "auto";                 // auto (= weights), f32, bf16, f16
+  bool enable_prefix_caching = false;
+  double watermark = 0.01;                       // admission headroom, share of the pool
+
+  // Scheduler
+  int32_t max_num_seqs = 8;
+  int32_t max_num_batched_tokens = 128;
+  int32_t prefill_chunk_size = 128;
+  int32_t max_prefill_batches_before_decode = 1;
+  int32_t admission_scan_limit = 64;
+  int32_t max_admission_bypasses = 8;
+  std::string batch_mode = "refill";             // or "no_refill"
+  std::string policy = "fcfs";                   // or "priority"
+  std::string exit_policy = "ouro";              // or "ouro_delayed", "trace"
+  bool incremental_kv = true;
+  bool enable_preemption = false;
+  int64_t preemption_host_bytes = int64_t{4} << 30;
+
+  // Attention
+  std::string attention_backend = "auto";
+  bool require_deterministic_attention = false;
+
+  uint64_t seed = 0;  // requests without a seed derive theirs from this and their id
+  int threads = 0;    // CPU kernel threads (0 = all cores)
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+struct TokenLogprobs {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;  // the n most likely tokens, most likely first
+};
+
+struct RequestOutput {
+  uint64_t request_id = 0;
+  std::vector<int32_t> token_ids;      // all tokens so far (cumulative)
+  std::vector<int32_t> new_token_ids;  // tokens added by this step
+  std::vector<int32_t> exit_depths;    // loops behind each token (the first is the model depth)
+  std::vector<TokenLogprobs> logprobs; // per token, when the request asked for logprobs
+  bool finished = false;
+  std::string finish_reason;           // "stop", "length" or "abort" once finished
+  int32_t prompt_tokens = 0;
+};
+
+struct EngineMetrics {
+  int32_t waiting = 0;
+  int32_t running = 0;
+  int32_t suspended = 0;
+  int32_t kv_total_blocks = 0;
+  int32_t kv_used_blocks = 0;
+  double kv_usage = 0.0;
+  int64_t prefix_queries = 0;   // prompt pages looked up
+  int64_t prefix_hits = 0;      // pages served from the prefix cache
+  int64_t generated_tokens = 0;
+  int64_t loops_run = 0;        // loops behind generated tokens (prefill tokens count the full depth)
+  double mean_loops_per_token = 0.0;
+  int64_t preemptions = 0;
+  int64_t batches = 0;
+};
+
+class Engine {
+ public:
+  // Loads the model, selects the attention backend (before sizing the KV cache), builds the
+  // cache, scheduler and runner. Errors name what is wrong and how to fix it.
+  static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
+  ~Engine();
+
+  // Queues a request. Errors (bad parameters, impossible capacity, duplicate live id) leave the
+  // engine unchanged. `exit_trace` is for exit policy "trace" only.
+  Status add_request(uint64_t id, std::vector<int32_t> prompt, const SamplingParams& params,
+                     std::vector<int32_t> exit_trace = {});
+  // Runs one batch; returns an output for every request that got a token or finished. Every
+  // added request ends with exactly one output with finished = true.
+  Result<std::vector<RequestOutput>> step();
+  // Cancels a request; its final output ("abort") comes with the next step().
+  Status abort(uint64_t id);
+  bool has_unfinished() const;
+
+  // The attention selection report as JSON (requested, selected, reason, candidates).
+  const std::string& attention_info() const;
+  std::string attention_backend() const;
+  EngineMetrics metrics() const;
+  int64_t vocab_size() const;
+  int64_t total_loops() const;
+  std::vector<int32_t> eos_token_ids() const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rlt

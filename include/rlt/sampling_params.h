@@ -1,0 +1,69 @@
+// Per-request sampling and depth parameters: the public contract of how one request's tokens are
+// chosen. Semantics, processing order, RNG and logprobs are specified in docs/sampling.md.
+//
+// Plain data: copy it freely; the engine validates it once, at admission, and the sampler trusts
+// it afterwards.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "common/status.h"
+
+namespace rlt {
+
+struct SamplingParams {
+  // Largest `logprobs` a request may ask for (OpenAI's completions limit, as vLLM).
+  static constexpr int kMaxLogprobs = 20;
+  // Presence and frequency penalties are limited to [-kMaxAbsPenalty, kMaxAbsPenalty] (OpenAI).
+  static constexpr double kMaxAbsPenalty = 2.0;
+  // User seeds lie in [0, kMaxSeed] so they survive JSON/Python int64 round trips (vllm-rlt).
+  static constexpr uint64_t kMaxSeed = (uint64_t{1} << 63) - 1;
+  // The default min_loops; resolve_exit_params clamps it (and only it) to a shallower model.
+  static constexpr int64_t kDefaultMinLoops = 2;
+
+  // --- length and stopping ---
+  int64_t max_tokens = 16;              // generated tokens at most; >= 1
+  std::vector<int32_t> stop_token_ids;  // extra ids that finish the request (the id is emitted)
+  bool ignore_eos = false;              // keep going past the model's EOS id
+
+  // --- the distribution (applied in this order; docs/sampling.md) ---
+  double repetition_penalty = 1.0;  // > 0; 1 = off. Prompt + generated ids (vLLM/CTRL rule)
+  double frequency_penalty = 0.0;   // [-2, 2]; per occurrence in the generated ids (OpenAI)
+  double presence_penalty = 0.0;    // [-2, 2]; once per distinct generated id (OpenAI)
+  double temperature = 1.0;         // >= 0, finite; 0 = greedy (argmax, no random draw)
+  int64_t top_k = -1;               // -1 or 0 = off; else keep the k largest (ties kept)
+  double top_p = 1.0;               // (0, 1]; 1 = off
+  double min_p = 0.0;               // [0, 1]; 0 = off; relative to the most likely token
+
+  // Absent: the engine derives one from its own seed and the request id
+  // (engine::derive_request_seed), so runs stay reproducible given the engine seed.
+  std::optional<uint64_t> seed;
+
+  // Absent: no logprobs. n: the sampled token's logprob plus the n most likely tokens'
+  // (0 = the sampled token's only), from the raw model distribution; n in [0, kMaxLogprobs].
+  std::optional<int> logprobs;
+
+  // --- depth (early exit); the engine converts these to model::ExitParams ---
+  int64_t min_loops = kDefaultMinLoops;  // >= 1
+  int64_t max_loops = 0;                 // 0 = the model's depth (total_ut_steps)
+  double exit_threshold = 1.0;           // [0, 1]; 1 = fixed depth
+
+  // --- scheduling ---
+  int priority = 0;  // lower = more urgent (vLLM); orders admission under the priority policy
+
+  bool greedy() const { return temperature == 0.0; }
+  bool has_penalties() const {
+    return repetition_penalty != 1.0 || frequency_penalty != 0.0 || presence_penalty != 0.0;
+  }
+
+  // Checks every field that does not depend on the model's depth. Errors are kInvalidArgument
+  // and name the field, the allowed range and the value received.
+  Status validate(int64_t vocab_size) const;
+  // Checks min_loops/max_loops/exit_threshold against the model's depth with the same rules and
+  // messages as model::resolve_exit_params (the engine may call either).
+  Status validate_loops(int64_t total_loops) const;
+};
+
+}  // namespace rlt

@@ -1,0 +1,156 @@
+#include "engine/cpu_model_runner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace rlt::engine {
+
+CpuModelRunner::CpuModelRunner(std::shared_ptr<const model::OuroModel> model, std::unique_ptr<kv::CpuKVStorage> storage,
+                               std::unique_ptr<attention::AttentionBackend> backend,
+                               const attention::BackendCapabilities& caps, kv::KVLayout layout)
+    : model_(std::move(model)),
+      core_(*model_),
+      storage_(std::move(storage)),
+      attention_(*storage_, std::move(backend), caps, static_cast<int32_t>(model_->config.num_heads)),
+      layout_(layout) {}
+
+std::vector<float>& CpuModelRunner::state(kv::RequestId id) {
+  auto& h = hidden_[id];
+  h.resize(static_cast<size_t>(model_->config.hidden_size));
+  return h;
+}
+
+Status CpuModelRunner::execute(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                               const kv::KVCacheManager& kv, BatchResult* out) {
+  const int64_t hidden = model_->config.hidden_size;
+  const auto n = static_cast<int64_t>(batch.items.size());
+  for (const auto& item : batch.items) {
+    if (scheduler.find(item.id) == nullptr) return internal_error(fmt::format("batch names unknown request {}", item.id));
+  }
+  switch (batch.stage) {
+    case sched::Stage::kPrefill:
+      return layout_ == kv::KVLayout::kShared ? prefill_waves(batch, scheduler, kv) : prefill(batch, scheduler, kv);
+    case sched::Stage::kPrelude:
+      for (const auto& item : batch.items) {
+        const sched::Request& r = *scheduler.find(item.id);
+        const int32_t token = r.output_tokens.back();
+        core_.embed(&token, 1, state(item.id).data());
+      }
+      return {};
+    case sched::Stage::kRecurrent: {
+      h_.resize(static_cast<size_t>(n * hidden));
+      positions_.resize(static_cast<size_t>(n));
+      rows_.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const auto& item = batch.items[static_cast<size_t>(i)];
+        const auto& s = state(item.id);
+        std::copy(s.begin(), s.end(), h_.begin() + i * hidden);
+        positions_[static_cast<size_t>(i)] = item.position;
+        rows_[static_cast<size_t>(i)] = {item.id, item.depth, item.position};
+      }
+      RLT_RETURN_IF_ERROR(attention_.plan(rows_, {}, kv, /*packed=*/false));
+      out->gate_logits.resize(static_cast<size_t>(n));
+      core_.run_loop(h_.data(), positions_.data(), n, attention_, scratch_, out->gate_logits.data());
+      RLT_RETURN_IF_ERROR(attention_.status());
+      for (int64_t i = 0; i < n; ++i) {
+        auto& s = state(batch.items[static_cast<size_t>(i)].id);
+        std::copy(h_.begin() + i * hidden, h_.begin() + (i + 1) * hidden, s.begin());
+      }
+      return {};
+    }
+    case sched::Stage::kCoda: {
+      h_.resize(static_cast<size_t>(n * hidden));
+      for (int64_t i = 0; i < n; ++i) {
+        const auto& s = state(batch.items[static_cast<size_t>(i)].id);
+        std::copy(s.begin(), s.end(), h_.begin() + i * hidden);
+      }
+      out->logits.resize(static_cast<size_t>(n * model_->config.vocab_size));
+      core_.lm_head(h_.data(), n, out->logits.data());
+      return {};
+    }
+    default:
+      return internal_error(fmt::format("cannot execute a {} batch", sched::stage_name(batch.stage)));
+  }
+}
+
+Status CpuModelRunner::prefill(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                               const kv::KVCacheManager& kv) {
+  const int64_t hidden = model_->config.hidden_size;
+  const int64_t rows = batch.rows();
+  tokens_.clear();
+  positions_.clear();
+  rows_.clear();
+  for (const auto& item : batch.items) {
+    const sched::Request& r = *scheduler.find(item.id);
+    for (int32_t p = item.token_start; p < item.token_start + item.token_count; ++p) {
+      tokens_.push_back(r.prompt[static_cast<size_t>(p)]);
+      positions_.push_back(p);
+      rows_.push_back({item.id, 0, p});
+    }
+  }
+  h_.resize(static_cast<size_t>(rows * hidden));
+  core_.embed(tokens_.data(), rows, h_.data());
+  // Loop-major: loop t of every chunk row needs only loop-t K/V, so chunks are exact.
+  depths_.resize(static_cast<size_t>(model_->config.total_ut_steps));
+  std::iota(depths_.begin(), depths_.end(), 0);
+  RLT_RETURN_IF_ERROR(attention_.plan(rows_, depths_, kv, /*packed=*/true));
+  for (size_t d = 0; d < depths_.size(); ++d) {
+    attention_.use_depth(d);
+    core_.run_loop(h_.data(), positions_.data(), rows, attention_, scratch_, nullptr);
+    RLT_RETURN_IF_ERROR(attention_.status());
+  }
+  int64_t row = 0;
+  for (const auto& item : batch.items) {
+    row += item.token_count;
+    const sched::Request& r = *scheduler.find(item.id);
+    if (item.token_start + item.token_count == r.prompt_len()) {
+      auto& s = state(item.id);
+      std::copy(h_.begin() + (row - 1) * hidden, h_.begin() + row * hidden, s.begin());
+    }
+  }
+  return {};
+}
+
+Status CpuModelRunner::prefill_waves(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                                     const kv::KVCacheManager& kv) {
+  // `shared` keeps one plane that every loop overwrites, so a position must finish all its loops
+  // before the next position attends to it: one wave per position offset.
+  const int64_t hidden = model_->config.hidden_size;
+  int32_t longest = 0;
+  for (const auto& item : batch.items) longest = std::max(longest, item.token_count);
+  for (int32_t offset = 0; offset < longest; ++offset) {
+    tokens_.clear();
+    positions_.clear();
+    rows_.clear();
+    std::vector<kv::RequestId> ids;
+    for (const auto& item : batch.items) {
+      if (offset >= item.token_count) continue;
+      const int32_t p = item.token_start + offset;
+      tokens_.push_back(scheduler.find(item.id)->prompt[static_cast<size_t>(p)]);
+      positions_.push_back(p);
+      rows_.push_back({item.id, 0, p});
+      ids.push_back(item.id);
+    }
+    const auto rows = static_cast<int64_t>(rows_.size());
+    h_.resize(static_cast<size_t>(rows * hidden));
+    core_.embed(tokens_.data(), rows, h_.data());
+    for (int32_t d = 0; d < model_->config.total_ut_steps; ++d) {
+      for (auto& r : rows_) r.depth = d;
+      RLT_RETURN_IF_ERROR(attention_.plan(rows_, {}, kv, /*packed=*/false));
+      core_.run_loop(h_.data(), positions_.data(), rows, attention_, scratch_, nullptr);
+      RLT_RETURN_IF_ERROR(attention_.status());
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      const sched::Request& r = *scheduler.find(ids[static_cast<size_t>(i)]);
+      if (positions_[static_cast<size_t>(i)] == r.prompt_len() - 1) {
+        auto& s = state(r.id);
+        std::copy(h_.begin() + i * hidden, h_.begin() + (i + 1) * hidden, s.begin());
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace rlt::engine

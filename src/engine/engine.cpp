@@ -1,0 +1,316 @@
+#include "rlt/engine.h"
+
+#include <omp.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "attention/registry.h"
+#include "attention/selection.h"
+#include "common/log.h"
+#include "engine/cpu_model_runner.h"
+#include "engine/sampler.h"
+#include "engine/sampler_history.h"
+#include "engine/sampler_rng.h"
+#include "kv/kv_cache_manager.h"
+#include "model/ouro_weights.h"
+#include "sched/scheduler.h"
+
+namespace rlt {
+namespace {
+
+Result<DType> resolve_kv_dtype(const std::string& name, DType weights) {
+  if (name == "auto") return weights;
+  if (name == "f32") return DType::kF32;
+  if (name == "bf16") return DType::kBF16;
+  if (name == "f16") return DType::kF16;
+  return invalid_argument(fmt::format("unknown kv dtype '{}' (accepted: auto, f32, bf16, f16)", name));
+}
+
+Result<sched::SchedulerConfig> scheduler_config(const EngineConfig& c) {
+  sched::SchedulerConfig s;
+  s.max_num_seqs = c.max_num_seqs;
+  s.max_num_batched_tokens = c.max_num_batched_tokens;
+  s.prefill_chunk_size = c.prefill_chunk_size;
+  s.max_prefill_batches_before_decode = c.max_prefill_batches_before_decode;
+  s.admission_scan_limit = c.admission_scan_limit;
+  s.max_admission_bypasses = c.max_admission_bypasses;
+  RLT_ASSIGN_OR_RETURN(s.mode, sched::parse_batch_mode(c.batch_mode));
+  RLT_ASSIGN_OR_RETURN(s.policy, sched::parse_queue_policy(c.policy));
+  RLT_ASSIGN_OR_RETURN(s.exit_mode, sched::parse_exit_mode(c.exit_policy));
+  s.incremental_kv = c.incremental_kv;
+  s.enable_preemption = c.enable_preemption;
+  s.preemption_host_bytes = c.preemption_host_bytes;
+  RLT_RETURN_IF_ERROR(s.validate());
+  return s;
+}
+
+}  // namespace
+
+// Per-request state that lives outside the scheduler: the sampler's history and RNG, logprobs.
+struct LiveRequest {
+  engine::TokenHistory history;
+  engine::RngState rng;
+  std::vector<TokenLogprobs> logprobs;
+  size_t emitted = 0;  // tokens already reported
+};
+
+struct Engine::Impl : public sched::PreemptionHooks {
+  EngineConfig config;
+  std::shared_ptr<const model::OuroModel> model;
+  std::unique_ptr<kv::KVCacheManager> kv;
+  std::unique_ptr<engine::CpuModelRunner> runner;
+  std::unique_ptr<sched::Scheduler> scheduler;
+  engine::Sampler sampler;
+  std::unordered_map<uint64_t, LiveRequest> live;
+  std::vector<RequestOutput> pending;  // final outputs of aborted requests, for the next step
+  attention::SelectionReport attention_report;
+  std::string attention_json;
+  int64_t generated_tokens = 0;
+  int64_t loops_run = 0;
+
+  Result<kv::KVSnapshot> snapshot_kv(kv::RequestId id) override { return kv->snapshot(id, runner->storage()); }
+  Status resume_kv(kv::RequestId id, const kv::KVSnapshot& snap) override {
+    return kv->resume(id, snap, runner->storage());
+  }
+
+  RequestOutput output_for(const sched::Request& r, LiveRequest& l) {
+    RequestOutput o;
+    o.request_id = r.id;
+    o.prompt_tokens = r.prompt_len();
+    o.token_ids = r.output_tokens;
+    o.new_token_ids.assign(r.output_tokens.begin() + static_cast<int64_t>(l.emitted), r.output_tokens.end());
+    o.exit_depths = r.exit_depths;
+    o.logprobs = l.logprobs;
+    l.emitted = r.output_tokens.size();
+    o.finished = r.finished();
+    o.finish_reason = std::string(sched::finish_reason_name(r.finish));
+    return o;
+  }
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  if (config.threads > 0) omp_set_num_threads(config.threads);
+  RLT_ASSIGN_OR_RETURN(impl->model, model::load_ouro_model(config.model_dir));
+  const io::ModelConfig& mc = impl->model->config;
+  RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
+  auto layout = kv::layout_from_name(config.kv_layout);
+  if (!layout) return invalid_argument(fmt::format("unknown kv layout '{}' (accepted: last_exited, shared)", config.kv_layout));
+  RLT_ASSIGN_OR_RETURN(DType kv_dtype, resolve_kv_dtype(config.kv_dtype, impl->model->weight_dtype()));
+
+  // Attention first: the chosen backend's constraints (page size, dtype) must hold before the
+  // cache is sized.
+  attention::SelectionInput sel;
+  sel.requested = config.attention_backend;
+  sel.device = attention::detect_host_cpu();
+  sel.kv_dtype = kv_dtype;
+  sel.head_dim = static_cast<int32_t>(mc.head_dim);
+  sel.page_size = config.block_size;
+  sel.num_q_heads = static_cast<int32_t>(mc.num_heads);
+  sel.num_kv_heads = static_cast<int32_t>(mc.num_kv_heads);
+  sel.requirements.deterministic = config.require_deterministic_attention;
+  impl->attention_report = attention::select_attention_backend(sel);
+  impl->attention_json = impl->attention_report.to_json();
+  if (!impl->attention_report.status.ok()) return impl->attention_report.status;
+  log_info(fmt::format("attention backend: {} ({})", impl->attention_report.selected, impl->attention_report.reason));
+  const attention::BackendEntry* entry = attention::find_backend(impl->attention_report.selected);
+
+  kv::KVCacheConfig kc;
+  kc.geometry.num_layers = static_cast<int32_t>(mc.num_layers);
+  kc.geometry.block_size = config.block_size;
+  kc.geometry.num_kv_heads = static_cast<int32_t>(mc.num_kv_heads);
+  kc.geometry.head_dim = static_cast<int32_t>(mc.head_dim);
+  kc.geometry.dtype = kv_dtype;
+  int64_t blocks = config.num_kv_blocks;
+  if (blocks <= 0) {
+    kc.geometry.num_blocks = 1;
+    blocks = config.kv_cache_bytes / kc.geometry.bytes_per_block();
+  }
+  if (blocks < 1 || blocks > (int64_t{1} << 30)) {
+    return invalid_argument(fmt::format("the KV cache would hold {} blocks of {} bytes; give it between one block "
+                                        "and 2^30 blocks (--kv-cache-gib / --num-kv-blocks)", blocks,
+                                        kc.geometry.bytes_per_block()));
+  }
+  kc.geometry.num_blocks = static_cast<int32_t>(blocks);
+  kc.depth = static_cast<int32_t>(mc.total_ut_steps);
+  kc.layout = *layout;
+  kc.watermark_ratio = config.watermark;
+  kc.enable_prefix_caching = config.enable_prefix_caching;
+  kc.model_salt = config.model_dir;
+  RLT_ASSIGN_OR_RETURN(kv::KVCacheManager manager, kv::KVCacheManager::create(kc));
+  impl->kv = std::make_unique<kv::KVCacheManager>(std::move(manager));
+  RLT_ASSIGN_OR_RETURN(auto storage, kv::CpuKVStorage::create(kc.geometry));
+  impl->runner = std::make_unique<engine::CpuModelRunner>(impl->model, std::move(storage), entry->create(), entry->caps, *layout);
+  std::vector<int32_t> eos;
+  for (int64_t id : impl->model->eos_token_ids()) eos.push_back(static_cast<int32_t>(id));
+  impl->scheduler = std::make_unique<sched::Scheduler>(sc, *impl->kv, kc.depth, eos, impl.get());
+  log_info(fmt::format("kv cache: {} blocks of {} tokens ({} layout, {}), {:.1f} MiB", kc.geometry.num_blocks,
+                       kc.geometry.block_size, config.kv_layout, dtype_name(kv_dtype),
+                       static_cast<double>(kc.geometry.num_blocks) * static_cast<double>(kc.geometry.bytes_per_block()) / (1 << 20)));
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const SamplingParams& params,
+                           std::vector<int32_t> exit_trace) {
+  Impl& m = *impl_;
+  const io::ModelConfig& mc = m.model->config;
+  RLT_RETURN_IF_ERROR(params.validate(mc.vocab_size));
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= mc.vocab_size)
+      return invalid_argument(fmt::format("prompt token id {} is outside the vocabulary [0, {})", t, mc.vocab_size));
+  }
+  const int64_t needed = static_cast<int64_t>(prompt.size()) + params.max_tokens - 1;
+  if (needed > mc.max_position_embeddings) {
+    return invalid_argument(fmt::format("prompt ({} tokens) + max_tokens ({}) - 1 = {} exceeds the model's "
+                                        "max_position_embeddings ({})", prompt.size(), params.max_tokens, needed,
+                                        mc.max_position_embeddings));
+  }
+  RLT_ASSIGN_OR_RETURN(model::ExitParams exit,
+                       model::resolve_exit_params({params.min_loops, params.max_loops, params.exit_threshold},
+                                                  mc.total_ut_steps));
+  if (m.live.count(id)) return already_exists(fmt::format("request id {} is already live", id));
+  sched::Request r;
+  r.id = id;
+  r.prompt = std::move(prompt);
+  r.params = params;
+  r.exit = exit;
+  r.exit_trace = std::move(exit_trace);
+  LiveRequest l;
+  l.history = engine::TokenHistory(r.prompt);
+  const uint64_t seed = params.seed ? *params.seed : engine::derive_request_seed(m.config.seed, std::to_string(id));
+  l.rng = engine::RngState::from_seed(seed);
+  RLT_RETURN_IF_ERROR(m.scheduler->add_request(std::move(r)));
+  m.live.emplace(id, std::move(l));
+  return {};
+}
+
+Status Engine::abort(uint64_t id) {
+  Impl& m = *impl_;
+  RLT_RETURN_IF_ERROR(m.scheduler->abort(id));
+  auto r = m.scheduler->take_finished(id);
+  auto it = m.live.find(id);
+  if (r && it != m.live.end()) m.pending.push_back(m.output_for(*r, it->second));
+  m.live.erase(id);
+  m.runner->release(id);
+  return {};
+}
+
+bool Engine::has_unfinished() const { return impl_->scheduler->has_unfinished() || !impl_->pending.empty(); }
+
+Result<std::vector<RequestOutput>> Engine::step() {
+  Impl& m = *impl_;
+  std::vector<RequestOutput> outputs = std::move(m.pending);
+  m.pending.clear();
+  RLT_ASSIGN_OR_RETURN(std::optional<sched::SchedulerOutput> batch, m.scheduler->schedule());
+  if (!batch) {
+    if (outputs.empty() && m.scheduler->has_unfinished()) {
+      return internal_error(fmt::format("the scheduler made no progress: {} waiting, {} running, {} of {} KV blocks "
+                                        "free", m.scheduler->num_waiting(), m.scheduler->num_running(),
+                                        m.kv->num_available_blocks(), m.kv->num_blocks()));
+    }
+    return outputs;
+  }
+  engine::BatchResult result;
+  Status ran = m.runner->execute(*batch, *m.scheduler, *m.kv, &result);
+  if (!ran.ok()) {
+    // A failed batch aborts only its own requests; the engine keeps serving the others.
+    log_error(fmt::format("batch {} ({}) failed, aborting its requests: {}", batch->seq, sched::stage_name(batch->stage),
+                          ran.to_string()));
+    for (const auto& item : batch->items) {
+      if (abort(item.id).ok()) {}
+    }
+    for (auto& o : m.pending) outputs.push_back(std::move(o));
+    m.pending.clear();
+    return outputs;
+  }
+  sched::RunnerOutput ro;
+  ro.seq = batch->seq;
+  ro.stage = batch->stage;
+  ro.gate_logits = std::move(result.gate_logits);
+  if (batch->stage == sched::Stage::kCoda) {
+    const int64_t vocab = m.model->config.vocab_size;
+    for (size_t i = 0; i < batch->items.size(); ++i) {
+      const uint64_t id = batch->items[i].id;
+      LiveRequest& l = m.live.at(id);
+      const sched::Request& r = *m.scheduler->find(id);
+      const std::span<const float> logits(result.logits.data() + static_cast<int64_t>(i) * vocab, static_cast<size_t>(vocab));
+      auto sampled = m.sampler.sample(logits, r.params, l.history, l.rng);
+      if (!sampled.ok()) {
+        // A broken logits row (NaN, inf) ends that request only.
+        log_error(fmt::format("request {}: sampling failed, aborting it: {}", id, sampled.status().to_string()));
+        ro.sampled.push_back(-1);  // never read: the request is gone before results are applied
+        if (abort(id).ok()) {}
+        continue;
+      }
+      const engine::SampledToken& s = *sampled;
+      ro.sampled.push_back(s.token);
+      l.history.append(s.token);
+      if (r.params.logprobs) {
+        TokenLogprobs lp{s.token, s.logprob, {}};
+        for (const auto& t : s.top_logprobs) lp.top.push_back(TokenLogprob{t.token, t.logprob});
+        l.logprobs.push_back(std::move(lp));
+      }
+    }
+  }
+  for (auto& o : m.pending) outputs.push_back(std::move(o));
+  m.pending.clear();
+  RLT_ASSIGN_OR_RETURN(sched::StepUpdate update, m.scheduler->update_from_output(*batch, ro));
+  if (!update.finalize_copies.empty()) {
+    RLT_RETURN_IF_ERROR(m.runner->storage().copy_slots(update.finalize_copies));
+  }
+  RLT_RETURN_IF_ERROR(m.scheduler->confirm_finalized(update.exited));
+  for (uint64_t id : update.new_tokens) {
+    const sched::Request* r = m.scheduler->find(id);
+    if (r == nullptr) continue;
+    ++m.generated_tokens;
+    m.loops_run += r->exit_depths.back();
+    if (r->finished()) continue;  // reported below with its final state
+    outputs.push_back(m.output_for(*r, m.live.at(id)));
+  }
+  for (uint64_t id : update.finished) {
+    auto r = m.scheduler->take_finished(id);
+    if (!r) continue;
+    outputs.push_back(m.output_for(*r, m.live.at(id)));
+    m.live.erase(id);
+    m.runner->release(id);
+  }
+  return outputs;
+}
+
+const std::string& Engine::attention_info() const { return impl_->attention_json; }
+std::string Engine::attention_backend() const { return impl_->attention_report.selected; }
+int64_t Engine::vocab_size() const { return impl_->model->config.vocab_size; }
+int64_t Engine::total_loops() const { return impl_->model->config.total_ut_steps; }
+std::vector<int32_t> Engine::eos_token_ids() const {
+  std::vector<int32_t> out;
+  for (int64_t id : impl_->model->eos_token_ids()) out.push_back(static_cast<int32_t>(id));
+  return out;
+}
+
+EngineMetrics Engine::metrics() const {
+  const Impl& m = *impl_;
+  EngineMetrics x;
+  x.waiting = m.scheduler->num_waiting();
+  x.running = m.scheduler->num_running();
+  x.suspended = m.scheduler->num_suspended();
+  x.kv_total_blocks = m.kv->num_blocks();
+  x.kv_used_blocks = m.kv->num_used_blocks();
+  x.kv_usage = x.kv_total_blocks ? static_cast<double>(x.kv_used_blocks) / x.kv_total_blocks : 0.0;
+  x.prefix_queries = static_cast<int64_t>(m.kv->prefix_stats().query_pages);
+  x.prefix_hits = static_cast<int64_t>(m.kv->prefix_stats().hit_pages);
+  x.generated_tokens = m.generated_tokens;
+  x.loops_run = m.loops_run;
+  x.mean_loops_per_token = m.generated_tokens ? static_cast<double>(m.loops_run) / static_cast<double>(m.generated_tokens) : 0.0;
+  x.preemptions = m.scheduler->counters().preemptions;
+  x.batches = m.scheduler->counters().batches;
+  return x;
+}
+
+}  // namespace rlt

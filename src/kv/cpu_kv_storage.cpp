@@ -1,0 +1,152 @@
+#include "kv/cpu_kv_storage.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <limits>
+#include <new>
+#include <utility>
+
+namespace rlt::kv {
+namespace {
+
+constexpr std::align_val_t kAlignment{64};
+
+}  // namespace
+
+void CpuKVStorage::AlignedFree::operator()(std::byte* p) const {
+  ::operator delete[](p, kAlignment);
+}
+
+Result<std::unique_ptr<CpuKVStorage>> CpuKVStorage::create(const KVGeometry& geometry) {
+  RLT_RETURN_IF_ERROR(geometry.validate());
+  const size_t elem = dtype_size(geometry.dtype);
+  const auto block_bytes = static_cast<uint64_t>(geometry.block_elems()) * elem;
+  if (block_bytes != 0 && static_cast<uint64_t>(geometry.num_blocks) >
+                              std::numeric_limits<size_t>::max() / 2 / block_bytes) {
+    return invalid_argument(fmt::format("KV pool of {} blocks x {} bytes overflows memory",
+                                        geometry.num_blocks, block_bytes));
+  }
+  const size_t bytes = static_cast<size_t>(geometry.num_blocks) * block_bytes;
+  auto* k = static_cast<std::byte*>(::operator new[](bytes, kAlignment, std::nothrow));
+  Buffer keys(k);
+  auto* v = static_cast<std::byte*>(::operator new[](bytes, kAlignment, std::nothrow));
+  Buffer values(v);
+  if (k == nullptr || v == nullptr) {
+    return resource_exhausted(fmt::format(
+        "cannot allocate 2 x {} bytes of host KV cache ({} blocks)", bytes, geometry.num_blocks));
+  }
+  // Zeroed so a kernel that reads an unwritten slot by mistake sees zeros, not old secrets.
+  std::memset(k, 0, bytes);
+  std::memset(v, 0, bytes);
+  return std::unique_ptr<CpuKVStorage>(
+      new CpuKVStorage(geometry, std::move(keys), std::move(values), bytes));
+}
+
+CpuKVStorage::CpuKVStorage(const KVGeometry& geometry, Buffer keys, Buffer values,
+                           size_t pool_bytes)
+    : geometry_(geometry),
+      keys_(std::move(keys)),
+      values_(std::move(values)),
+      pool_bytes_(pool_bytes),
+      elem_size_(dtype_size(geometry.dtype)) {}
+
+PagedKVLayerView CpuKVStorage::layer_view(KVPool pool, int32_t layer) const {
+  const KVGeometry& g = geometry_;
+  PagedKVLayerView v;
+  v.base = pool_data(pool) + static_cast<size_t>(layer) * g.layer_elems() * elem_size_;
+  v.block_stride = g.block_elems();
+  v.token_stride = int64_t{g.num_kv_heads} * g.head_dim;
+  v.head_stride = g.head_dim;
+  v.num_blocks = g.num_blocks;
+  v.block_size = g.block_size;
+  v.num_kv_heads = g.num_kv_heads;
+  v.head_dim = g.head_dim;
+  v.dtype = g.dtype;
+  return v;
+}
+
+std::byte* CpuKVStorage::slot_data(KVPool pool, BlockId block, int32_t layer, int32_t slot) {
+  return const_cast<std::byte*>(std::as_const(*this).slot_data(pool, block, layer, slot));
+}
+
+const std::byte* CpuKVStorage::slot_data(KVPool pool, BlockId block, int32_t layer,
+                                         int32_t slot) const {
+  const KVGeometry& g = geometry_;
+  size_t elems = static_cast<size_t>(block) * g.block_elems() +
+                 static_cast<size_t>(layer) * g.layer_elems() +
+                 static_cast<size_t>(slot) * g.num_kv_heads * g.head_dim;
+  return pool_data(pool) + elems * elem_size_;
+}
+
+Status CpuKVStorage::check_block(BlockId block) const {
+  if (block < 0 || block >= geometry_.num_blocks) {
+    return out_of_range(
+        fmt::format("KV block {} outside the pool of {} blocks", block, geometry_.num_blocks));
+  }
+  return {};
+}
+
+Status CpuKVStorage::copy_slots(std::span<const SlotCopy> copies) {
+  const KVGeometry& g = geometry_;
+  // Validate the whole plan first so a bad record leaves the pools untouched.
+  for (const SlotCopy& c : copies) {
+    RLT_RETURN_IF_ERROR(check_block(c.src_block));
+    RLT_RETURN_IF_ERROR(check_block(c.dst_block));
+    if (c.src_slot < 0 || c.src_slot >= g.block_size || c.dst_slot < 0 ||
+        c.dst_slot >= g.block_size) {
+      return out_of_range(fmt::format("slot copy {} -> {} outside block of {} slots", c.src_slot,
+                                      c.dst_slot, g.block_size));
+    }
+    if (c.layer_begin < 0 || c.layer_begin > c.layer_end || c.layer_end > g.num_layers) {
+      return out_of_range(fmt::format("slot copy layers [{}, {}) outside [0, {})", c.layer_begin,
+                                      c.layer_end, g.num_layers));
+    }
+  }
+  const size_t slot_bytes = static_cast<size_t>(g.num_kv_heads) * g.head_dim * elem_size_;
+  for (const SlotCopy& c : copies) {
+    for (int32_t layer = c.layer_begin; layer < c.layer_end; ++layer) {
+      for (KVPool pool : {KVPool::kKey, KVPool::kValue}) {
+        std::memmove(slot_data(pool, c.dst_block, layer, c.dst_slot),
+                     slot_data(pool, c.src_block, layer, c.src_slot), slot_bytes);
+      }
+    }
+  }
+  return {};
+}
+
+Status CpuKVStorage::read_blocks(std::span<const BlockId> blocks, std::span<std::byte> keys,
+                                 std::span<std::byte> values) const {
+  const size_t block_bytes = static_cast<size_t>(geometry_.block_elems()) * elem_size_;
+  const size_t need = blocks.size() * block_bytes;
+  if (keys.size() != need || values.size() != need) {
+    return invalid_argument(fmt::format("reading {} KV blocks needs {} bytes per pool, got {} / {}",
+                                        blocks.size(), need, keys.size(), values.size()));
+  }
+  for (BlockId b : blocks) RLT_RETURN_IF_ERROR(check_block(b));
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const size_t off = static_cast<size_t>(blocks[i]) * block_bytes;
+    std::memcpy(keys.data() + i * block_bytes, keys_.get() + off, block_bytes);
+    std::memcpy(values.data() + i * block_bytes, values_.get() + off, block_bytes);
+  }
+  return {};
+}
+
+Status CpuKVStorage::write_blocks(std::span<const BlockId> blocks, std::span<const std::byte> keys,
+                                  std::span<const std::byte> values) {
+  const size_t block_bytes = static_cast<size_t>(geometry_.block_elems()) * elem_size_;
+  const size_t need = blocks.size() * block_bytes;
+  if (keys.size() != need || values.size() != need) {
+    return invalid_argument(fmt::format("writing {} KV blocks needs {} bytes per pool, got {} / {}",
+                                        blocks.size(), need, keys.size(), values.size()));
+  }
+  for (BlockId b : blocks) RLT_RETURN_IF_ERROR(check_block(b));
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const size_t off = static_cast<size_t>(blocks[i]) * block_bytes;
+    std::memcpy(keys_.get() + off, keys.data() + i * block_bytes, block_bytes);
+    std::memcpy(values_.get() + off, values.data() + i * block_bytes, block_bytes);
+  }
+  return {};
+}
+
+}  // namespace rlt::kv

@@ -1,0 +1,85 @@
+#include "kv/kv_types.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+namespace rlt::kv {
+
+std::string_view layout_name(KVLayout layout) {
+  switch (layout) {
+    case KVLayout::kLastExited:
+      return "last_exited";
+    case KVLayout::kShared:
+      return "shared";
+  }
+  return "unknown";
+}
+
+std::optional<KVLayout> layout_from_name(std::string_view name) {
+  if (name == "last_exited") return KVLayout::kLastExited;
+  if (name == "shared") return KVLayout::kShared;
+  return std::nullopt;
+}
+
+Status KVGeometry::validate() const {
+  if (num_blocks < 1 || num_layers < 1 || block_size < 1 || num_kv_heads < 1 || head_dim < 1) {
+    return invalid_argument(fmt::format(
+        "KV geometry needs positive sizes, got num_blocks {} num_layers {} block_size {} "
+        "num_kv_heads {} head_dim {}",
+        num_blocks, num_layers, block_size, num_kv_heads, head_dim));
+  }
+  if (!is_weight_float(dtype)) {
+    return invalid_argument(
+        fmt::format("KV dtype must be F32, BF16 or F16, got {}", dtype_name(dtype)));
+  }
+  // Slot offsets inside a block are int32 everywhere (block tables, copy records).
+  if (int64_t{block_size} * num_kv_heads * head_dim > std::numeric_limits<int32_t>::max()) {
+    return invalid_argument(fmt::format("KV block of {} x {} x {} elements is too large",
+                                        block_size, num_kv_heads, head_dim));
+  }
+  return {};
+}
+
+bool KVGeometry::same_block_shape(const KVGeometry& o) const {
+  return num_layers == o.num_layers && block_size == o.block_size &&
+         num_kv_heads == o.num_kv_heads && head_dim == o.head_dim && dtype == o.dtype;
+}
+
+int32_t KVCacheConfig::watermark_blocks() const {
+  return static_cast<int32_t>(std::floor(watermark_ratio * geometry.num_blocks));
+}
+
+Status KVCacheConfig::validate() const {
+  RLT_RETURN_IF_ERROR(geometry.validate());
+  if (depth < 1) return invalid_argument(fmt::format("KV depth must be >= 1, got {}", depth));
+  if (geometry.num_blocks < planes()) {
+    return invalid_argument(fmt::format("KV pool of {} blocks cannot hold one page of {} planes",
+                                        geometry.num_blocks, planes()));
+  }
+  if (!(watermark_ratio >= 0.0 && watermark_ratio < 1.0)) {
+    return invalid_argument(
+        fmt::format("watermark_ratio must be in [0, 1), got {}", watermark_ratio));
+  }
+  if (enable_prefix_caching && layout != KVLayout::kLastExited) {
+    // Upstream rejects it too: under `shared` a cached page would carry each token's final
+    // version, which the later request's own prefill semantics do not guarantee to reproduce.
+    return unimplemented("prefix caching requires KV layout last_exited, got shared");
+  }
+  return {};
+}
+
+Result<int64_t> required_blocks(int64_t prompt_len, int64_t max_new_tokens, KVLayout layout,
+                                int32_t depth, int32_t block_size) {
+  if (prompt_len < 1 || max_new_tokens < 1 || depth < 1 || block_size < 1) {
+    return invalid_argument(fmt::format(
+        "required_blocks needs positive sizes, got prompt_len {} max_new_tokens {} depth {} "
+        "block_size {}",
+        prompt_len, max_new_tokens, depth, block_size));
+  }
+  return blocks_for_tokens(capacity_tokens(prompt_len, max_new_tokens), block_size,
+                           storage_planes(layout, depth));
+}
+
+}  // namespace rlt::kv

@@ -1,0 +1,62 @@
+// A request as the scheduler tracks it: its stage, its logical progress and its outputs.
+// The scheduler owns every Request; other modules see them through the scheduler's views.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "kv/kv_snapshot.h"
+#include "kv/kv_types.h"
+#include "model/exit_rule.h"
+#include "rlt/sampling_params.h"
+
+namespace rlt::sched {
+
+using RequestId = kv::RequestId;
+
+// WAITING -> PREFILL -> CODA -> (PRELUDE -> RECURRENT x k -> CODA)* -> FINISHED
+enum class Stage : uint8_t { kWaiting, kPrefill, kPrelude, kRecurrent, kCoda, kFinished };
+std::string_view stage_name(Stage stage);
+
+enum class FinishReason : uint8_t { kNone, kStop, kLength, kAbort };
+std::string_view finish_reason_name(FinishReason reason);  // "", "stop", "length", "abort"
+
+// State saved when a request is preempted: its KV pages on the host and where it was.
+struct Suspended {
+  Stage stage = Stage::kWaiting;
+  kv::KVSnapshot kv;
+  size_t host_bytes = 0;
+};
+
+struct Request {
+  RequestId id = 0;
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  model::ExitParams exit;  // resolved against the model's depth
+  std::vector<int32_t> exit_trace;  // exit mode `trace`: the depth of every output, first = model depth
+  uint64_t arrival = 0;    // order of add_request, for FCFS
+
+  Stage stage = Stage::kWaiting;
+  int32_t num_prefilled = 0;  // prompt positions whose K/V are written at every depth
+  std::vector<int32_t> output_tokens;
+  std::vector<int32_t> exit_depths;  // 1-based loops behind each output token
+  // The token in flight (PRELUDE/RECURRENT): loops run so far and the exit rule's state.
+  int32_t loops_done = 0;
+  double remaining = 1.0;          // Π(1 - hazard) of the token in flight (float64)
+  int32_t pending_exit_depth = 0;  // ouro_delayed: exit after this many loops (0 = none)
+  int32_t admission_bypasses = 0;
+  FinishReason finish = FinishReason::kNone;
+  std::unique_ptr<Suspended> suspended;  // set while preempted
+
+  int32_t prompt_len() const { return static_cast<int32_t>(prompt.size()); }
+  // Position of the token being fed back (PRELUDE/RECURRENT): the last sampled token.
+  int32_t position() const { return prompt_len() + static_cast<int32_t>(output_tokens.size()) - 1; }
+  // K/V positions the request needs over its life (the last sampled token is never fed back).
+  int32_t capacity_tokens() const { return prompt_len() + params.max_tokens - 1; }
+  bool finished() const { return stage == Stage::kFinished; }
+};
+
+}  // namespace rlt::sched

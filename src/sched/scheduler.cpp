@@ -1,0 +1,438 @@
+#include "sched/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace rlt::sched {
+
+int64_t SchedulerOutput::rows() const {
+  int64_t n = 0;
+  for (const auto& i : items) n += i.token_count;
+  return n;
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, kv::KVCacheManager& kv, int32_t depth,
+                     std::vector<int32_t> eos_ids, PreemptionHooks* hooks)
+    : config_(config), kv_(kv), depth_(depth), eos_ids_(std::move(eos_ids)), hooks_(hooks) {}
+
+Status Scheduler::add_request(Request r) {
+  if (requests_.count(r.id)) {
+    return already_exists(fmt::format("request id {} is already live; ids may be reused only after the request "
+                                      "finished or was aborted", r.id));
+  }
+  if (r.prompt.empty()) return invalid_argument("the prompt is empty: at least one token is needed");
+  auto blocks = kv_.required_blocks(r.prompt_len(), r.params.max_tokens);
+  if (!blocks.ok()) return blocks.status();
+  if (*blocks > kv_.num_blocks()) {
+    return invalid_argument(fmt::format("the request needs {} KV blocks over its life (prompt {} + max_tokens {} - 1 "
+                                        "tokens, {} planes) but the cache has only {}; lower max_tokens or give "
+                                        "the cache more memory", *blocks, r.prompt_len(), r.params.max_tokens,
+                                        kv_.num_planes(), kv_.num_blocks()));
+  }
+  if (config_.exit_mode == ExitMode::kTrace) {
+    if (static_cast<int64_t>(r.exit_trace.size()) < r.params.max_tokens)
+      return invalid_argument("exit_trace must give a depth for every output token");
+    if (r.exit_trace[0] != depth_)
+      return invalid_argument(fmt::format("exit_trace must start with the model depth {} (the prefill)", depth_));
+    for (size_t i = 1; i < r.exit_trace.size(); ++i)
+      if (const int32_t d = r.exit_trace[i]; d < r.exit.min_loops || d > r.exit.max_loops)
+        return invalid_argument(fmt::format("exit_trace depth {} is outside [min_loops {}, max_loops {}]", d,
+                                            r.exit.min_loops, r.exit.max_loops));
+  }
+  r.arrival = next_arrival_++;
+  r.stage = Stage::kWaiting;
+  const RequestId id = r.id;
+  requests_.emplace(id, std::make_unique<Request>(std::move(r)));
+  queue(Stage::kWaiting).push_back(id);
+  return {};
+}
+
+const Request* Scheduler::find(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+std::optional<Request> Scheduler::take_finished(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || !it->second->finished()) return std::nullopt;
+  Request r = std::move(*it->second);
+  requests_.erase(it);
+  return r;
+}
+
+bool Scheduler::has_unfinished() const {
+  for (const auto& [_, r] : requests_)
+    if (!r->finished()) return true;
+  return false;
+}
+
+int32_t Scheduler::num_running() const {
+  int32_t n = 0;
+  for (const auto& [_, r] : requests_)
+    if (r->stage != Stage::kWaiting && !r->finished()) ++n;
+  return n;
+}
+
+int32_t Scheduler::num_suspended() const {
+  int32_t n = 0;
+  for (const auto& [_, r] : requests_) n += r->suspended != nullptr;
+  return n;
+}
+
+void Scheduler::remove_from_queues(RequestId id) {
+  for (auto& q : queues_) q.erase(std::remove(q.begin(), q.end(), id), q.end());
+}
+
+void Scheduler::finish(Request& r, FinishReason reason) {
+  remove_from_queues(r.id);
+  kv_.free(r.id);
+  if (r.suspended) {
+    suspended_bytes_ -= static_cast<int64_t>(r.suspended->host_bytes);
+    r.suspended.reset();
+  }
+  r.finish = reason;
+  r.stage = Stage::kFinished;
+}
+
+Status Scheduler::abort(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || it->second->finished()) {
+    return not_found(fmt::format("no live request with id {}", id));
+  }
+  finish(*it->second, FinishReason::kAbort);
+  return {};
+}
+
+// ---- stage choice -------------------------------------------------------------------------------
+
+Stage Scheduler::choose_stage_refill() {
+  const bool decode_due = prefill_batches_since_recurrent_ >= config_.max_prefill_batches_before_decode;
+  if (!queue(Stage::kPrelude).empty()) return Stage::kPrelude;
+  if (!queue(Stage::kCoda).empty()) return Stage::kCoda;
+  if (decode_due && !queue(Stage::kRecurrent).empty()) return Stage::kRecurrent;
+  if (!queue(Stage::kPrefill).empty()) return Stage::kPrefill;
+  if (!queue(Stage::kRecurrent).empty()) return Stage::kRecurrent;
+  return Stage::kWaiting;  // nothing to run
+}
+
+Stage Scheduler::choose_stage_no_refill() {
+  // Cohorts: FILL admits and prefills; CORE runs the recurrent batch until it is empty (exited
+  // tokens wait in CODA for their cohort); CODA drains; then FILL again.
+  if (phase_ == Phase::kCore) {
+    if (!queue(Stage::kRecurrent).empty()) return Stage::kRecurrent;
+    phase_ = Phase::kCoda;
+  }
+  if (phase_ == Phase::kCoda) {
+    if (!queue(Stage::kCoda).empty()) return Stage::kCoda;
+    phase_ = Phase::kFill;
+  }
+  const bool decode_due = prefill_batches_since_recurrent_ >= config_.max_prefill_batches_before_decode;
+  if (decode_due && !queue(Stage::kPrelude).empty()) return Stage::kPrelude;
+  if (!queue(Stage::kPrefill).empty()) return Stage::kPrefill;
+  if (!queue(Stage::kCoda).empty()) return Stage::kCoda;
+  if (!queue(Stage::kPrelude).empty()) return Stage::kPrelude;
+  if (!queue(Stage::kRecurrent).empty()) {
+    phase_ = Phase::kCore;
+    return Stage::kRecurrent;
+  }
+  return Stage::kWaiting;
+}
+
+Result<std::optional<SchedulerOutput>> Scheduler::schedule() {
+  if (!has_unfinished()) return std::optional<SchedulerOutput>();
+  RLT_RETURN_IF_ERROR(admit());
+  // A stage may come back empty when KV growth failed for all its candidates; try the others.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    const Stage stage = config_.mode == BatchMode::kRefill ? choose_stage_refill() : choose_stage_no_refill();
+    if (stage == Stage::kWaiting) break;
+    RLT_ASSIGN_OR_RETURN(SchedulerOutput out, take(stage));
+    if (out.items.empty()) continue;
+    if (stage == Stage::kPrefill) ++prefill_batches_since_recurrent_;
+    if (stage == Stage::kRecurrent) prefill_batches_since_recurrent_ = 0;
+    out.seq = next_seq_++;
+    ++counters_.batches;
+    return std::optional<SchedulerOutput>(std::move(out));
+  }
+  return std::optional<SchedulerOutput>();
+}
+
+// ---- admission ----------------------------------------------------------------------------------
+
+int32_t Scheduler::reserved_growth_blocks() const {
+  // Without preemption, growth can never be taken back: reserve every running request's whole
+  // remaining life. With preemption, only prompts still prefilling are reserved.
+  int64_t reserved = 0;
+  for (const auto& [id, r] : requests_) {
+    if (r->stage == Stage::kWaiting || r->finished() || !kv_.has_allocation(id)) continue;
+    const int32_t tokens = config_.enable_preemption ? r->prompt_len() : r->capacity_tokens();
+    const int64_t need = kv::blocks_for_tokens(tokens, kv_.block_size(), kv_.num_planes());
+    auto have = kv_.allocated_blocks(id);
+    if (have.ok() && need > *have) reserved += need - *have;
+  }
+  return static_cast<int32_t>(reserved);
+}
+
+Result<bool> Scheduler::try_admit(Request& r, int32_t reserved_blocks) {
+  if (r.suspended) {
+    Status s = hooks_->resume_kv(r.id, r.suspended->kv);
+    if (s.code() == ErrorCode::kResourceExhausted) return false;
+    RLT_RETURN_IF_ERROR(s);
+    r.stage = r.suspended->stage;
+    suspended_bytes_ -= static_cast<int64_t>(r.suspended->host_bytes);
+    r.suspended.reset();
+    ++counters_.resumptions;
+    queue(r.stage).push_back(r.id);
+    return true;
+  }
+  kv::AllocateRequest ask;
+  ask.id = r.id;
+  ask.capacity_tokens = r.capacity_tokens();
+  ask.prompt = r.prompt;
+  ask.reserved_blocks = reserved_blocks;
+  if (config_.incremental_kv) {
+    const kv::PrefixMatch match = kv_.lookup_prefix(r.prompt);
+    ask.initial_tokens = std::min(r.prompt_len(), match.cached_tokens + config_.prefill_chunk_size);
+  }
+  RLT_ASSIGN_OR_RETURN(kv::AdmissionPlan plan, kv_.can_allocate(ask));
+  if (!plan.fits) return false;
+  RLT_ASSIGN_OR_RETURN(kv::Admission admitted, kv_.allocate(ask));
+  r.num_prefilled = admitted.cached_tokens;
+  r.stage = Stage::kPrefill;
+  queue(Stage::kPrefill).push_back(r.id);
+  return true;
+}
+
+Status Scheduler::admit() {
+  auto& waiting = queue(Stage::kWaiting);
+  if (waiting.empty()) return {};
+  std::vector<RequestId> order(waiting.begin(), waiting.end());
+  if (config_.policy == QueuePolicy::kPriority) {
+    std::stable_sort(order.begin(), order.end(), [&](RequestId a, RequestId b) {
+      return at(a).params.priority < at(b).params.priority;
+    });
+  }
+  const size_t scan = std::min<size_t>(order.size(), static_cast<size_t>(config_.admission_scan_limit));
+  std::vector<RequestId> admitted, deferred;
+  for (size_t i = 0; i < scan; ++i) {
+    Request& r = at(order[i]);
+    if (num_running() >= config_.max_num_seqs) {
+      bool freed = false;
+      if (config_.policy == QueuePolicy::kPriority && config_.enable_preemption && hooks_) {
+        RLT_ASSIGN_OR_RETURN(freed, preempt_for(r, {}, /*priority_only=*/true));
+      }
+      if (!freed) break;
+    }
+    const bool was_suspended = r.suspended != nullptr;
+    RLT_ASSIGN_OR_RETURN(bool ok, try_admit(r, was_suspended ? 0 : reserved_growth_blocks()));
+    if (ok) {
+      admitted.push_back(r.id);
+      if (!was_suspended) {
+        // Bounded bypass: everyone deferred earlier in this scan has now been overtaken once.
+        bool limit = false;
+        for (RequestId d : deferred) limit |= ++at(d).admission_bypasses >= config_.max_admission_bypasses;
+        if (limit) break;
+      }
+    } else {
+      ++counters_.admission_deferrals;
+      deferred.push_back(r.id);
+      if (!was_suspended && r.admission_bypasses >= config_.max_admission_bypasses) break;
+    }
+  }
+  // Admitted requests leave the waiting queue; everyone else keeps their place.
+  waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
+                               [&](RequestId id) {
+                                 return std::find(admitted.begin(), admitted.end(), id) != admitted.end();
+                               }),
+                waiting.end());
+  return {};
+}
+
+// ---- batch building -----------------------------------------------------------------------------
+
+Result<bool> Scheduler::grow(Request& r, int32_t tokens, const std::vector<RequestId>& excluded) {
+  Status s = kv_.ensure_capacity(r.id, tokens);
+  if (s.ok()) return true;
+  if (s.code() != ErrorCode::kResourceExhausted) return s;
+  if (!config_.enable_preemption || hooks_ == nullptr) return false;
+  RLT_ASSIGN_OR_RETURN(bool freed, preempt_for(r, excluded, /*priority_only=*/false));
+  if (!freed) return false;
+  s = kv_.ensure_capacity(r.id, tokens);
+  if (s.ok()) return true;
+  if (s.code() != ErrorCode::kResourceExhausted) return s;
+  return false;
+}
+
+Result<SchedulerOutput> Scheduler::take(Stage stage) {
+  SchedulerOutput out;
+  out.stage = stage;
+  auto& q = queue(stage);
+  int64_t budget = config_.max_num_batched_tokens;
+  std::vector<RequestId> selected, retry;
+  const size_t scan = q.size();
+  for (size_t i = 0; i < scan && budget > 0 && static_cast<int32_t>(out.items.size()) < config_.max_num_seqs; ++i) {
+    const RequestId id = q.front();
+    q.pop_front();
+    Request& r = at(id);
+    ScheduledItem item;
+    item.id = id;
+    int32_t frontier = 0;
+    if (stage == Stage::kPrefill) {
+      item.token_start = r.num_prefilled;
+      item.token_count = static_cast<int32_t>(std::min<int64_t>(
+          {budget, config_.prefill_chunk_size, r.prompt_len() - r.num_prefilled}));
+      item.position = item.token_start;
+      frontier = item.token_start + item.token_count;
+    } else {
+      item.position = r.position();
+      item.depth = r.loops_done;
+      if (stage == Stage::kPrelude) frontier = r.position() + 1;
+    }
+    if (frontier > 0) {
+      RLT_ASSIGN_OR_RETURN(bool grown, grow(r, frontier, selected));
+      if (!grown) {
+        retry.push_back(id);  // back to the tail: others may still fit
+        continue;
+      }
+    }
+    budget -= item.token_count;
+    selected.push_back(id);
+    out.items.push_back(item);
+  }
+  for (RequestId id : retry) q.push_back(id);
+  return out;
+}
+
+// ---- preemption ---------------------------------------------------------------------------------
+
+Result<bool> Scheduler::preempt_for(const Request& requester, const std::vector<RequestId>& excluded,
+                                    bool priority_only) {
+  Request* victim = nullptr;
+  int64_t victim_blocks = -1;
+  for (auto& [id, rp] : requests_) {
+    Request& r = *rp;
+    if (id == requester.id || r.stage == Stage::kWaiting || r.finished() || r.suspended) continue;
+    if (std::find(excluded.begin(), excluded.end(), id) != excluded.end()) continue;
+    if (kv_.has_transfer_lease(id) || !kv_.has_allocation(id)) continue;
+    if (priority_only && r.params.priority <= requester.params.priority) continue;
+    auto blocks = kv_.allocated_blocks(id);
+    const int64_t b = blocks.ok() ? *blocks : 0;
+    // Largest (priority value, footprint) first: the least urgent, then the one that frees most.
+    if (!victim || r.params.priority > victim->params.priority ||
+        (r.params.priority == victim->params.priority && b > victim_blocks)) {
+      victim = &r;
+      victim_blocks = b;
+    }
+  }
+  if (victim == nullptr) return false;
+  RLT_ASSIGN_OR_RETURN(kv::KVSnapshot snap, hooks_->snapshot_kv(victim->id));
+  const size_t bytes = snap.keys.size() + snap.values.size();
+  if (suspended_bytes_ + static_cast<int64_t>(bytes) > config_.preemption_host_bytes) return false;
+  remove_from_queues(victim->id);
+  kv_.free(victim->id);
+  victim->suspended = std::make_unique<Suspended>(Suspended{victim->stage, std::move(snap), bytes});
+  suspended_bytes_ += static_cast<int64_t>(bytes);
+  victim->stage = Stage::kWaiting;
+  queue(Stage::kWaiting).push_front(victim->id);
+  ++counters_.preemptions;
+  return true;
+}
+
+// ---- results ------------------------------------------------------------------------------------
+
+bool Scheduler::exit_now(Request& r, float gate_logit) {
+  const int32_t loops = r.loops_done;  // already incremented: loops run for this token
+  switch (config_.exit_mode) {
+    case ExitMode::kTrace:
+      return loops >= r.exit_trace[r.output_tokens.size()];
+    case ExitMode::kOuroDelayed: {
+      if (r.pending_exit_depth > 0 && loops >= r.pending_exit_depth) return true;
+      const bool fired = model::ouro_exit_step(r.exit, loops, gate_logit, &r.remaining);
+      if (loops >= r.exit.max_loops) return true;
+      // The signal of loop r arrives one loop late: the exit happens after loop r + 1.
+      if (fired && r.pending_exit_depth == 0) r.pending_exit_depth = static_cast<int32_t>(std::min<int64_t>(loops + 1, r.exit.max_loops));
+      return false;
+    }
+    case ExitMode::kOuro:
+    default:
+      return model::ouro_exit_step(r.exit, loops, gate_logit, &r.remaining);
+  }
+}
+
+Result<StepUpdate> Scheduler::update_from_output(const SchedulerOutput& batch, const RunnerOutput& out) {
+  if (out.seq != batch.seq || out.stage != batch.stage) {
+    return internal_error(fmt::format("runner output for batch {} ({}) does not match batch {} ({})", out.seq,
+                                      stage_name(out.stage), batch.seq, stage_name(batch.stage)));
+  }
+  StepUpdate update;
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    const ScheduledItem& item = batch.items[i];
+    auto it = requests_.find(item.id);
+    if (it == requests_.end() || it->second->finished()) continue;  // aborted meanwhile: ignore
+    Request& r = *it->second;
+    switch (batch.stage) {
+      case Stage::kPrefill: {
+        RLT_RETURN_IF_ERROR(kv_.record_written_all_depths(r.id, item.token_start, item.token_count));
+        r.num_prefilled = item.token_start + item.token_count;
+        r.stage = r.num_prefilled == r.prompt_len() ? Stage::kCoda : Stage::kPrefill;
+        r.loops_done = depth_;  // the prompt's last token ran every loop
+        queue(r.stage).push_back(r.id);
+        break;
+      }
+      case Stage::kPrelude: {
+        r.loops_done = 0;
+        r.remaining = 1.0;
+        r.pending_exit_depth = 0;
+        r.stage = Stage::kRecurrent;
+        queue(Stage::kRecurrent).push_back(r.id);
+        break;
+      }
+      case Stage::kRecurrent: {
+        RLT_RETURN_IF_ERROR(kv_.record_written(r.id, item.depth, item.position, 1));
+        r.loops_done = item.depth + 1;
+        if (exit_now(r, out.gate_logits.at(i))) {
+          if (r.loops_done < depth_) {
+            // The KV manager counts depths from 0: the exit plane is loops_done - 1.
+            RLT_RETURN_IF_ERROR(kv_.plan_finalize(r.id, item.position, r.loops_done - 1, &update.finalize_copies));
+            update.exited.push_back({r.id, item.position, r.loops_done});
+          }
+          r.stage = Stage::kCoda;
+          queue(Stage::kCoda).push_back(r.id);
+        } else {
+          queue(Stage::kRecurrent).push_back(r.id);
+        }
+        break;
+      }
+      case Stage::kCoda: {
+        const int32_t token = out.sampled.at(i);
+        r.output_tokens.push_back(token);
+        r.exit_depths.push_back(r.loops_done);
+        update.new_tokens.push_back(r.id);
+        const auto& stops = r.params.stop_token_ids;
+        const bool eos = !r.params.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end();
+        const bool stop = eos || std::find(stops.begin(), stops.end(), token) != stops.end();
+        if (stop || static_cast<int32_t>(r.output_tokens.size()) >= r.params.max_tokens) {
+          finish(r, stop ? FinishReason::kStop : FinishReason::kLength);
+          update.finished.push_back(r.id);
+        } else {
+          r.stage = Stage::kPrelude;
+          queue(Stage::kPrelude).push_back(r.id);
+        }
+        break;
+      }
+      default:
+        return internal_error(fmt::format("batch of stage {} cannot be applied", stage_name(batch.stage)));
+    }
+  }
+  return update;
+}
+
+Status Scheduler::confirm_finalized(const std::vector<ExitedToken>& exited) {
+  for (const ExitedToken& e : exited) {
+    if (!kv_.has_allocation(e.id)) continue;  // finished or aborted meanwhile
+    RLT_RETURN_IF_ERROR(kv_.mark_finalized(e.id, e.position, e.exit_depth - 1));
+  }
+  return {};
+}
+
+}  // namespace rlt::sched

@@ -1,0 +1,145 @@
+// The scheduler: owns requests and their logical progress. Each step it picks one stage and
+// builds a batch (rows may sit at different loop depths), asks the KV manager for capacity
+// (admission, growth, preemption), and after the runner executed the batch it applies the result
+// in update_from_output — the single place progress changes.
+//
+// Thread-safety: none; the engine thread calls everything.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "sched/request.h"
+#include "sched/scheduler_config.h"
+
+namespace rlt::sched {
+
+// One row group of a batch. PREFILL: prompt positions [token_start, token_start + token_count)
+// at every depth. PRELUDE, RECURRENT, CODA: one row at `position` (RECURRENT: at loop `depth`,
+// 0-based, the loop this row runs now).
+struct ScheduledItem {
+  RequestId id = 0;
+  int32_t token_start = 0;
+  int32_t token_count = 1;
+  int32_t position = 0;
+  int32_t depth = 0;
+};
+
+struct SchedulerOutput {
+  uint64_t seq = 0;  // 1, 2, 3, ... without gaps
+  Stage stage = Stage::kWaiting;
+  std::vector<ScheduledItem> items;
+  int64_t rows() const;
+};
+
+// What the runner produced for a batch, aligned with its items.
+struct RunnerOutput {
+  uint64_t seq = 0;
+  Stage stage = Stage::kWaiting;
+  std::vector<float> gate_logits;     // RECURRENT: one per item
+  std::vector<int32_t> sampled;       // CODA: one token per item
+};
+
+// A token that left the loop early under last_exited: its K/V must be copied to deeper planes.
+struct ExitedToken {
+  RequestId id = 0;
+  int32_t position = 0;
+  int32_t exit_depth = 0;  // 1-based loops run
+};
+
+struct StepUpdate {
+  std::vector<RequestId> new_tokens;  // requests that got an output token this step
+  std::vector<RequestId> finished;    // requests that finished this step (KV released)
+  std::vector<kv::SlotCopy> finalize_copies;  // execute, then confirm_finalized(exited)
+  std::vector<ExitedToken> exited;
+};
+
+// Hooks the engine implements for preemption: save and restore what lives outside the KV pages.
+class PreemptionHooks {
+ public:
+  virtual ~PreemptionHooks() = default;
+  // Copies the request's KV pages to host (kv.snapshot through the runner's storage).
+  virtual Result<kv::KVSnapshot> snapshot_kv(RequestId id) = 0;
+  // kv.resume through the runner's storage.
+  virtual Status resume_kv(RequestId id, const kv::KVSnapshot& snapshot) = 0;
+};
+
+struct SchedulerCounters {
+  int64_t preemptions = 0;
+  int64_t resumptions = 0;
+  int64_t admission_deferrals = 0;
+  int64_t batches = 0;
+};
+
+class Scheduler {
+ public:
+  // `depth`: the model's loop count; `eos_ids`: stop tokens unless a request ignores eos.
+  Scheduler(const SchedulerConfig& config, kv::KVCacheManager& kv, int32_t depth,
+            std::vector<int32_t> eos_ids, PreemptionHooks* hooks);
+
+  // Validates against the model and the cache (impossible capacity, loop bounds, ids) and queues
+  // the request. A live duplicate id is refused.
+  Status add_request(Request request);
+
+  // The next batch, or nullopt when nothing can run now. Errors mean a broken invariant.
+  Result<std::optional<SchedulerOutput>> schedule();
+
+  // Applies the runner's results for `batch`. Finished requests have released their KV.
+  Result<StepUpdate> update_from_output(const SchedulerOutput& batch, const RunnerOutput& out);
+
+  // After the runner executed update.finalize_copies: marks deeper planes written.
+  Status confirm_finalized(const std::vector<ExitedToken>& exited);
+
+  // Cancels a request in any stage; its KV (or snapshot) is released. kNotFound if unknown.
+  Status abort(RequestId id);
+
+  const Request* find(RequestId id) const;
+  // Removes a finished request and returns it (the engine collects final outputs).
+  std::optional<Request> take_finished(RequestId id);
+  bool has_unfinished() const;
+  int32_t num_waiting() const { return static_cast<int32_t>(queue(Stage::kWaiting).size()); }
+  int32_t num_running() const;
+  int32_t num_suspended() const;
+  const SchedulerCounters& counters() const { return counters_; }
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  std::deque<RequestId>& queue(Stage s) { return queues_[static_cast<size_t>(s)]; }
+  const std::deque<RequestId>& queue(Stage s) const { return queues_[static_cast<size_t>(s)]; }
+  Request& at(RequestId id) { return *requests_.at(id); }
+
+  Stage choose_stage_refill();
+  Stage choose_stage_no_refill();
+  Status admit();
+  Result<bool> try_admit(Request& r, int32_t reserved_blocks);
+  int32_t reserved_growth_blocks() const;
+  Result<SchedulerOutput> take(Stage stage);
+  // Grows r's KV to `tokens`; on failure preempts a victim (when enabled) and retries once.
+  Result<bool> grow(Request& r, int32_t tokens, const std::vector<RequestId>& excluded);
+  // Suspends one eligible victim for `requester`; false when none qualifies.
+  Result<bool> preempt_for(const Request& requester, const std::vector<RequestId>& excluded, bool priority_only);
+  void remove_from_queues(RequestId id);
+  void finish(Request& r, FinishReason reason);
+  bool exit_now(Request& r, float gate_logit);
+
+  SchedulerConfig config_;
+  kv::KVCacheManager& kv_;
+  int32_t depth_;
+  std::vector<int32_t> eos_ids_;
+  PreemptionHooks* hooks_;
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  std::deque<RequestId> queues_[6];
+  uint64_t next_arrival_ = 0;
+  uint64_t next_seq_ = 1;
+  int32_t prefill_batches_since_recurrent_ = 0;
+  enum class Phase : uint8_t { kFill, kCore, kCoda } phase_ = Phase::kFill;  // no-refill cohorts
+  int64_t suspended_bytes_ = 0;
+  SchedulerCounters counters_;
+};
+
+}  // namespace rlt::sched

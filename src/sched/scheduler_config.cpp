@@ -1,0 +1,37 @@
+#include "sched/scheduler_config.h"
+
+#include <fmt/format.h>
+
+namespace rlt::sched {
+
+Status SchedulerConfig::validate() const {
+  const std::pair<const char*, int64_t> positive[] = {
+      {"max_num_seqs", max_num_seqs}, {"max_num_batched_tokens", max_num_batched_tokens},
+      {"prefill_chunk_size", prefill_chunk_size}, {"max_prefill_batches_before_decode", max_prefill_batches_before_decode},
+      {"admission_scan_limit", admission_scan_limit}, {"max_admission_bypasses", max_admission_bypasses}};
+  for (const auto& [name, v] : positive)
+    if (v < 1) return invalid_argument(fmt::format("{} must be at least 1, got {}", name, v));
+  if (preemption_host_bytes < 0) return invalid_argument("preemption_host_bytes must not be negative");
+  return {};
+}
+
+Result<BatchMode> parse_batch_mode(const std::string& s) {
+  if (s == "refill") return BatchMode::kRefill;
+  if (s == "no_refill") return BatchMode::kNoRefill;
+  return invalid_argument(fmt::format("unknown batching mode '{}' (accepted: refill, no_refill)", s));
+}
+
+Result<QueuePolicy> parse_queue_policy(const std::string& s) {
+  if (s == "fcfs") return QueuePolicy::kFcfs;
+  if (s == "priority") return QueuePolicy::kPriority;
+  return invalid_argument(fmt::format("unknown scheduling policy '{}' (accepted: fcfs, priority)", s));
+}
+
+Result<ExitMode> parse_exit_mode(const std::string& s) {
+  if (s == "ouro") return ExitMode::kOuro;
+  if (s == "ouro_delayed") return ExitMode::kOuroDelayed;
+  if (s == "trace") return ExitMode::kTrace;
+  return invalid_argument(fmt::format("unknown exit policy '{}' (accepted: ouro, ouro_delayed, trace)", s));
+}
+
+}  // namespace rlt::sched
