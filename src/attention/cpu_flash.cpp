@@ -190,9 +190,9 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
 }
 
 void RunFlash(const AttentionParams& p, const std::vector<flash::Task>& tasks, float* partials,
-              int64_t partial_stride, std::vector<flash::Scratch>& scratch) {
+              int64_t partial_stride, std::vector<flash::Scratch>& scratch, bool parallel) {
   const auto count = static_cast<int64_t>(tasks.size());
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t i = 0; i < count; ++i) {
     const flash::Task& t = tasks[static_cast<size_t>(i)];
     const int thread = omp_get_thread_num();
@@ -243,7 +243,11 @@ class CpuFlashBackend final : public AttentionBackend {
     const int64_t stride = p.num_q_heads * pair_stride;  // one split's partial states
     partials_.resize(static_cast<size_t>(splits * stride));
     scratch_.resize(static_cast<size_t>(omp_get_max_threads()));
-    HWY_DYNAMIC_DISPATCH(RunFlash)(p, tasks_, partials_.data(), stride, scratch_);
+    // Small batches run on the calling thread: a parallel region costs more than it saves there.
+    int64_t work = 0;
+    for (int64_t s = 0; s < p.num_seqs; ++s) work += (p.seq_end(s) - p.seq_begin(s)) * int64_t{p.context_lengths[s]};
+    const bool parallel = work * p.num_q_heads * d >= (int64_t{1} << 20);
+    HWY_DYNAMIC_DISPATCH(RunFlash)(p, tasks_, partials_.data(), stride, scratch_, parallel);
     // Merge split partial states in split order: exact log-sum-exp combination.
     for (const Merge& m : merges_) {
       const int64_t row = p.seq_begin(m.seq);

@@ -1,6 +1,5 @@
-// `rlt generate`: greedy generation with the dense reference model, printing JSON.
-#include <omp.h>
-
+// `rlt generate`: offline generation through the engine (or the dense reference model), printing
+// one JSON object per request with token ids and per-token exit depths.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <fmt/format.h>
@@ -9,90 +8,216 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/model_dir.h"
 #include "model/reference_model.h"
 
 namespace rlt::cli {
 namespace {
 
+using json = nlohmann::ordered_json;
+
 struct GenerateOptions {
   std::string model;
-  std::vector<int64_t> prompt_ids;
-  int64_t max_tokens = 16;
-  double exit_threshold = 1.0;
-  int64_t min_loops = 2;
-  int64_t max_loops = 0;
-  bool ignore_eos = false;
-  int threads = 0;
+  std::vector<std::string> prompt_ids;  // one comma-separated list per prompt
+  std::string prompts_file;             // JSONL: {"prompt_ids": [...], ...sampling overrides}
+  EngineFlags engine;
+  SamplingFlags sampling;
+  bool reference = false;
   std::string trace_out;
 };
 
-nlohmann::json trace_json(const model::StepResult& s) {
-  return {{"exit_depth", s.exit_depth},
-          {"exit_probability", s.exit_probability},
-          {"logits", s.logits},
-          {"hidden", s.trace.hidden},
-          {"gate_logits", s.trace.gate_logits}};
+struct Job {
+  uint64_t id;
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+};
+
+Result<std::vector<int32_t>> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    try {
+      size_t used = 0;
+      const long v = std::stol(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      return invalid_argument(fmt::format("--prompt-ids: '{}' is not a token id", item));
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return ids;
+}
+
+// Per-line overrides of a JSONL prompts file; unknown keys are refused.
+Status apply_overrides(const json& line, SamplingParams& p, int line_no) {
+  for (const auto& [key, value] : line.items()) {
+    try {
+      if (key == "prompt_ids" || key == "id") continue;
+      else if (key == "max_tokens") p.max_tokens = value.get<int64_t>();
+      else if (key == "temperature") p.temperature = value.get<double>();
+      else if (key == "top_k") p.top_k = value.get<int64_t>();
+      else if (key == "top_p") p.top_p = value.get<double>();
+      else if (key == "min_p") p.min_p = value.get<double>();
+      else if (key == "seed") p.seed = value.get<uint64_t>();
+      else if (key == "repetition_penalty") p.repetition_penalty = value.get<double>();
+      else if (key == "presence_penalty") p.presence_penalty = value.get<double>();
+      else if (key == "frequency_penalty") p.frequency_penalty = value.get<double>();
+      else if (key == "stop_token_ids") p.stop_token_ids = value.get<std::vector<int32_t>>();
+      else if (key == "ignore_eos") p.ignore_eos = value.get<bool>();
+      else if (key == "logprobs") p.logprobs = value.get<int>();
+      else if (key == "min_loops") p.min_loops = value.get<int64_t>();
+      else if (key == "max_loops") p.max_loops = value.get<int64_t>();
+      else if (key == "exit_threshold") p.exit_threshold = value.get<double>();
+      else if (key == "priority") p.priority = value.get<int>();
+      else return invalid_argument(fmt::format("prompts file line {}: unknown field '{}'", line_no, key));
+    } catch (const json::exception&) {
+      return invalid_argument(fmt::format("prompts file line {}: field '{}' has the wrong type ({})", line_no, key, value.dump()));
+    }
+  }
+  return {};
+}
+
+Result<std::vector<Job>> collect_jobs(const GenerateOptions& opt) {
+  std::vector<Job> jobs;
+  const SamplingParams base = opt.sampling.resolve();
+  for (const auto& text : opt.prompt_ids) {
+    RLT_ASSIGN_OR_RETURN(auto ids, parse_ids(text));
+    jobs.push_back({jobs.size(), std::move(ids), base});
+  }
+  if (!opt.prompts_file.empty()) {
+    std::ifstream in(opt.prompts_file);
+    if (!in) return not_found(fmt::format("cannot open --prompts-file '{}'", opt.prompts_file));
+    std::string line;
+    int line_no = 0;
+    while (std::getline(in, line)) {
+      ++line_no;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      json j;
+      try {
+        j = json::parse(line);
+      } catch (const json::exception& e) {
+        return invalid_argument(fmt::format("prompts file line {}: not valid JSON ({})", line_no, e.what()));
+      }
+      if (!j.is_object() || !j.contains("prompt_ids") || !j["prompt_ids"].is_array())
+        return invalid_argument(fmt::format("prompts file line {}: needs an object with \"prompt_ids\": [...]", line_no));
+      Job job{jobs.size(), {}, base};
+      try {
+        job.prompt = j["prompt_ids"].get<std::vector<int32_t>>();
+        if (j.contains("id")) job.id = j["id"].get<uint64_t>();
+      } catch (const json::exception&) {
+        return invalid_argument(fmt::format("prompts file line {}: prompt_ids must be integers", line_no));
+      }
+      RLT_RETURN_IF_ERROR(apply_overrides(j, job.params, line_no));
+      jobs.push_back(std::move(job));
+    }
+  }
+  if (jobs.empty()) return invalid_argument("no prompts: give --prompt-ids (repeatable) or --prompts-file FILE.jsonl");
+  return jobs;
+}
+
+json trace_json(const model::StepResult& s) {
+  return {{"exit_depth", s.exit_depth}, {"exit_probability", s.exit_probability}, {"logits", s.logits},
+          {"hidden", s.trace.hidden}, {"gate_logits", s.trace.gate_logits}};
+}
+
+// The dense reference model: one request, greedy, with an optional per-step trace.
+int run_reference(const std::string& dir, const GenerateOptions& opt, const std::vector<Job>& jobs) {
+  auto loaded = model::load_ouro_model(dir);
+  if (!loaded.ok()) return report_error(loaded.status());
+  for (const Job& job : jobs) {
+    model::ReferenceModel ref(*loaded);
+    const auto start = std::chrono::steady_clock::now();
+    auto r = ref.generate(job.prompt, job.params.max_tokens,
+                          {job.params.min_loops, job.params.max_loops, job.params.exit_threshold}, job.params.ignore_eos,
+                          !opt.trace_out.empty());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!r.ok()) return report_error(r.status());
+    double loops = 0;
+    for (int64_t d : r->exit_depths) loops += static_cast<double>(d);
+    json out{{"id", job.id}, {"model", dir}, {"prompt_ids", job.prompt}, {"tokens", r->tokens},
+             {"exit_depths", r->exit_depths}, {"finish_reason", r->finish_reason},
+             {"mean_loops_per_token", loops / static_cast<double>(r->tokens.size())}, {"elapsed_s", seconds}};
+    std::cout << out.dump() << "\n";
+    if (!opt.trace_out.empty()) {
+      json trace = json::array();
+      for (const auto& step : r->steps) trace.push_back(trace_json(step));
+      std::ofstream f(opt.trace_out);
+      f << json{{"steps", trace}}.dump();
+      if (!f) return report_error(io_error("cannot write --trace-out file " + opt.trace_out));
+    }
+  }
+  return 0;
+}
+
+int run_engine(const std::string& dir, const GenerateOptions& opt, const std::vector<Job>& jobs) {
+  auto engine = Engine::create(opt.engine.resolve(dir));
+  if (!engine.ok()) return report_error(engine.status());
+  for (const Job& job : jobs) {
+    Status s = (*engine)->add_request(job.id, job.prompt, job.params);
+    if (!s.ok()) return report_error(s.with_context(fmt::format("request {}", job.id)));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  int failures = 0;
+  while ((*engine)->has_unfinished()) {
+    auto outs = (*engine)->step();
+    if (!outs.ok()) return report_error(outs.status());
+    for (const RequestOutput& o : *outs) {
+      if (!o.finished) continue;
+      failures += o.finish_reason == "abort";
+      double loops = 0;
+      for (int32_t d : o.exit_depths) loops += d;
+      json out{{"id", o.request_id}, {"model", dir}, {"prompt_tokens", o.prompt_tokens}, {"tokens", o.token_ids},
+               {"exit_depths", o.exit_depths}, {"finish_reason", o.finish_reason},
+               {"mean_loops_per_token", o.token_ids.empty() ? 0.0 : loops / static_cast<double>(o.token_ids.size())}};
+      if (!o.logprobs.empty()) {
+        json lps = json::array();
+        for (const auto& lp : o.logprobs) {
+          json top = json::array();
+          for (const auto& t : lp.top) top.push_back({{"token", t.token}, {"logprob", t.logprob}});
+          lps.push_back({{"token", lp.token}, {"logprob", lp.logprob}, {"top", top}});
+        }
+        out["logprobs"] = lps;
+      }
+      std::cout << out.dump() << "\n";
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const EngineMetrics m = (*engine)->metrics();
+  std::cerr << fmt::format("{} requests, {} tokens in {:.3f} s ({:.1f} tokens/s), {:.2f} loops per token, attention {}\n",
+                           jobs.size(), m.generated_tokens, seconds, static_cast<double>(m.generated_tokens) / seconds,
+                           m.mean_loops_per_token, (*engine)->attention_backend());
+  return failures ? 1 : 0;
 }
 
 int run_generate(const GenerateOptions& opt) {
-  if (opt.threads > 0) omp_set_num_threads(opt.threads);
   auto dir = resolve_model_dir(opt.model);
   if (!dir.ok()) return report_error(dir.status());
-  auto loaded = model::load_ouro_model(*dir);
-  if (!loaded.ok()) return report_error(loaded.status());
-  if (opt.prompt_ids.empty()) return report_error(invalid_argument("--prompt-ids needs at least one token id"));
-  std::vector<int32_t> prompt;
-  for (int64_t id : opt.prompt_ids) {
-    if (id < 0 || id >= (*loaded)->config.vocab_size) {
-      return report_error(invalid_argument(fmt::format(
-          "--prompt-ids: token id {} is outside the vocabulary [0, {})", id, (*loaded)->config.vocab_size)));
-    }
-    prompt.push_back(static_cast<int32_t>(id));
-  }
-  model::ReferenceModel ref(*loaded);
-  model::ExitParams params{opt.min_loops, opt.max_loops, opt.exit_threshold};
-  const auto start = std::chrono::steady_clock::now();
-  auto result = ref.generate(prompt, opt.max_tokens, params, opt.ignore_eos, !opt.trace_out.empty());
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!result.ok()) return report_error(result.status());
-  double loops = 0;
-  for (int64_t d : result->exit_depths) loops += static_cast<double>(d);
-  nlohmann::ordered_json out;
-  out["model"] = *dir;
-  out["prompt_ids"] = prompt;
-  out["tokens"] = result->tokens;
-  out["exit_depths"] = result->exit_depths;
-  out["finish_reason"] = result->finish_reason;
-  out["mean_loops_per_token"] = loops / static_cast<double>(result->tokens.size());
-  out["elapsed_s"] = seconds;
-  out["tokens_per_s"] = static_cast<double>(result->tokens.size()) / seconds;
-  std::cout << out.dump() << "\n";
-  if (!opt.trace_out.empty()) {
-    nlohmann::json trace = nlohmann::json::array();
-    for (const auto& step : result->steps) trace.push_back(trace_json(step));
-    std::ofstream f(opt.trace_out);
-    f << nlohmann::json{{"steps", trace}}.dump();
-    if (!f) return report_error(io_error("cannot write --trace-out file " + opt.trace_out));
-  }
-  return 0;
+  auto jobs = collect_jobs(opt);
+  if (!jobs.ok()) return report_error(jobs.status());
+  if (opt.reference || !opt.trace_out.empty()) return run_reference(*dir, opt, *jobs);
+  return run_engine(*dir, opt, *jobs);
 }
 
 }  // namespace
 
 void add_generate_command(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<GenerateOptions>();
-  CLI::App* cmd = app.add_subcommand("generate", "Generate tokens greedily and print JSON with token ids and exit depths");
+  opt->sampling.params.temperature = 0.0;  // offline generation defaults to greedy
+  CLI::App* cmd = app.add_subcommand("generate", "Generate tokens for one or many prompts and print JSON per request");
   cmd->add_option("--model", opt->model, "Hugging Face model folder (default: the embedded demo model)");
-  cmd->add_option("--prompt-ids", opt->prompt_ids, "Prompt token ids, comma separated")->delimiter(',')->required();
-  cmd->add_option("--max-tokens", opt->max_tokens, "Tokens to generate")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  cmd->add_option("--exit-threshold", opt->exit_threshold, "Exit once the cumulative exit probability reaches this (1 = never exit early)")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--min-loops", opt->min_loops, "Fewest loops a generated token runs")->capture_default_str();
-  cmd->add_option("--max-loops", opt->max_loops, "Most loops a generated token runs (0 = the model's total_ut_steps)")->capture_default_str();
-  cmd->add_flag("--ignore-eos", opt->ignore_eos, "Keep generating after an end-of-sequence token");
-  cmd->add_option("--threads", opt->threads, "CPU threads for the kernels (0 = all cores)")->capture_default_str();
-  cmd->add_option("--trace-out", opt->trace_out, "Debug: write per-step logits, hidden states and gate logits as JSON");
+  cmd->add_option("--prompt-ids", opt->prompt_ids, "Prompt token ids, comma separated; repeat for more prompts");
+  cmd->add_option("--prompts-file", opt->prompts_file,
+                  "JSONL file, one {\"prompt_ids\": [...], \"id\"?, sampling overrides?} per line");
+  add_sampling_flags(*cmd, opt->sampling);
+  add_engine_flags(*cmd, opt->engine);
+  cmd->add_flag("--reference", opt->reference, "Use the dense single-request reference model (greedy) instead of the engine");
+  cmd->add_option("--trace-out", opt->trace_out,
+                  "Debug (implies --reference): write per-step logits, hidden states and gate logits as JSON");
   cmd->callback([opt, exit_code] { *exit_code = run_generate(*opt); });
 }
 

@@ -11,5 +11,6 @@ namespace rlt::cli {
 void add_info_command(CLI::App& app, int* exit_code);
 void add_generate_command(CLI::App& app, int* exit_code);
 void add_attention_command(CLI::App& app, int* exit_code);
+void add_bench_command(CLI::App& app, int* exit_code);
 
 }  // namespace rlt::cli

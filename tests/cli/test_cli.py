@@ -58,7 +58,13 @@ class Cli(unittest.TestCase):
             (["generate", "--prompt-ids", "1,99999"], "token id 99999 is outside the vocabulary"),
             (["generate", "--prompt-ids", "1", "--min-loops", "3", "--max-loops", "2"], "min_loops"),
             (["generate", "--prompt-ids", "1", "--max-loops", "9"], "max_loops must be in [1, 4]"),
-            (["generate", "--prompt-ids", "1", "--exit-threshold", "2"], "exit-threshold"),
+            (["generate", "--prompt-ids", "1", "--exit-threshold", "2"], "exit_threshold must be in [0, 1], got 2"),
+            (["generate"], "no prompts"),
+            (["generate", "--prompt-ids", "1,x"], "'x' is not a token id"),
+            (["generate", "--prompt-ids", "1", "--kv-layout", "diagonal"], "unknown kv layout 'diagonal'"),
+            (["generate", "--prompt-ids", "1", "--num-kv-blocks", "1"], "cannot hold one page of 4 planes"),
+            (["generate", "--prompt-ids", "1", "--num-kv-blocks", "8", "--max-tokens", "200"], "KV blocks over its life"),
+            (["generate", "--prompt-ids", "1", "--top-p", "0"], "top_p"),
             (["generate", "--prompt-ids", "1", "--max-tokens", "5000"], "max_position_embeddings"),
         ]
         for args, needle in cases:
@@ -66,6 +72,33 @@ class Cli(unittest.TestCase):
                 out = rlt(*args, env=self.env)
                 self.assertNotEqual(out.returncode, 0)
                 self.assertIn(needle, out.stderr + out.stdout)
+
+    def test_engine_matches_reference_and_reads_jsonl(self):
+        prompt = "7,8,9,10,11"
+        common = ["--prompt-ids", prompt, "--max-tokens", "8", "--exit-threshold", "0.7", "--ignore-eos"]
+        ref = rlt("generate", "--reference", *common, env=self.env)
+        eng = rlt("generate", "--kv-dtype", "f32", "--attention-backend", "cpu_reference", *common, env=self.env)
+        self.assertEqual(ref.returncode, 0, ref.stderr)
+        self.assertEqual(eng.returncode, 0, eng.stderr)
+        r, e = json.loads(ref.stdout), json.loads(eng.stdout)
+        self.assertEqual(r["tokens"], e["tokens"])
+        self.assertEqual(r["exit_depths"], e["exit_depths"])
+        jsonl = os.path.join(self.cache, "prompts.jsonl")
+        with open(jsonl, "w") as f:
+            f.write(json.dumps({"id": 7, "prompt_ids": [1, 2, 3], "max_tokens": 3, "ignore_eos": True}) + "\n")
+            f.write(json.dumps({"prompt_ids": [4, 5], "max_tokens": 2, "temperature": 0.8, "seed": 3,
+                                "logprobs": 2, "ignore_eos": True}) + "\n")
+        out = rlt("generate", "--prompts-file", jsonl, env=self.env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        rows = {row["id"]: row for row in map(json.loads, out.stdout.splitlines())}
+        self.assertEqual(len(rows[7]["tokens"]), 3)
+        self.assertEqual(len(rows[1]["logprobs"]), 2)
+        self.assertEqual(len(rows[1]["logprobs"][0]["top"]), 2)
+        with open(jsonl, "w") as f:
+            f.write('{"prompt_ids": [1], "temprature": 1}\n')
+        bad = rlt("generate", "--prompts-file", jsonl, env=self.env)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("unknown field 'temprature'", bad.stderr)
 
     def test_attention_explain_reports_every_candidate(self):
         out = rlt("attention", "explain", "--json", env=self.env)

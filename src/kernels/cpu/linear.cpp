@@ -50,8 +50,10 @@ template <typename W>
 void LinearTyped(const float* x, int64_t m, const W* w, int64_t n, int64_t k, float* y) {
   const int64_t col_blocks = (n + kColsTile - 1) / kColsTile;
   // Threads split the output columns; each element is still computed by exactly one thread in
-  // the fixed order above, so the thread count never changes results.
-  const bool parallel = m * n * k >= (int64_t{1} << 16);
+  // the fixed order above, so the thread count never changes results. Below ~4M multiply-adds
+  // (a few hundred microseconds) a parallel region costs more than it saves, and on a busy
+  // machine a descheduled worker can stall it for a whole time slice.
+  const bool parallel = m * n * k >= (int64_t{1} << 22);
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t b = 0; b < col_blocks; ++b) {
     const int64_t n0 = b * kColsTile;

@@ -1,0 +1,73 @@
+#include "cli/engine_flags.h"
+
+#include <CLI/CLI.hpp>
+
+namespace rlt::cli {
+
+EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
+  EngineConfig c = config;
+  c.model_dir = model_dir;
+  c.kv_cache_bytes = static_cast<int64_t>(kv_cache_gib * static_cast<double>(int64_t{1} << 30));
+  c.preemption_host_bytes = static_cast<int64_t>(preemption_host_gib * static_cast<double>(int64_t{1} << 30));
+  c.incremental_kv = !no_incremental_kv;
+  c.attention_backend = attention.backend;
+  c.block_size = attention.block_size;
+  c.require_deterministic_attention = attention.deterministic;
+  return c;
+}
+
+void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
+  EngineConfig& c = f.config;
+  add_attention_flags(cmd, f.attention);
+  cmd.add_option("--kv-cache-gib", f.kv_cache_gib, "Memory for the K and V pools")->capture_default_str();
+  cmd.add_option("--num-kv-blocks", c.num_kv_blocks, "KV pages (overrides --kv-cache-gib; 0 = from it)")->capture_default_str();
+  cmd.add_option("--kv-layout", c.kv_layout, "last_exited (one plane per loop) or shared (one plane)")->capture_default_str();
+  cmd.add_option("--kv-dtype", c.kv_dtype, "K/V cache dtype: auto (= weights), f32, bf16, f16")->capture_default_str();
+  cmd.add_flag("--enable-prefix-caching", c.enable_prefix_caching, "Share full prompt pages between requests");
+  cmd.add_option("--watermark", c.watermark, "Share of the pool admission keeps free for growth")->capture_default_str();
+  cmd.add_option("--max-num-seqs", c.max_num_seqs, "Admitted requests, and rows per batch")->capture_default_str();
+  cmd.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "Rows per batch")->capture_default_str();
+  cmd.add_option("--prefill-chunk-size", c.prefill_chunk_size, "Prompt tokens per request per prefill batch")->capture_default_str();
+  cmd.add_option("--max-prefill-batches-before-decode", c.max_prefill_batches_before_decode,
+                 "Prefill batches allowed before a due recurrent batch")->capture_default_str();
+  cmd.add_option("--admission-scan-limit", c.admission_scan_limit, "Waiting requests examined per admission pass")->capture_default_str();
+  cmd.add_option("--max-admission-bypasses", c.max_admission_bypasses, "How often a deferred request may be overtaken")->capture_default_str();
+  cmd.add_option("--batch-mode", c.batch_mode, "refill (Continuous Depth Batching) or no_refill (cohorts)")->capture_default_str();
+  cmd.add_option("--policy", c.policy, "fcfs or priority (lower priority values first)")->capture_default_str();
+  cmd.add_option("--exit-policy", c.exit_policy, "ouro, ouro_delayed or trace")->capture_default_str();
+  cmd.add_flag("--no-incremental-kv", f.no_incremental_kv, "Claim a request's whole KV at admission");
+  cmd.add_flag("--enable-preemption", c.enable_preemption, "Suspend requests to host memory when KV runs out");
+  cmd.add_option("--preemption-host-gib", f.preemption_host_gib, "Host memory for suspended requests")->capture_default_str();
+  cmd.add_option("--seed", c.seed, "Engine seed: requests without a seed derive theirs from it")->capture_default_str();
+  cmd.add_option("--threads", c.threads, "CPU kernel threads (0 = all cores)")->capture_default_str();
+}
+
+SamplingParams SamplingFlags::resolve() const {
+  SamplingParams p = params;
+  if (seed >= 0) p.seed = static_cast<uint64_t>(seed);
+  if (logprobs >= 0) p.logprobs = logprobs;
+  return p;
+}
+
+void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
+  SamplingParams& p = f.params;
+  cmd.add_option("--max-tokens", p.max_tokens, "Tokens to generate per request")->capture_default_str();
+  cmd.add_option("--temperature", p.temperature, "0 = greedy")->capture_default_str();
+  cmd.add_option("--top-k", p.top_k, "-1 = off")->capture_default_str();
+  cmd.add_option("--top-p", p.top_p, "Nucleus sampling mass")->capture_default_str();
+  cmd.add_option("--min-p", p.min_p, "Drop tokens below min_p x the top probability")->capture_default_str();
+  cmd.add_option("--sampling-seed", f.seed, "Per-request seed (default: derived from --seed and the request id)");
+  cmd.add_option("--repetition-penalty", p.repetition_penalty, "1 = off")->capture_default_str();
+  cmd.add_option("--presence-penalty", p.presence_penalty, "[-2, 2]")->capture_default_str();
+  cmd.add_option("--frequency-penalty", p.frequency_penalty, "[-2, 2]")->capture_default_str();
+  cmd.add_option("--stop-token-ids", p.stop_token_ids, "Extra token ids that end a request")->delimiter(',');
+  cmd.add_flag("--ignore-eos", p.ignore_eos, "Keep generating after an end-of-sequence token");
+  cmd.add_option("--logprobs", f.logprobs, "Return the sampled token's logprob and the N most likely");
+  cmd.add_option("--min-loops", p.min_loops, "Fewest loops a generated token runs")->capture_default_str();
+  cmd.add_option("--max-loops", p.max_loops, "Most loops a generated token runs (0 = the model's depth)")->capture_default_str();
+  cmd.add_option("--exit-threshold", p.exit_threshold, "Exit once the cumulative exit probability reaches this (1 = never early)")
+      ->capture_default_str();
+  cmd.add_option("--priority", p.priority, "Lower = more urgent (policy priority)")->capture_default_str();
+}
+
+}  // namespace rlt::cli

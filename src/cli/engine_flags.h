@@ -1,0 +1,40 @@
+// Flags shared by every command that runs the engine (generate, bench, serve): the engine
+// configuration and a request's sampling parameters. Defaults come from EngineConfig and
+// SamplingParams (one source of truth); see docs/scheduling.md and docs/sampling.md.
+#pragma once
+
+#include <string>
+
+#include "cli/attention_flags.h"
+#include "rlt/engine.h"
+#include "rlt/sampling_params.h"
+
+namespace CLI {
+class App;
+}
+
+namespace rlt::cli {
+
+struct EngineFlags {
+  EngineConfig config;
+  AttentionFlags attention;
+  double kv_cache_gib = 1.0;
+  double preemption_host_gib = 4.0;
+  bool no_incremental_kv = false;
+
+  // The final configuration for `model_dir`.
+  EngineConfig resolve(const std::string& model_dir) const;
+};
+
+// Sampling flags; optional fields use sentinels because the CLI parser has no optionals.
+struct SamplingFlags {
+  SamplingParams params;
+  int64_t seed = -1;    // -1: derive from the engine seed
+  int logprobs = -1;    // -1: none
+  SamplingParams resolve() const;
+};
+
+void add_engine_flags(CLI::App& cmd, EngineFlags& flags);
+void add_sampling_flags(CLI::App& cmd, SamplingFlags& flags);
+
+}  // namespace rlt::cli
