@@ -1,0 +1,185 @@
+// The engine API: validation, seeded determinism across batch compositions, abort, metrics.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "common/log.h"
+#include "model/demo_checkpoint.h"
+#include "rlt/engine.h"
+
+namespace rlt {
+namespace {
+
+const std::string& demo_dir() {
+  static const std::string dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("rlt_engine_api_test_" + std::to_string(::getpid()));
+    if (!model::write_demo_checkpoint(d.string()).ok()) throw std::runtime_error("cannot write demo checkpoint");
+    return d.string();
+  }();
+  return dir;
+}
+
+std::unique_ptr<Engine> make_engine(const std::string& backend = "cpu_reference", int chunk = 128) {
+  set_log_level(LogLevel::kWarn);
+  EngineConfig c;
+  c.model_dir = demo_dir();
+  c.kv_dtype = "f32";
+  c.attention_backend = backend;
+  c.num_kv_blocks = 256;
+  c.prefill_chunk_size = chunk;
+  auto e = Engine::create(c);
+  EXPECT_TRUE(e.ok()) << e.status().to_string();
+  return std::move(e).value();
+}
+
+std::map<uint64_t, RequestOutput> drain(Engine& e) {
+  std::map<uint64_t, RequestOutput> finals;
+  for (int i = 0; i < 10000 && e.has_unfinished(); ++i) {
+    auto outs = e.step();
+    EXPECT_TRUE(outs.ok()) << outs.status().to_string();
+    if (!outs.ok()) break;
+    for (auto& o : *outs) {
+      if (o.finished) {
+        EXPECT_FALSE(finals.count(o.request_id)) << "a second final output for " << o.request_id;
+        finals[o.request_id] = o;
+      }
+    }
+  }
+  return finals;
+}
+
+SamplingParams sampled(uint64_t seed) {
+  SamplingParams p;
+  p.temperature = 0.8;
+  p.top_p = 0.9;
+  p.top_k = 50;
+  p.seed = seed;
+  p.max_tokens = 10;
+  p.ignore_eos = true;
+  p.exit_threshold = 0.7;
+  p.min_loops = 1;
+  return p;
+}
+
+TEST(EngineApi, SeededRequestIsIdenticalAloneOrInAnyBatch) {
+  for (const char* backend : {"cpu_reference", "cpu_flash"}) {
+    SCOPED_TRACE(backend);
+    const std::vector<int32_t> prompt = {20, 30, 40, 50, 60, 70, 80};
+    auto alone = make_engine(backend);
+    ASSERT_TRUE(alone->add_request(1, prompt, sampled(7)).ok());
+    const RequestOutput solo = drain(*alone)[1];
+    ASSERT_EQ(solo.token_ids.size(), 10u);
+    for (int chunk : {1, 4, 128}) {
+      auto busy = make_engine(backend, chunk);
+      for (uint64_t other = 10; other < 15; ++other) {
+        std::vector<int32_t> p(other, static_cast<int32_t>(other));
+        ASSERT_TRUE(busy->add_request(other, p, sampled(other)).ok());
+      }
+      ASSERT_TRUE(busy->add_request(1, prompt, sampled(7)).ok());
+      ASSERT_TRUE(busy->add_request(20, {1, 2, 3}, sampled(99)).ok());
+      auto finals = drain(*busy);
+      EXPECT_EQ(finals[1].token_ids, solo.token_ids) << "chunk " << chunk;
+      EXPECT_EQ(finals[1].exit_depths, solo.exit_depths) << "chunk " << chunk;
+    }
+  }
+}
+
+TEST(EngineApi, RefusesBadRequestsAndStaysUsable) {
+  auto e = make_engine();
+  SamplingParams ok;
+  ok.max_tokens = 4;
+  struct Case {
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+    const char* needle;
+  };
+  SamplingParams too_deep = ok;
+  too_deep.max_loops = 5;
+  SamplingParams inverted = ok;
+  inverted.min_loops = 4;
+  inverted.max_loops = 2;
+  SamplingParams long_out = ok;
+  long_out.max_tokens = 5000;
+  SamplingParams bad_temp = ok;
+  bad_temp.temperature = -1;
+  SamplingParams huge = ok;
+  huge.max_tokens = 2000;
+  const Case cases[] = {
+      {{}, ok, "empty"},
+      {{1, 259}, ok, "token id 259 is outside the vocabulary"},
+      {{1}, too_deep, "max_loops must be in [1, 4]"},
+      {{1}, inverted, "min_loops"},
+      {{1}, long_out, "max_position_embeddings (4096)"},
+      {{1}, bad_temp, "temperature"},
+      {{1, 2, 3}, huge, "KV blocks over its life"},
+  };
+  for (const Case& c : cases) {
+    Status s = e->add_request(5, c.prompt, c.params);
+    EXPECT_FALSE(s.ok()) << c.needle;
+    EXPECT_NE(s.message().find(c.needle), std::string::npos) << s.message();
+    EXPECT_FALSE(e->has_unfinished()) << "a refused request leaves nothing behind";
+  }
+  ASSERT_TRUE(e->add_request(5, {1, 2}, ok).ok());
+  EXPECT_EQ(e->add_request(5, {1, 2}, ok).code(), ErrorCode::kAlreadyExists);
+  EXPECT_EQ(drain(*e)[5].token_ids.size() > 0, true);
+  EXPECT_TRUE(e->add_request(5, {1, 2}, ok).ok()) << "an id is reusable after its final output";
+}
+
+TEST(EngineApi, AbortProducesExactlyOneFinalOutputAndFreesPages) {
+  auto e = make_engine();
+  SamplingParams p;
+  p.max_tokens = 50;
+  p.ignore_eos = true;
+  ASSERT_TRUE(e->add_request(1, {5, 6, 7}, p).ok());
+  ASSERT_TRUE(e->add_request(2, {8, 9}, p).ok());
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(e->step().ok());
+  ASSERT_TRUE(e->abort(1).ok());
+  EXPECT_EQ(e->abort(1).code(), ErrorCode::kNotFound);
+  auto finals = drain(*e);
+  EXPECT_EQ(finals[1].finish_reason, "abort");
+  EXPECT_EQ(finals[2].finish_reason, "length");
+  EXPECT_EQ(finals[2].token_ids.size(), 50u);
+  const EngineMetrics m = e->metrics();
+  EXPECT_EQ(m.kv_used_blocks, 0);
+  EXPECT_EQ(m.running, 0);
+  EXPECT_GT(m.generated_tokens, 50);
+  EXPECT_GE(m.mean_loops_per_token, 1.0);
+  EXPECT_LE(m.mean_loops_per_token, 4.0);
+}
+
+TEST(EngineApi, ReportsTheAttentionSelection) {
+  auto e = make_engine("auto");
+  EXPECT_EQ(e->attention_backend(), "cpu_flash");
+  EXPECT_NE(e->attention_info().find("\"selected\": \"cpu_flash\""), std::string::npos) << e->attention_info();
+  EngineConfig c;
+  c.model_dir = demo_dir();
+  c.attention_backend = "cuda_paged";
+  auto refused = Engine::create(c);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("no fallback"), std::string::npos);
+  c.attention_backend = "cpu_flash";
+  c.kv_layout = "diagonal";
+  EXPECT_NE(Engine::create(c).status().message().find("unknown kv layout"), std::string::npos);
+}
+
+TEST(EngineApi, LogprobsComeWithEveryToken) {
+  auto e = make_engine();
+  SamplingParams p;
+  p.temperature = 0.0;
+  p.max_tokens = 4;
+  p.ignore_eos = true;
+  p.logprobs = 3;
+  ASSERT_TRUE(e->add_request(1, {5, 6}, p).ok());
+  const RequestOutput o = drain(*e)[1];
+  ASSERT_EQ(o.logprobs.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(o.logprobs[i].token, o.token_ids[i]);
+    ASSERT_EQ(o.logprobs[i].top.size(), 3u);
+    EXPECT_EQ(o.logprobs[i].top[0].token, o.token_ids[i]) << "greedy picks the most likely token";
+    EXPECT_LE(o.logprobs[i].logprob, 0.0f);
+  }
+}
+
+}  // namespace
+}  // namespace rlt
