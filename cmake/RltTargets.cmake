@@ -27,7 +27,11 @@ function(rlt_test name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
   target_compile_definitions(${name} PRIVATE RLT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   include(GoogleTest)
-  set(labels unit ${ARG_LABELS})
+  # One label per suite: gtest_discover_tests flattens list-valued properties.
+  set(label unit)
+  if(ARG_LABELS)
+    set(label ${ARG_LABELS})
+  endif()
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
-    PROPERTIES ENVIRONMENT "RLT_SOURCE_DIR=${PROJECT_SOURCE_DIR}" LABELS "${labels}")
+    PROPERTIES ENVIRONMENT "RLT_SOURCE_DIR=${PROJECT_SOURCE_DIR}" LABELS ${label})
 endfunction()
