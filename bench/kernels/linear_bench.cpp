@@ -1,0 +1,82 @@
+// Linear-layer throughput against same-run references, at Ouro-1.4B shapes:
+//   GEMV (one token, decode): weight bytes streamed per second vs the copy bandwidth
+//   GEMM (prefill rows): GFLOP/s vs OpenBLAS f32 sgemm on the same shape
+// Usage: rlt_bench_linear [--quick]
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "bandwidth_probe.h"
+#include "common/half.h"
+#include "kernels/cpu/linear.h"
+
+namespace {
+
+using namespace rlt;
+
+struct Weights {
+  std::vector<float> f32;
+  std::vector<uint16_t> half;
+  kernels::WeightMatrix view;
+};
+
+Weights make_weights(DType dtype, int64_t rows, int64_t cols) {
+  Weights w;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-0.05f, 0.05f);
+  const size_t n = static_cast<size_t>(rows * cols);
+  if (dtype == DType::kF32) {
+    w.f32.resize(n);
+    for (auto& x : w.f32) x = u(rng);
+    w.view = {dtype, rows, cols, w.f32.data()};
+  } else {
+    w.half.resize(n);
+    for (auto& x : w.half) x = dtype == DType::kBF16 ? f32_to_bf16(u(rng)) : f32_to_f16(u(rng));
+    w.view = {dtype, rows, cols, w.half.data()};
+  }
+  return w;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const int reps = quick ? 3 : 7;
+  fmt::print("threads: {}, kernels: {}\n", omp_get_max_threads(), kernels::cpu_dispatch_target());
+  const double copy = bench::copy_bandwidth_gbs();
+  fmt::print("copy bandwidth (read+write): {:.1f} GB/s\n\n", copy);
+  struct Shape {
+    const char* name;
+    int64_t out, in;
+  };
+  const Shape shapes[] = {{"q/k/v/o 2048x2048", 2048, 2048}, {"gate/up 5632x2048", 5632, 2048},
+                          {"down 2048x5632", 2048, 5632}, {"lm_head 49152x2048", 49152, 2048}};
+  fmt::print("{:<32} {:<6} {:>10} {:>10}\n", "GEMV (1 row)", "dtype", "GB/s", "of copy");
+  for (const Shape& s : shapes) {
+    for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+      if (quick && dtype != DType::kBF16) continue;
+      Weights w = make_weights(dtype, s.out, s.in);
+      std::vector<float> x(static_cast<size_t>(s.in), 0.5f), y(static_cast<size_t>(s.out));
+      kernels::linear(x.data(), 1, w.view, y.data());
+      const double secs = bench::best_seconds(reps, [&] { kernels::linear(x.data(), 1, w.view, y.data()); });
+      const double gbs = static_cast<double>(s.out * s.in) * static_cast<double>(dtype_size(dtype)) / secs / 1e9;
+      fmt::print("{:<32} {:<6} {:>10.1f} {:>9.0f}%\n", s.name, dtype_name(dtype), gbs, 100.0 * gbs / copy);
+    }
+  }
+  fmt::print("\n{:<32} {:<6} {:>10} {:>10} {:>10}\n", "GEMM", "dtype", "GFLOP/s", "sgemm", "ratio");
+  for (int64_t m : {64, 256}) {
+    for (const Shape& s : {shapes[0], shapes[1]}) {
+      const double ref = bench::sgemm_gflops(static_cast<int>(m), static_cast<int>(s.out), static_cast<int>(s.in), reps);
+      Weights w = make_weights(DType::kBF16, s.out, s.in);
+      std::vector<float> x(static_cast<size_t>(m * s.in), 0.5f), y(static_cast<size_t>(m * s.out));
+      const double secs = bench::best_seconds(reps, [&] { kernels::linear(x.data(), m, w.view, y.data()); });
+      const double gf = 2.0 * static_cast<double>(m * s.out * s.in) / secs / 1e9;
+      fmt::print("{:<32} {:<6} {:>10.1f} {:>10.1f} {:>9.0f}%\n", fmt::format("m={} {}", m, s.name), "BF16", gf, ref,
+                 100.0 * gf / ref);
+    }
+  }
+  return 0;
+}
