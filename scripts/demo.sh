@@ -12,6 +12,7 @@ rlt=build/release/src/cli/rlt
 
 "$rlt" info "$@"
 echo
-echo "Generating 32 tokens (greedy; a token may leave the loop once its exit probability reaches 0.7):"
-"$rlt" generate "$@" --prompt-ids 1,75,104,111,111,114,35,122,114,117,111,103 --max-tokens 32 \
+echo "Generating 32 tokens (greedy; a token leaves the loop once its exit probability reaches 0.7;"
+echo "the demo model is untrained, so its text is noise: watch exit_depths):"
+"$rlt" generate "$@" --prompt "Hello, looped world" --max-tokens 32 \
   --exit-threshold 0.7 --ignore-eos

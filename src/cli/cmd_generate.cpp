@@ -1,9 +1,12 @@
 // `rlt generate`: offline generation through the engine (or the dense reference model), printing
-// one JSON object per request with token ids and per-token exit depths.
+// one JSON object per request with token ids, per-token exit depths and, when the model folder
+// has a tokenizer, the text.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <fmt/format.h>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -11,6 +14,7 @@
 #include "cli/engine_flags.h"
 #include "cli/model_dir.h"
 #include "model/reference_model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace rlt::cli {
 namespace {
@@ -20,7 +24,8 @@ using json = nlohmann::ordered_json;
 struct GenerateOptions {
   std::string model;
   std::vector<std::string> prompt_ids;  // one comma-separated list per prompt
-  std::string prompts_file;             // JSONL: {"prompt_ids": [...], ...sampling overrides}
+  std::vector<std::string> prompts;     // text prompts, encoded with the model's tokenizer
+  std::string prompts_file;             // JSONL: {"prompt_ids": [...] | "prompt": "...", ...overrides}
   EngineFlags engine;
   SamplingFlags sampling;
   bool reference = false;
@@ -57,7 +62,7 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text) {
 Status apply_overrides(const json& line, SamplingParams& p, int line_no) {
   for (const auto& [key, value] : line.items()) {
     try {
-      if (key == "prompt_ids" || key == "id") continue;
+      if (key == "prompt_ids" || key == "prompt" || key == "id") continue;
       else if (key == "max_tokens") p.max_tokens = value.get<int64_t>();
       else if (key == "temperature") p.temperature = value.get<double>();
       else if (key == "top_k") p.top_k = value.get<int64_t>();
@@ -82,11 +87,50 @@ Status apply_overrides(const json& line, SamplingParams& p, int line_no) {
   return {};
 }
 
-Result<std::vector<Job>> collect_jobs(const GenerateOptions& opt) {
+// The model folder's tokenizer, loaded on first use; null when the folder has none.
+class LazyTokenizer {
+ public:
+  explicit LazyTokenizer(std::string dir) : dir_(std::move(dir)) {}
+  Result<std::shared_ptr<const tok::Tokenizer>> get() {
+    if (!loaded_) {
+      loaded_ = true;
+      const auto path = std::filesystem::path(dir_) / "tokenizer.json";
+      if (std::filesystem::exists(path)) {
+        auto t = tok::Tokenizer::from_file(path.string());
+        if (!t.ok()) return t.status();
+        tokenizer_ = *t;
+      }
+    }
+    return tokenizer_;
+  }
+  Result<std::vector<int32_t>> encode(const std::string& text) {
+    RLT_ASSIGN_OR_RETURN(auto t, get());
+    if (!t) return failed_precondition(fmt::format("{} has no tokenizer.json: give --prompt-ids instead of text", dir_));
+    return t->encode(text, /*add_special_tokens=*/true);
+  }
+  // The text of generated tokens (special tokens dropped), or nullopt without a tokenizer.
+  std::optional<std::string> text(const std::vector<int32_t>& ids) {
+    auto t = get();
+    if (!t.ok() || !*t) return std::nullopt;
+    auto s = (*t)->decode(ids, /*skip_special_tokens=*/true);
+    return s.ok() ? std::optional<std::string>(*s) : std::nullopt;
+  }
+
+ private:
+  std::string dir_;
+  bool loaded_ = false;
+  std::shared_ptr<const tok::Tokenizer> tokenizer_;
+};
+
+Result<std::vector<Job>> collect_jobs(const GenerateOptions& opt, LazyTokenizer& tokenizer) {
   std::vector<Job> jobs;
   const SamplingParams base = opt.sampling.resolve();
   for (const auto& text : opt.prompt_ids) {
     RLT_ASSIGN_OR_RETURN(auto ids, parse_ids(text));
+    jobs.push_back({jobs.size(), std::move(ids), base});
+  }
+  for (const auto& text : opt.prompts) {
+    RLT_ASSIGN_OR_RETURN(auto ids, tokenizer.encode(text));
     jobs.push_back({jobs.size(), std::move(ids), base});
   }
   if (!opt.prompts_file.empty()) {
@@ -103,11 +147,17 @@ Result<std::vector<Job>> collect_jobs(const GenerateOptions& opt) {
       } catch (const json::exception& e) {
         return invalid_argument(fmt::format("prompts file line {}: not valid JSON ({})", line_no, e.what()));
       }
-      if (!j.is_object() || !j.contains("prompt_ids") || !j["prompt_ids"].is_array())
-        return invalid_argument(fmt::format("prompts file line {}: needs an object with \"prompt_ids\": [...]", line_no));
+      const bool has_ids = j.is_object() && j.contains("prompt_ids") && j["prompt_ids"].is_array();
+      const bool has_text = j.is_object() && j.contains("prompt") && j["prompt"].is_string();
+      if (has_ids == has_text)
+        return invalid_argument(fmt::format("prompts file line {}: needs exactly one of \"prompt_ids\": [...] or "
+                                            "\"prompt\": \"text\"", line_no));
       Job job{jobs.size(), {}, base};
+      if (has_text) {
+        RLT_ASSIGN_OR_RETURN(job.prompt, tokenizer.encode(j["prompt"].get<std::string>()));
+      }
       try {
-        job.prompt = j["prompt_ids"].get<std::vector<int32_t>>();
+        if (has_ids) job.prompt = j["prompt_ids"].get<std::vector<int32_t>>();
         if (j.contains("id")) job.id = j["id"].get<uint64_t>();
       } catch (const json::exception&) {
         return invalid_argument(fmt::format("prompts file line {}: prompt_ids must be integers", line_no));
@@ -116,7 +166,9 @@ Result<std::vector<Job>> collect_jobs(const GenerateOptions& opt) {
       jobs.push_back(std::move(job));
     }
   }
-  if (jobs.empty()) return invalid_argument("no prompts: give --prompt-ids (repeatable) or --prompts-file FILE.jsonl");
+  if (jobs.empty()) {
+    return invalid_argument("no prompts: give --prompt TEXT or --prompt-ids (both repeatable) or --prompts-file FILE.jsonl");
+  }
   return jobs;
 }
 
@@ -126,7 +178,8 @@ json trace_json(const model::StepResult& s) {
 }
 
 // The dense reference model: one request, greedy, with an optional per-step trace.
-int run_reference(const std::string& dir, const GenerateOptions& opt, const std::vector<Job>& jobs) {
+int run_reference(const std::string& dir, const GenerateOptions& opt, const std::vector<Job>& jobs,
+                  LazyTokenizer& tokenizer) {
   auto loaded = model::load_ouro_model(dir);
   if (!loaded.ok()) return report_error(loaded.status());
   for (const Job& job : jobs) {
@@ -142,7 +195,8 @@ int run_reference(const std::string& dir, const GenerateOptions& opt, const std:
     json out{{"id", job.id}, {"model", dir}, {"prompt_ids", job.prompt}, {"tokens", r->tokens},
              {"exit_depths", r->exit_depths}, {"finish_reason", r->finish_reason},
              {"mean_loops_per_token", loops / static_cast<double>(r->tokens.size())}, {"elapsed_s", seconds}};
-    std::cout << out.dump() << "\n";
+    if (auto text = tokenizer.text(r->tokens)) out["text"] = *text;
+    std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
     if (!opt.trace_out.empty()) {
       json trace = json::array();
       for (const auto& step : r->steps) trace.push_back(trace_json(step));
@@ -154,7 +208,8 @@ int run_reference(const std::string& dir, const GenerateOptions& opt, const std:
   return 0;
 }
 
-int run_engine(const std::string& dir, const GenerateOptions& opt, const std::vector<Job>& jobs) {
+int run_engine(const std::string& dir, const GenerateOptions& opt, const std::vector<Job>& jobs,
+               LazyTokenizer& tokenizer) {
   auto engine = Engine::create(opt.engine.resolve(dir));
   if (!engine.ok()) return report_error(engine.status());
   for (const Job& job : jobs) {
@@ -183,7 +238,8 @@ int run_engine(const std::string& dir, const GenerateOptions& opt, const std::ve
         }
         out["logprobs"] = lps;
       }
-      std::cout << out.dump() << "\n";
+      if (auto text = tokenizer.text(o.token_ids)) out["text"] = *text;
+      std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -197,10 +253,11 @@ int run_engine(const std::string& dir, const GenerateOptions& opt, const std::ve
 int run_generate(const GenerateOptions& opt) {
   auto dir = resolve_model_dir(opt.model);
   if (!dir.ok()) return report_error(dir.status());
-  auto jobs = collect_jobs(opt);
+  LazyTokenizer tokenizer(*dir);
+  auto jobs = collect_jobs(opt, tokenizer);
   if (!jobs.ok()) return report_error(jobs.status());
-  if (opt.reference || !opt.trace_out.empty()) return run_reference(*dir, opt, *jobs);
-  return run_engine(*dir, opt, *jobs);
+  if (opt.reference || !opt.trace_out.empty()) return run_reference(*dir, opt, *jobs, tokenizer);
+  return run_engine(*dir, opt, *jobs, tokenizer);
 }
 
 }  // namespace
@@ -210,6 +267,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   opt->sampling.params.temperature = 0.0;  // offline generation defaults to greedy
   CLI::App* cmd = app.add_subcommand("generate", "Generate tokens for one or many prompts and print JSON per request");
   cmd->add_option("--model", opt->model, "Hugging Face model folder (default: the embedded demo model)");
+  cmd->add_option("--prompt", opt->prompts, "Prompt text (the model's tokenizer encodes it); repeat for more prompts");
   cmd->add_option("--prompt-ids", opt->prompt_ids, "Prompt token ids, comma separated; repeat for more prompts");
   cmd->add_option("--prompts-file", opt->prompts_file,
                   "JSONL file, one {\"prompt_ids\": [...], \"id\"?, sampling overrides?} per line");
