@@ -100,6 +100,27 @@ class Cli(unittest.TestCase):
         self.assertEqual(bad.returncode, 1)
         self.assertIn("unknown field 'temprature'", bad.stderr)
 
+    def test_tokenize_matches_hf_and_generate_takes_text(self):
+        from tokenizers import Tokenizer
+        text = "Hello wörld 123 <|im_start|>user\n日本語 😀"
+        folder = FIXTURE if os.path.isdir(FIXTURE) else None
+        if folder is None:
+            rlt("info", env=self.env)
+            folder = os.path.join(self.cache, "rlt-demo-ouro-v1")
+        hf = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+        out = rlt("tokenize", "--model", folder, "--text", text, env=self.env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        ids = json.loads(out.stdout)["ids"]
+        self.assertEqual(ids, hf.encode(text).ids)
+        back = rlt("detokenize", "--model", folder, "--ids", ",".join(map(str, ids)), env=self.env)
+        self.assertEqual(json.loads(back.stdout)["text"], hf.decode(ids, skip_special_tokens=False))
+        gen = rlt("generate", "--prompt", "Hi there", "--max-tokens", "5", "--ignore-eos", env=self.env)
+        self.assertEqual(gen.returncode, 0, gen.stderr)
+        row = json.loads(gen.stdout)
+        demo = Tokenizer.from_file(os.path.join(self.cache, "rlt-demo-ouro-v1", "tokenizer.json"))
+        self.assertEqual(row["prompt_tokens"], len(demo.encode("Hi there").ids))
+        self.assertEqual(row["text"], demo.decode(row["tokens"], skip_special_tokens=True))
+
     def test_attention_explain_reports_every_candidate(self):
         out = rlt("attention", "explain", "--json", env=self.env)
         self.assertEqual(out.returncode, 0, out.stderr)
