@@ -43,6 +43,9 @@ struct EngineConfig {
   std::string attention_backend = "auto";
   bool require_deterministic_attention = false;
 
+  // Detokenize outputs with the folder's tokenizer.json (when it has one): RequestOutput.text.
+  bool detokenize = true;
+
   uint64_t seed = 0;  // requests without a seed derive theirs from this and their id
   int threads = 0;    // CPU kernel threads (0 = all cores)
 };
@@ -64,6 +67,8 @@ struct RequestOutput {
   std::vector<int32_t> new_token_ids;  // tokens added by this step
   std::vector<int32_t> exit_depths;    // loops behind each token (the first is the model depth)
   std::vector<TokenLogprobs> logprobs; // per token, when the request asked for logprobs
+  std::string text;                    // all text so far (special tokens skipped; complete UTF-8 only)
+  std::string new_text;                // text added by this step
   bool finished = false;
   std::string finish_reason;           // "stop", "length" or "abort" once finished
   int32_t prompt_tokens = 0;

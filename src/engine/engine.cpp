@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <unordered_map>
 
 #include "attention/registry.h"
@@ -17,6 +18,8 @@
 #include "kv/kv_cache_manager.h"
 #include "model/ouro_weights.h"
 #include "sched/scheduler.h"
+#include "tokenizer/decode_stream.h"
+#include "tokenizer/tokenizer.h"
 
 namespace rlt {
 namespace {
@@ -55,6 +58,9 @@ struct LiveRequest {
   engine::RngState rng;
   std::vector<TokenLogprobs> logprobs;
   size_t emitted = 0;  // tokens already reported
+  std::unique_ptr<tok::IncrementalDetokenizer> detokenizer;  // null without a tokenizer
+  std::string text;
+  size_t emitted_text = 0;  // bytes of text already reported
 };
 
 struct Engine::Impl : public sched::PreemptionHooks {
@@ -66,6 +72,7 @@ struct Engine::Impl : public sched::PreemptionHooks {
   engine::Sampler sampler;
   std::unordered_map<uint64_t, LiveRequest> live;
   std::vector<RequestOutput> pending;  // final outputs of aborted requests, for the next step
+  std::shared_ptr<const tok::Tokenizer> tokenizer;  // null when the folder has none
   attention::SelectionReport attention_report;
   std::string attention_json;
   int64_t generated_tokens = 0;
@@ -85,6 +92,10 @@ struct Engine::Impl : public sched::PreemptionHooks {
     o.exit_depths = r.exit_depths;
     o.logprobs = l.logprobs;
     l.emitted = r.output_tokens.size();
+    if (l.detokenizer && r.finished()) l.text += l.detokenizer->flush();
+    o.text = l.text;
+    o.new_text = l.text.substr(l.emitted_text);
+    l.emitted_text = l.text.size();
     o.finished = r.finished();
     o.finish_reason = std::string(sched::finish_reason_name(r.finish));
     return o;
@@ -101,6 +112,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   RLT_ASSIGN_OR_RETURN(impl->model, model::load_ouro_model(config.model_dir));
   const io::ModelConfig& mc = impl->model->config;
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
+  if (config.detokenize) {
+    const auto path = std::filesystem::path(config.model_dir) / "tokenizer.json";
+    if (std::filesystem::exists(path)) {
+      auto t = tok::Tokenizer::from_file(path.string());
+      if (!t.ok()) return t.status().with_context(path.string());
+      impl->tokenizer = *t;
+    }
+  }
   auto layout = kv::layout_from_name(config.kv_layout);
   if (!layout) return invalid_argument(fmt::format("unknown kv layout '{}' (accepted: last_exited, shared)", config.kv_layout));
   RLT_ASSIGN_OR_RETURN(DType kv_dtype, resolve_kv_dtype(config.kv_dtype, impl->model->weight_dtype()));
@@ -186,6 +205,7 @@ Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const Sampl
   l.history = engine::TokenHistory(r.prompt);
   const uint64_t seed = params.seed ? *params.seed : engine::derive_request_seed(m.config.seed, std::to_string(id));
   l.rng = engine::RngState::from_seed(seed);
+  if (m.tokenizer) l.detokenizer = std::make_unique<tok::IncrementalDetokenizer>(m.tokenizer, /*skip_special_tokens=*/true);
   RLT_RETURN_IF_ERROR(m.scheduler->add_request(std::move(r)));
   m.live.emplace(id, std::move(l));
   return {};
@@ -252,6 +272,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
       const engine::SampledToken& s = *sampled;
       ro.sampled.push_back(s.token);
       l.history.append(s.token);
+      if (l.detokenizer) l.text += l.detokenizer->push(s.token);
       if (r.params.logprobs) {
         TokenLogprobs lp{s.token, s.logprob, {}};
         for (const auto& t : s.top_logprobs) lp.top.push_back(TokenLogprob{t.token, t.logprob});

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "model/demo_checkpoint.h"
 #include "rlt/engine.h"
+#include "tokenizer/tokenizer.h"
 
 namespace rlt {
 namespace {
@@ -161,6 +162,28 @@ TEST(EngineApi, ReportsTheAttentionSelection) {
   c.attention_backend = "cpu_flash";
   c.kv_layout = "diagonal";
   EXPECT_NE(Engine::create(c).status().message().find("unknown kv layout"), std::string::npos);
+}
+
+TEST(EngineApi, StreamsTextThatJoinsToTheFullDecode) {
+  auto e = make_engine();
+  SamplingParams p = sampled(11);
+  p.max_tokens = 40;
+  ASSERT_TRUE(e->add_request(1, {60, 61, 62}, p).ok());
+  std::string streamed;
+  RequestOutput last;
+  for (int i = 0; i < 2000 && e->has_unfinished(); ++i) {
+    auto outs = e->step();
+    ASSERT_TRUE(outs.ok());
+    for (auto& o : *outs) {
+      streamed += o.new_text;
+      if (o.finished) last = o;
+    }
+  }
+  auto tokenizer = tok::Tokenizer::from_file(demo_dir() + "/tokenizer.json");
+  ASSERT_TRUE(tokenizer.ok());
+  const std::string full = *(*tokenizer)->decode(last.token_ids, /*skip_special_tokens=*/true);
+  EXPECT_EQ(last.text, full);
+  EXPECT_EQ(streamed, full) << "the deltas join to the full decode";
 }
 
 TEST(EngineApi, LogprobsComeWithEveryToken) {
