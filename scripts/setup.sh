@@ -13,6 +13,9 @@ DEB_PACKAGES=(
   python3 python3-venv python3-pip
 )
 PY_PACKAGES=(numpy tokenizers jinja2 openai)
+# Optional: a headless browser for the chat page test (tests/server/test_chat_page.py skips
+# without it). Installed best effort: a failure here only warns.
+OPTIONAL_DEB_PACKAGES=(chromium)
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
@@ -28,6 +31,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+optional_missing=()
+for p in "${OPTIONAL_DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || optional_missing+=("$p")
+done
+if [ ${#optional_missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "setup: installing optional ${optional_missing[*]}"
+    apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${optional_missing[@]}" ||
+      echo "setup: warning: could not install ${optional_missing[*]}; the tests that need them will skip" >&2
+  else
+    echo "setup: optional packages missing (tests that need them skip): ${optional_missing[*]}" >&2
+  fi
 fi
 
 # The oracles live in a venv built on Debian's interpreter so the project never depends on

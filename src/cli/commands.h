@@ -12,6 +12,7 @@ void add_info_command(CLI::App& app, int* exit_code);
 void add_generate_command(CLI::App& app, int* exit_code);
 void add_attention_command(CLI::App& app, int* exit_code);
 void add_bench_command(CLI::App& app, int* exit_code);
+void add_serve_command(CLI::App& app, int* exit_code);
 void add_tokenize_commands(CLI::App& app, int* exit_code);
 
 }  // namespace rlt::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   rlt::cli::add_generate_command(app, &exit_code);
   rlt::cli::add_attention_command(app, &exit_code);
   rlt::cli::add_bench_command(app, &exit_code);
+  rlt::cli::add_serve_command(app, &exit_code);
   rlt::cli::add_tokenize_commands(app, &exit_code);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,24 @@
+// The same requests run offline through an in-process Engine (no HTTP): what the server must
+// return token for token. Valid because seeded and greedy outputs do not depend on which other
+// requests share a batch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "load_workload.h"
+#include "rlt/engine.h"
+
+namespace rlt::bench {
+
+struct Reference {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> exit_depths;
+  std::string finish_reason;
+};
+
+Result<std::vector<Reference>> run_offline(const EngineConfig& config, const std::vector<LoadRequest>& requests);
+
+}  // namespace rlt::bench

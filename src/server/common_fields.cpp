@@ -1,0 +1,113 @@
+// The request fields /v1/completions and /v1/chat/completions share.
+#include <fmt/format.h>
+#include <limits>
+
+#include "server/request_parser.h"
+
+namespace rlt::server {
+namespace {
+
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+constexpr int kIntMax = std::numeric_limits<int>::max();
+constexpr int kIntMin = std::numeric_limits<int>::min();
+
+void read_stop(FieldReader& r, const ParseLimits& limits, GenerationRequest* out) {
+  const json* v = r.find("stop");
+  if (v == nullptr || !r.ok()) return;
+  auto add = [&](const json& s) {
+    if (!s.is_string())
+      return r.fail(invalid_request(fmt::format("'stop' must be a string or a list of strings, got {}", describe_value(s)),
+                                    "stop"));
+    std::string text = s.get<std::string>();
+    if (text.empty()) return r.fail(invalid_request("'stop' strings must not be empty", "stop"));
+    out->stop.push_back(std::move(text));
+    return true;
+  };
+  if (v->is_string()) {
+    add(*v);
+    return;
+  }
+  if (!v->is_array())
+    return void(r.fail(invalid_request(fmt::format("'stop' must be a string or a list of strings, got {}", describe_value(*v)),
+                                       "stop")));
+  if (static_cast<int>(v->size()) > limits.max_stop)
+    return void(r.fail(invalid_request(fmt::format("'stop' has {} strings; at most {} are allowed", v->size(), limits.max_stop),
+                                       "stop")));
+  for (const json& s : *v)
+    if (!add(s)) return;
+}
+
+void read_stop_token_ids(FieldReader& r, GenerationRequest* out) {
+  const json* v = r.find("stop_token_ids");
+  if (v == nullptr || !r.ok()) return;
+  if (!v->is_array()) return void(r.fail(invalid_request("'stop_token_ids' must be a list of token ids", "stop_token_ids")));
+  for (const json& t : *v) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      return void(r.fail(invalid_request(fmt::format("'stop_token_ids' entries must be token ids, got {}", describe_value(t)),
+                                         "stop_token_ids")));
+    out->params.stop_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+}
+
+void read_stream(FieldReader& r, GenerationRequest* out) {
+  r.read_bool("stream", &out->stream);
+  const json* so = r.find("stream_options");
+  if (so == nullptr || !r.ok()) return;
+  if (!out->stream)
+    return void(r.fail(invalid_request("'stream_options' is only allowed with \"stream\": true", "stream_options")));
+  if (!so->is_object())
+    return void(r.fail(invalid_request(fmt::format("'stream_options' must be an object, got {}", describe_value(*so)),
+                                       "stream_options")));
+  FieldReader options(*so);
+  if (!options.only_known({"include_usage"}) || !options.read_bool("include_usage", &out->include_usage)) {
+    ApiError e = *options.error();
+    e.message = "stream_options: " + e.message;
+    e.param = "stream_options";
+    r.fail(std::move(e));
+  }
+}
+
+}  // namespace
+
+void read_common_fields(FieldReader& r, const ParseLimits& limits, GenerationRequest* out) {
+  SamplingParams& p = out->params;
+  const json* model = r.find("model");
+  if (model == nullptr) {
+    r.fail(invalid_request("'model' is required (GET /v1/models lists the served name)", "model"));
+  } else if (!model->is_string() || model->get<std::string>().empty()) {
+    r.fail(invalid_request(fmt::format("'model' must be a non-empty string, got {}", describe_value(*model)), "model"));
+  } else {
+    out->model = model->get<std::string>();
+  }
+  if (r.find("max_tokens") != nullptr) out->max_tokens_given = true;
+  r.read_int("max_tokens", &p.max_tokens, 1, kI64Max);
+  r.read_number("temperature", &p.temperature);
+  r.read_number("top_p", &p.top_p);
+  r.read_int("top_k", &p.top_k, -1, kI64Max);
+  r.read_number("min_p", &p.min_p);
+  if (r.find("seed") != nullptr) {
+    int64_t seed = 0;
+    if (r.read_int("seed", &seed, 0, static_cast<int64_t>(SamplingParams::kMaxSeed))) p.seed = static_cast<uint64_t>(seed);
+  }
+  int64_t n = 1;
+  if (r.read_int("n", &n, std::numeric_limits<int64_t>::min(), kI64Max) && n != 1)
+    r.fail(invalid_request(fmt::format("'n' = {} is not supported: rlt returns one choice per prompt; send n = 1 "
+                                       "(or several requests)", n), "n"));
+  r.read_number("presence_penalty", &p.presence_penalty);
+  r.read_number("frequency_penalty", &p.frequency_penalty);
+  r.read_number("repetition_penalty", &p.repetition_penalty);
+  read_stop(r, limits, out);
+  read_stop_token_ids(r, out);
+  r.read_bool("ignore_eos", &p.ignore_eos);
+  read_stream(r, out);
+  std::string user;
+  r.read_string("user", &user);  // accepted for compatibility; rlt does not use it
+  r.read_int("min_loops", &p.min_loops, 1, kI64Max);
+  r.read_int("max_loops", &p.max_loops, 1, kI64Max);
+  r.read_number("exit_threshold", &p.exit_threshold);
+  r.read_int("priority", &p.priority, kIntMin, kIntMax);
+  // The remaining ranges (temperature >= 0, top_p in (0, 1], penalties, ...) are SamplingParams'
+  // own rules, checked once with the model's vocabulary in the prompt builder.
+}
+
+}  // namespace rlt::server

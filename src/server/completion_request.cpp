@@ -1,0 +1,99 @@
+// POST /v1/completions bodies: prompt forms and the legacy completions fields.
+#include <fmt/format.h>
+#include <limits>
+
+#include "server/request_parser.h"
+
+namespace rlt::server {
+namespace {
+
+bool is_token_id(const json& v) {
+  return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= std::numeric_limits<int32_t>::max();
+}
+
+bool read_ids(FieldReader& r, const json& list, PromptInput* out) {
+  if (list.empty()) return r.fail(invalid_request("'prompt' token id lists must not be empty", "prompt"));
+  out->is_text = false;
+  for (const json& t : list) {
+    if (!is_token_id(t))
+      return r.fail(invalid_request(fmt::format("'prompt' token ids must be integers >= 0, got {}", describe_value(t)),
+                                    "prompt"));
+    out->ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return true;
+}
+
+// A string, a list of strings, a list of token ids, or a list of token id lists.
+void read_prompt(FieldReader& r, const ParseLimits& limits, GenerationRequest* out) {
+  const json* v = r.find("prompt");
+  if (!r.ok()) return;
+  if (v == nullptr) return void(r.fail(invalid_request("'prompt' is required", "prompt")));
+  const char* kForms = "a string, a list of strings, a list of token ids or a list of token id lists";
+  if (v->is_string()) {
+    out->prompts.push_back({true, v->get<std::string>(), {}});
+    return;
+  }
+  if (!v->is_array() || v->empty())
+    return void(r.fail(invalid_request(fmt::format("'prompt' must be {}, got {}", kForms, describe_value(*v)), "prompt")));
+  if (is_token_id(v->front()) || v->front().is_number()) {
+    PromptInput p;
+    if (read_ids(r, *v, &p)) out->prompts.push_back(std::move(p));
+    return;
+  }
+  if (static_cast<int>(v->size()) > limits.max_prompts)
+    return void(r.fail(invalid_request(fmt::format("'prompt' holds {} prompts; at most {} are allowed per request",
+                                                   v->size(), limits.max_prompts), "prompt")));
+  for (const json& item : *v) {
+    PromptInput p;
+    if (item.is_string()) {
+      p.text = item.get<std::string>();
+    } else if (item.is_array()) {
+      if (!read_ids(r, item, &p)) return;
+    } else {
+      return void(r.fail(invalid_request(fmt::format("'prompt' must be {}; found an entry {}", kForms, describe_value(item)),
+                                         "prompt")));
+    }
+    out->prompts.push_back(std::move(p));
+  }
+}
+
+// Fields rlt accepts only at their neutral value, so clients that send defaults keep working.
+void read_neutral_fields(FieldReader& r) {
+  bool echo = false;
+  if (r.read_bool("echo", &echo) && echo)
+    r.fail(invalid_request("'echo' = true is not supported; omit it or send false", "echo"));
+  int64_t best_of = 1;
+  if (r.read_int("best_of", &best_of, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()) &&
+      best_of != 1)
+    r.fail(invalid_request(fmt::format("'best_of' = {} is not supported; only 1", best_of), "best_of"));
+  if (r.ok() && r.find("suffix") != nullptr)
+    r.fail(invalid_request("'suffix' is not supported; omit it", "suffix"));
+  const json* bias = r.find("logit_bias");
+  if (r.ok() && bias != nullptr && !(bias->is_object() && bias->empty()))
+    r.fail(invalid_request("'logit_bias' is not supported; omit it or send {}", "logit_bias"));
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_completion_request(const json& body, const ParseLimits& limits, GenerationRequest* out) {
+  if (!body.is_object()) return invalid_request("the request body must be a JSON object");
+  FieldReader r(body);
+  out->endpoint = Endpoint::kCompletions;
+  r.only_known({"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
+                "presence_penalty", "frequency_penalty", "repetition_penalty", "stream", "stream_options", "user",
+                "logprobs", "echo", "best_of", "suffix", "logit_bias", "min_loops", "max_loops", "exit_threshold",
+                "priority", "ignore_eos", "stop_token_ids"});
+  if (r.ok()) read_common_fields(r, limits, out);
+  read_prompt(r, limits, out);
+  if (r.ok() && r.find("logprobs") != nullptr) {
+    int n = 0;
+    if (r.read_int("logprobs", &n, 0, SamplingParams::kMaxLogprobs)) {
+      out->logprobs = true;
+      out->top_logprobs = n;
+    }
+  }
+  read_neutral_fields(r);
+  return r.error();
+}
+
+}  // namespace rlt::server

@@ -1,0 +1,38 @@
+// A parsed and type-checked /v1/completions or /v1/chat/completions body: plain data handed from
+// the request parser to the prompt builder and the response writers.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "rlt/sampling_params.h"
+
+namespace rlt::server {
+
+enum class Endpoint { kCompletions, kChat };
+
+// One prompt as the client sent it: text to tokenize, or token ids to use as they are.
+struct PromptInput {
+  bool is_text = true;
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string model;
+  std::vector<PromptInput> prompts;          // completions: one choice per prompt
+  nlohmann::ordered_json messages;           // chat: messages with string contents
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
+  SamplingParams params;                     // logprobs / stop ids not final until the prompt builder
+  bool max_tokens_given = false;             // chat defaults to the rest of the context
+  std::vector<std::string> stop;             // stop strings (never part of the returned text)
+  bool logprobs = false;                     // return per-token logprobs
+  int top_logprobs = 0;                      // alternatives per token
+  bool stream = false;
+  bool include_usage = false;                // stream_options.include_usage
+};
+
+}  // namespace rlt::server

@@ -1,0 +1,38 @@
+// What the HTTP threads know about the served model: its name, tokenizer, chat template and the
+// limits requests are checked against. Loaded once at startup, immutable afterwards, so every
+// HTTP thread may read it without locks (Tokenizer and ChatTemplate are thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rlt::server {
+
+struct ModelContext {
+  std::string name;       // the served model name requests must use
+  std::string model_dir;
+  std::shared_ptr<const tok::Tokenizer> tokenizer;
+  std::optional<tok::ChatTemplate> chat_template;  // absent: /v1/chat/completions answers 400
+  std::string chat_template_error;                 // why it is absent
+  // Tokens that end an assistant turn in the chat template (e.g. <|im_end|>); chat requests stop
+  // at them even when they are not the model's EOS, and they never appear as text.
+  std::vector<int32_t> end_of_turn_ids;
+  int64_t vocab_size = 0;
+  int64_t total_loops = 0;  // the model's depth
+  int64_t max_context = 0;  // max_position_embeddings
+
+  // Reads config.json, tokenizer.json and the chat template of `model_dir`.
+  static Result<ModelContext> load(const std::string& model_dir, const std::string& served_name);
+};
+
+// The folder's last path component ("/m/ouro-1.4b/" -> "ouro-1.4b"): the default served name.
+std::string default_served_name(const std::string& model_dir);
+
+}  // namespace rlt::server

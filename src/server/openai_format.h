@@ -1,0 +1,47 @@
+// OpenAI's response shapes: non-streaming bodies, SSE chunks and logprobs for /v1/completions
+// and /v1/chat/completions, plus rlt's per-token extension fields on every choice:
+// "token_ids" and "exit_depths" (the loops behind each token).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "server/choice_decoder.h"
+#include "server/generation_request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rlt::server {
+
+using json = nlohmann::ordered_json;
+
+struct ResponseMeta {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string id;  // "cmpl-…" or "chatcmpl-…"
+  int64_t created = 0;
+  std::string model;
+  bool logprobs = false;
+  bool include_usage = false;  // streaming: usage: null on chunks, then a usage chunk
+};
+
+// A fresh response id with the endpoint's prefix (random 128-bit hex).
+std::string make_response_id(Endpoint endpoint);
+
+json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+
+// The whole non-streaming body once every choice finished.
+json final_response(const ResponseMeta& meta, const std::vector<ChoiceDecoder>& choices, const tok::Tokenizer& tokenizer);
+
+// Streaming: the role chunk opening a chat choice, then one chunk per token piece.
+json chat_role_chunk(const ResponseMeta& meta, size_t index);
+json token_chunk(const ResponseMeta& meta, size_t index, const TokenPiece& piece, const tok::Tokenizer& tokenizer);
+json usage_chunk(const ResponseMeta& meta, int64_t prompt_tokens, int64_t completion_tokens);
+
+// "data: <json>\n\n" (invalid UTF-8 replaced rather than thrown on).
+std::string sse_event(const json& chunk);
+inline constexpr const char* kSseDone = "data: [DONE]\n\n";
+// Compact JSON text with invalid UTF-8 replaced.
+std::string dump_json(const json& value);
+
+}  // namespace rlt::server

@@ -1,0 +1,83 @@
+#include "server/prompt_builder.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace rlt::server {
+namespace {
+
+std::optional<ApiError> tokenize(const std::string& text, bool add_special_tokens, const ModelContext& model,
+                                 std::vector<int32_t>* out) {
+  auto ids = model.tokenizer->encode(text, add_special_tokens);
+  if (!ids.ok()) return invalid_request("the prompt could not be tokenized: " + ids.status().message(), "prompt");
+  *out = std::move(*ids);
+  return std::nullopt;
+}
+
+std::optional<ApiError> completion_prompts(const GenerationRequest& request, const ModelContext& model,
+                                           EngineInputs* out) {
+  for (const PromptInput& p : request.prompts) {
+    std::vector<int32_t> ids = p.ids;
+    if (p.is_text) {
+      if (auto e = tokenize(p.text, true, model, &ids)) return e;
+    }
+    for (int32_t t : ids) {
+      if (t >= model.vocab_size)
+        return invalid_request(fmt::format("prompt token id {} is outside the vocabulary [0, {})", t, model.vocab_size),
+                               "prompt");
+    }
+    out->prompts.push_back(std::move(ids));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> chat_prompt(const GenerationRequest& request, const ModelContext& model, EngineInputs* out) {
+  if (!model.chat_template)
+    return invalid_request("this model has no chat template (" + model.chat_template_error + "); use /v1/completions",
+                           "messages");
+  auto text = model.chat_template->render(request.messages, true, request.template_kwargs);
+  if (!text.ok()) return invalid_request("the chat template could not render the messages: " + text.status().message(),
+                                         "messages");
+  std::vector<int32_t> ids;
+  // The template writes the special tokens itself.
+  if (auto e = tokenize(*text, false, model, &ids)) return e;
+  out->prompts.push_back(std::move(ids));
+  for (int32_t id : model.end_of_turn_ids) {
+    if (std::find(out->params.stop_token_ids.begin(), out->params.stop_token_ids.end(), id) ==
+        out->params.stop_token_ids.end())
+      out->params.stop_token_ids.push_back(id);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> build_engine_inputs(const GenerationRequest& request, const ModelContext& model,
+                                            EngineInputs* out) {
+  out->params = request.params;
+  if (request.logprobs) out->params.logprobs = request.top_logprobs;
+  auto error = request.endpoint == Endpoint::kChat ? chat_prompt(request, model, out)
+                                                   : completion_prompts(request, model, out);
+  if (error) return error;
+  size_t longest = 0;
+  for (const auto& p : out->prompts) {
+    if (p.empty()) return invalid_request("the prompt is empty after tokenization; send at least one token", "prompt");
+    longest = std::max(longest, p.size());
+  }
+  const int64_t prompt_len = static_cast<int64_t>(longest);
+  if (prompt_len > model.max_context)
+    return invalid_request(fmt::format("the prompt has {} tokens; the model's context is {} tokens", prompt_len,
+                                       model.max_context), "prompt");
+  // Chat has no max_tokens default in OpenAI's API: generate up to the end of the context.
+  if (request.endpoint == Endpoint::kChat && !request.max_tokens_given)
+    out->params.max_tokens = model.max_context - prompt_len + 1;
+  if (Status s = out->params.validate(model.vocab_size); !s.ok()) return invalid_request(s.message());
+  if (Status s = out->params.validate_loops(model.total_loops); !s.ok()) return invalid_request(s.message());
+  if (prompt_len + out->params.max_tokens - 1 > model.max_context)
+    return invalid_request(fmt::format("prompt ({} tokens) + max_tokens ({}) - 1 exceeds the model's context of {} "
+                                       "tokens; lower max_tokens", prompt_len, out->params.max_tokens, model.max_context),
+                           "max_tokens");
+  return std::nullopt;
+}
+
+}  // namespace rlt::server

@@ -1,0 +1,35 @@
+// Listener settings and serving limits of `rlt serve`, with their defaults. These are the single
+// source of truth for the numbers docs/serving.md documents; cli/cmd_serve.cpp exposes each one
+// as a flag.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace rlt::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  // loopback unless the operator says otherwise
+  int port = 8000;                 // 0: any free port (the chosen one is printed at startup)
+  std::string api_key;             // empty: no authentication; else `Authorization: Bearer KEY`
+  std::string served_model_name;   // empty: the model folder's name
+
+  // Engine requests (one per prompt) queued or running at once; beyond it: 429 + Retry-After.
+  // Separate from the engine's --max-num-seqs, which bounds the requests in one batch.
+  int max_requests = 64;
+  int max_prompts_per_request = 16;      // prompts in one /v1/completions body
+  size_t max_body_bytes = size_t{1} << 20;  // larger bodies: 413
+  double request_timeout_s = 300.0;  // until the whole response (non-streaming) or first token
+  double write_timeout_s = 10.0;     // one socket write to a client; slower readers are dropped
+  double shutdown_timeout_s = 30.0;  // how long SIGINT/SIGTERM wait for in-flight requests
+  int http_threads = 0;              // connection threads; 0: 2 * max_requests + 8
+
+  // Test hooks (hidden flags): make loading and engine steps slow enough to observe the
+  // not-ready, queue-full, timeout and drain paths deterministically.
+  double debug_load_delay_s = 0.0;
+  double debug_step_delay_s = 0.0;
+
+  int resolved_http_threads() const { return http_threads > 0 ? http_threads : 2 * max_requests + 8; }
+};
+
+}  // namespace rlt::server

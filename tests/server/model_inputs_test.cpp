@@ -1,0 +1,146 @@
+// The model context, prompt building and the choice decoder on the demo model's tokenizer
+// (byte-level: ids 0-2 are <|endoftext|>, <|im_start|>, <|im_end|>; one id per byte after).
+#include <gtest/gtest.h>
+
+#include "demo_model.h"
+#include "server/choice_decoder.h"
+#include "server/model_context.h"
+#include "server/prompt_builder.h"
+#include "server/request_parser.h"
+
+namespace rlt::server {
+namespace {
+
+const ModelContext& demo() {
+  static const ModelContext m = [] {
+    auto r = ModelContext::load(testing::demo_dir(), "");
+    if (!r.ok()) throw std::runtime_error(r.status().to_string());
+    return std::move(*r);
+  }();
+  return m;
+}
+
+std::vector<int32_t> encode(const std::string& text) { return *demo().tokenizer->encode(text, false); }
+
+GenerationRequest parse(const std::string& body, bool chat) {
+  GenerationRequest g;
+  auto e = chat ? parse_chat_request(json::parse(body), {}, &g) : parse_completion_request(json::parse(body), {}, &g);
+  EXPECT_FALSE(e.has_value()) << e->message;
+  return g;
+}
+
+TEST(ModelContext, DemoModelFacts) {
+  const ModelContext& m = demo();
+  EXPECT_EQ(m.name, default_served_name(testing::demo_dir()));  // the folder name
+  EXPECT_EQ(m.vocab_size, 259);
+  EXPECT_EQ(m.total_loops, 4);
+  EXPECT_TRUE(m.chat_template.has_value());
+  EXPECT_EQ(m.end_of_turn_ids, (std::vector<int32_t>{2}));  // <|im_end|>, not the EOS (0)
+  EXPECT_EQ(default_served_name("/a/b/ouro-1.4b/"), "ouro-1.4b");
+}
+
+TEST(PromptBuilder, CompletionPromptsAreTokenizedOrTakenAsIds) {
+  EngineInputs in;
+  ASSERT_FALSE(build_engine_inputs(parse(R"({"model": "m", "prompt": ["ab", [5, 6]]})", false), demo(), &in));
+  ASSERT_EQ(in.prompts.size(), 2u);
+  EXPECT_EQ(in.prompts[0], encode("ab"));
+  EXPECT_EQ(in.prompts[1], (std::vector<int32_t>{5, 6}));
+  EXPECT_TRUE(in.params.stop_token_ids.empty());
+}
+
+TEST(PromptBuilder, ChatRendersTheTemplateAndStopsAtEndOfTurn) {
+  EngineInputs in;
+  ASSERT_FALSE(build_engine_inputs(
+      parse(R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}], "logprobs": true})", true), demo(), &in));
+  ASSERT_EQ(in.prompts.size(), 1u);
+  auto text = demo().tokenizer->decode(in.prompts[0], false);
+  EXPECT_NE(text->find("<|im_start|>user\nHi<|im_end|>"), std::string::npos) << *text;
+  EXPECT_EQ(text->substr(text->size() - 22), "<|im_start|>assistant\n");
+  EXPECT_EQ(in.params.stop_token_ids, (std::vector<int32_t>{2}));
+  EXPECT_EQ(*in.params.logprobs, 0);
+  // No max_tokens: up to the end of the context.
+  EXPECT_EQ(in.params.max_tokens, 4096 - static_cast<int64_t>(in.prompts[0].size()) + 1);
+}
+
+TEST(PromptBuilder, ModelDependentChecksAreRefusedWith400) {
+  auto refuse = [](const std::string& body, const std::string& fragment) {
+    EngineInputs in;
+    auto e = build_engine_inputs(parse(body, false), demo(), &in);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_NE(e->message.find(fragment), std::string::npos) << e->message;
+  };
+  refuse(R"({"model": "m", "prompt": ""})", "empty");
+  refuse(R"({"model": "m", "prompt": [259]})", "outside the vocabulary");
+  refuse(R"({"model": "m", "prompt": "x", "max_tokens": 5000})", "context");
+  refuse(R"({"model": "m", "prompt": "x", "max_loops": 9})", "max_loops");
+  refuse(R"({"model": "m", "prompt": "x", "temperature": -1})", "temperature");
+  refuse(R"({"model": "m", "prompt": "x", "top_p": 0})", "top_p");
+  refuse(R"({"model": "m", "prompt": "x", "presence_penalty": 3})", "presence_penalty");
+}
+
+TokenBatch batch(std::vector<int32_t> tokens, bool finished = false, std::string reason = "") {
+  TokenBatch b;
+  b.exit_depths.assign(tokens.size(), 4);
+  b.tokens = std::move(tokens);
+  b.finished = finished;
+  b.finish_reason = std::move(reason);
+  b.prompt_tokens = 3;
+  return b;
+}
+
+TEST(ChoiceDecoder, OnePiecePerTokenAndUtf8NeverSplit) {
+  ChoiceDecoder d(demo().tokenizer, {});
+  const auto ids = encode("aé");  // 'a', then two byte tokens for é
+  ASSERT_EQ(ids.size(), 3u);
+  auto pieces = d.consume(batch({ids[0], ids[1]}));
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[0].text, "a");
+  EXPECT_EQ(pieces[1].text, "");  // half a character is held back
+  pieces = d.consume(batch({ids[2]}, true, "length"));
+  ASSERT_EQ(pieces.size(), 1u);
+  EXPECT_EQ(pieces[0].text, "é");
+  EXPECT_TRUE(pieces[0].last);
+  EXPECT_EQ(pieces[0].finish_reason, "length");
+  EXPECT_EQ(d.text(), "aé");
+  EXPECT_EQ(d.completion_tokens(), 3);
+  EXPECT_EQ(d.text_offsets(), (std::vector<size_t>{0, 1, 1}));
+}
+
+TEST(ChoiceDecoder, SpecialTokensAreHidden) {
+  ChoiceDecoder d(demo().tokenizer, {});
+  auto ids = encode("ok");
+  ids.push_back(2);  // <|im_end|>
+  auto pieces = d.consume(batch(ids, true, "stop"));
+  EXPECT_EQ(d.text(), "ok");
+  EXPECT_EQ(pieces.back().token, 2);
+  EXPECT_EQ(pieces.back().text, "");
+  EXPECT_EQ(d.finish_reason(), "stop");
+  EXPECT_EQ(d.completion_tokens(), 3);
+}
+
+TEST(ChoiceDecoder, StopStringEndsTheChoiceAndDropsLaterTokens) {
+  ChoiceDecoder d(demo().tokenizer, {"cd"});
+  auto pieces = d.consume(batch(encode("abcdef")));
+  ASSERT_EQ(pieces.size(), 4u);  // a, b, c, d: the stop completes on 'd'
+  EXPECT_TRUE(pieces.back().last);
+  EXPECT_EQ(pieces.back().finish_reason, "stop");
+  EXPECT_EQ(d.text(), "ab");
+  EXPECT_TRUE(d.stopped_by_string());
+  EXPECT_TRUE(d.consume(batch(encode("gh"), true, "length")).empty());
+  EXPECT_EQ(d.completion_tokens(), 4);
+}
+
+TEST(ChoiceDecoder, FinishWithoutATokenStillEndsTheChoice) {
+  ChoiceDecoder d(demo().tokenizer, {"zz"});
+  d.consume(batch(encode("az")));
+  EXPECT_EQ(d.text(), "a");  // "z" could start "zz"
+  auto pieces = d.consume(batch({}, true, "length"));
+  ASSERT_EQ(pieces.size(), 1u);
+  EXPECT_EQ(pieces[0].token, -1);
+  EXPECT_EQ(pieces[0].text, "z");
+  EXPECT_EQ(d.text(), "az");
+}
+
+}  // namespace
+}  // namespace rlt::server
