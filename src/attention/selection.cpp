@@ -147,6 +147,7 @@ SelectionReport select_attention_backend(const SelectionInput& in) {
         v.code = reason::kSelected;
         v.message = automatic ? fmt::format("{}: first compatible backend in the preference order for {}", e.name, report.device)
                               : fmt::format("{}: explicitly requested and compatible", e.name);
+        report.reason = v.message;
       } else {
         v.code = considered ? reason::kLowerPreference : reason::kNotRequested;
         v.message = considered ? fmt::format("{}: compatible, but {} comes first in the preference order", e.name, report.selected)
@@ -158,11 +159,6 @@ SelectionReport select_attention_backend(const SelectionInput& in) {
     report.candidates.push_back(std::move(v));
   }
   if (!report.selected.empty()) {
-    report.reason = report.candidates.empty() ? "" : [&] {
-      for (const auto& c : report.candidates)
-        if (c.code == reason::kSelected) return c.message;
-      return std::string();
-    }();
     if (automatic && !rejections.empty())
       report.reason += fmt::format(" (skipped: {})", fmt::join(rejections, "; "));
     return report;

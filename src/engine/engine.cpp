@@ -83,6 +83,12 @@ struct Engine::Impl : public sched::PreemptionHooks {
     return kv->resume(id, snap, runner->storage());
   }
 
+  // Moves the final outputs of aborted requests into `outputs`.
+  void take_pending(std::vector<RequestOutput>& outputs) {
+    for (auto& o : pending) outputs.push_back(std::move(o));
+    pending.clear();
+  }
+
   RequestOutput output_for(const sched::Request& r, LiveRequest& l) {
     RequestOutput o;
     o.request_id = r.id;
@@ -226,8 +232,8 @@ bool Engine::has_unfinished() const { return impl_->scheduler->has_unfinished() 
 
 Result<std::vector<RequestOutput>> Engine::step() {
   Impl& m = *impl_;
-  std::vector<RequestOutput> outputs = std::move(m.pending);
-  m.pending.clear();
+  std::vector<RequestOutput> outputs;
+  m.take_pending(outputs);
   RLT_ASSIGN_OR_RETURN(std::optional<sched::SchedulerOutput> batch, m.scheduler->schedule());
   if (!batch) {
     if (outputs.empty() && m.scheduler->has_unfinished()) {
@@ -243,11 +249,8 @@ Result<std::vector<RequestOutput>> Engine::step() {
     // A failed batch aborts only its own requests; the engine keeps serving the others.
     log_error(fmt::format("batch {} ({}) failed, aborting its requests: {}", batch->seq, sched::stage_name(batch->stage),
                           ran.to_string()));
-    for (const auto& item : batch->items) {
-      if (abort(item.id).ok()) {}
-    }
-    for (auto& o : m.pending) outputs.push_back(std::move(o));
-    m.pending.clear();
+    for (const auto& item : batch->items) (void)abort(item.id);  // queues its final output
+    m.take_pending(outputs);
     return outputs;
   }
   sched::RunnerOutput ro;
@@ -266,7 +269,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
         // A broken logits row (NaN, inf) ends that request only.
         log_error(fmt::format("request {}: sampling failed, aborting it: {}", id, sampled.status().to_string()));
         ro.sampled.push_back(-1);  // never read: the request is gone before results are applied
-        if (abort(id).ok()) {}
+        (void)abort(id);  // queues its final output
         continue;
       }
       const engine::SampledToken& s = *sampled;
@@ -280,8 +283,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
       }
     }
   }
-  for (auto& o : m.pending) outputs.push_back(std::move(o));
-  m.pending.clear();
+  m.take_pending(outputs);
   RLT_ASSIGN_OR_RETURN(sched::StepUpdate update, m.scheduler->update_from_output(*batch, ro));
   if (!update.finalize_copies.empty()) {
     RLT_RETURN_IF_ERROR(m.runner->storage().copy_slots(update.finalize_copies));
