@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Write a deterministic random-weight Ouro checkpoint in the Hugging Face layout.
+"""Write a deterministic random-weight Ouro (or plain Llama) checkpoint in the Hugging Face layout.
 
 Written from shared/reference/looped-models.md (sections 1-2), not from the engine's C++, so it
 can serve as an independent test input. Output directory:
 
     config.json                    the real Ouro field set, in the order of the shipped fixture
+                                   (--arch llama: the field set of a Hugging Face LlamaConfig)
     generation_config.json         bos/eos ids
     model.safetensors              (or model-0000i-of-0000N.safetensors + model.safetensors.index.json)
 
@@ -22,8 +23,25 @@ spread of the exit-gate logit (std ~ std*sqrt(H)): with 0.02 every hazard sits a
 early exit never varies between tokens; (c) the logit spread (same factor), which makes argmax
 ties/near-ties likelier. With 1/sqrt(H), q/k entries, gate logits and output logits are all O(1).
 
+--arch llama writes a plain HF Llama (LlamaForCausalLM): the Ouro tensor set without the second
+("sandwich") norms and the exit gate, one pass through the layers (the one-loop case), model.norm
+once at the end, lm_head.weight omitted with --tie-word-embeddings. Its forward is pre-norm:
+h = h + o_proj(attn(norm(h))), so unlike Ouro the weight scale *does* set the residual growth.
+Default stds for llama (H hidden, L layers):
+    embed_tokens, q/k/v, gate/up, lm_head     1/sqrt(H)               (--init-std overrides)
+    o_proj, down_proj (residual outputs)      1/sqrt(H) / sqrt(2 L)
+q/k entries of norm(h) @ Wq are then ~N(0, 1) (scores ~N(0, 1): attention neither uniform nor
+one-hot). Each of the 2L residual branches adds entries of rms ~1/sqrt(2L) (attention: v ~ 1,
+averaging only shrinks it; MLP: silu(g)*u has rms ~0.6 and sqrt(I/H) ~ 1.7 for the usual
+I ~ 2.75 H), so the residual grows from the embedding's 1/sqrt(H) to rms ~1 after the last layer
+(measured 0.66 / 0.80 / 0.83 for L = 2 / 8 / 24),
+not to sqrt(2L); model.norm makes it O(1) anyway and the logits are ~N(0, 1) per vocabulary entry
+(tied: the same, embed_tokens having std 1/sqrt(H)), so the top-2 gap is rarely a knife edge.
+
 Usage:
-    make_model.py OUT_DIR [--preset tiny|small|ouro-1.4b] [--vocab-size N] [--hidden-size N]
+    make_model.py OUT_DIR [--preset tiny|small|ouro-1.4b|llama-1.4b] [--arch ouro|llama]
+        [--tie-word-embeddings] [--rope-scaling llama3:FACTOR:ORIGINAL_MAX|linear:FACTOR]
+        [--vocab-size N] [--hidden-size N]
         [--intermediate-size N] [--num-layers N] [--num-heads N] [--num-kv-heads N]
         [--head-dim N] [--loops N] [--max-positions N] [--rope-theta F] [--rms-norm-eps F]
         [--dtype f32|bf16|f16] [--shards N] [--seed N] [--init-std F] [--gate-bias F]
@@ -45,7 +63,8 @@ from safetensors_io import (  # noqa: E402  (re-exported for tests)
     read_safetensors_header, write_safetensors, write_safetensors_stream)
 
 __all__ = [
-    "PRESETS", "DTYPES", "ModelSpec", "tensor_specs", "make_tensor_f32", "encode", "make_model",
+    "PRESETS", "PRESET_ARCH", "ARCHS", "DTYPES", "ModelSpec", "parse_rope_scaling",
+    "llama_config_dict", "tensor_specs", "make_tensor_f32", "encode", "make_model",
     "config_dict", "write_safetensors", "write_safetensors_stream", "read_safetensors",
     "read_safetensors_header", "f32_to_bf16_bits", "bf16_bits_to_f32", "raw_to_float64",
     "RAW_NUMPY_DTYPE",
@@ -63,7 +82,17 @@ PRESETS = {
     "ouro-1.4b": dict(vocab_size=49152, hidden_size=2048, intermediate_size=5632, num_layers=24,
                       num_heads=16, num_kv_heads=16, head_dim=128, loops=4, max_positions=65536,
                       rope_theta=1e6, rms_norm_eps=1e-6),
+    # The Ouro-1.4B shape as a plain Llama (one pass, no sandwich norms, no gate): the shape the
+    # llama.cpp peer benchmark (bench/peer/) runs in both engines.
+    "llama-1.4b": dict(vocab_size=49152, hidden_size=2048, intermediate_size=5632, num_layers=24,
+                       num_heads=16, num_kv_heads=16, head_dim=128, loops=1, max_positions=65536,
+                       rope_theta=1e6, rms_norm_eps=1e-6),
 }
+
+# Architecture a preset implies when --arch is not given (everything else: ouro).
+PRESET_ARCH = {"llama-1.4b": "llama"}
+
+ARCHS = ("ouro", "llama")
 
 # CLI dtype -> (safetensors dtype, config torch_dtype)
 DTYPES = {"f32": ("F32", "float32"), "bf16": ("BF16", "bfloat16"), "f16": ("F16", "float16")}
@@ -80,8 +109,14 @@ class ModelSpec:
               "num_kv_heads", "head_dim", "loops", "max_positions", "rope_theta", "rms_norm_eps")
 
     def __init__(self, preset="tiny", dtype="f32", seed=0, init_std=None, gate_bias=0.0,
-                 eos_token_id=0, **overrides):
+                 eos_token_id=0, arch=None, tie_word_embeddings=False, rope_scaling=None,
+                 **overrides):
+        self.arch = arch if arch is not None else PRESET_ARCH.get(preset, "ouro")
+        if self.arch not in ARCHS:
+            raise ValueError(f"arch must be one of {list(ARCHS)}")
         base = dict(PRESETS[preset])
+        if self.arch == "llama":
+            base["loops"] = 1  # a plain Llama is the one-loop case
         for key, value in overrides.items():
             if key not in self.FIELDS:
                 raise TypeError(f"unknown field {key}")
@@ -90,6 +125,8 @@ class ModelSpec:
         for key in self.FIELDS:
             setattr(self, key, base[key])
         self.preset = preset
+        self.tie_word_embeddings = bool(tie_word_embeddings)
+        self.rope_scaling = parse_rope_scaling(rope_scaling)
         self.dtype = dtype
         self.seed = int(seed)
         self.init_std = float(init_std) if init_std is not None else 1.0 / math.sqrt(self.hidden_size)
@@ -113,14 +150,67 @@ class ModelSpec:
             raise ValueError("eos_token_id out of vocabulary")
         if not self.init_std > 0:
             raise ValueError("init_std must be > 0")
+        if self.arch == "ouro":
+            # Notes section 1: the Ouro loader rejects tied embeddings and any rope_scaling.
+            if self.tie_word_embeddings:
+                raise ValueError("tie_word_embeddings is llama-only (Ouro stores lm_head separately)")
+            if self.rope_scaling is not None:
+                raise ValueError("rope_scaling is llama-only (Ouro uses default RoPE)")
+        elif self.loops != 1:
+            raise ValueError("a llama checkpoint has exactly one pass (loops must be 1)")
+
+    @property
+    def has_gate(self):
+        return self.arch == "ouro"
+
+
+def parse_rope_scaling(value):
+    """None, a HF rope_scaling dict, or the CLI form "llama3:FACTOR:ORIGINAL_MAX[:LOW:HIGH]" /
+    "linear:FACTOR" -> None or the dict written to config.json (keys sorted, as HF saves them)."""
+    if value is None or value == "" or value == "none":
+        return None
+    if isinstance(value, dict):
+        d = dict(value)
+    else:
+        parts = str(value).split(":")
+        try:
+            if parts[0] == "llama3" and len(parts) in (3, 5):
+                d = {"rope_type": "llama3", "factor": float(parts[1]),
+                     "original_max_position_embeddings": int(parts[2]),
+                     "low_freq_factor": float(parts[3]) if len(parts) == 5 else 1.0,
+                     "high_freq_factor": float(parts[4]) if len(parts) == 5 else 4.0}
+            elif parts[0] == "linear" and len(parts) == 2:
+                d = {"rope_type": "linear", "factor": float(parts[1])}
+            else:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"rope_scaling {value!r}: want llama3:FACTOR:ORIGINAL_MAX[:LOW:HIGH] "
+                             "or linear:FACTOR") from None
+    kind = d.get("rope_type", d.get("type"))
+    if kind not in ("llama3", "linear"):
+        raise ValueError(f"rope_scaling type {kind!r} not supported (llama3, linear)")
+    if not float(d.get("factor", 0)) > 0:
+        raise ValueError("rope_scaling factor must be > 0")
+    if kind == "llama3":
+        for key in ("low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
+            if key not in d:
+                raise ValueError(f"llama3 rope_scaling needs {key}")
+        if not 0 < float(d["low_freq_factor"]) < float(d["high_freq_factor"]):
+            raise ValueError("llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor")
+        if int(d["original_max_position_embeddings"]) < 1:
+            raise ValueError("original_max_position_embeddings must be >= 1")
+    return {k: d[k] for k in sorted(d)}
 
 
 def tensor_specs(spec):
     """Every tensor of the checkpoint (notes section 2): list of (name, shape, kind).
 
     kind: "linear" (normal(0, std): embeddings, projections, gate weight, lm_head),
+    "linear_out" (llama o_proj/down_proj: normal(0, std / sqrt(2 L)), see the module doc),
     "norm" (1 + normal(0, 0.1)), "bias" (constant --gate-bias).
     """
+    if spec.arch == "llama":
+        return _llama_tensor_specs(spec)
     H, I = spec.hidden_size, spec.intermediate_size
     q_out = spec.num_heads * spec.head_dim
     kv_out = spec.num_kv_heads * spec.head_dim
@@ -149,6 +239,31 @@ def tensor_specs(spec):
     return out
 
 
+def _llama_tensor_specs(spec):
+    """HF Llama layout: no sandwich norms, no exit gate, lm_head absent when tied."""
+    H, I = spec.hidden_size, spec.intermediate_size
+    q_out = spec.num_heads * spec.head_dim
+    kv_out = spec.num_kv_heads * spec.head_dim
+    out = [("model.embed_tokens.weight", (spec.vocab_size, H), "linear")]
+    for i in range(spec.num_layers):
+        p = f"model.layers.{i}."
+        out += [
+            (p + "input_layernorm.weight", (H,), "norm"),
+            (p + "self_attn.q_proj.weight", (q_out, H), "linear"),
+            (p + "self_attn.k_proj.weight", (kv_out, H), "linear"),
+            (p + "self_attn.v_proj.weight", (kv_out, H), "linear"),
+            (p + "self_attn.o_proj.weight", (H, q_out), "linear_out"),
+            (p + "post_attention_layernorm.weight", (H,), "norm"),
+            (p + "mlp.gate_proj.weight", (I, H), "linear"),
+            (p + "mlp.up_proj.weight", (I, H), "linear"),
+            (p + "mlp.down_proj.weight", (H, I), "linear_out"),
+        ]
+    out.append(("model.norm.weight", (H,), "norm"))
+    if not spec.tie_word_embeddings:
+        out.append(("lm_head.weight", (spec.vocab_size, H), "linear"))
+    return out
+
+
 def _tensor_rng(seed, name):
     # Per-tensor stream keyed by a stable hash of the name (Python's hash() is salted per process).
     key = int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "little")
@@ -163,6 +278,9 @@ def make_tensor_f32(spec, name, shape, kind):
     noise = rng.standard_normal(shape, dtype=np.float32)
     if kind == "linear":
         noise *= np.float32(spec.init_std)
+        return noise
+    if kind == "linear_out":
+        noise *= np.float32(spec.init_std / math.sqrt(2 * spec.num_layers))
         return noise
     if kind == "norm":
         noise *= np.float32(NORM_WEIGHT_NOISE)
@@ -184,6 +302,8 @@ def encode(values_f32, st_dtype):
 
 def config_dict(spec):
     """config.json contents, keys in the order of shared/fixtures/ouro-1.4b/config.json."""
+    if spec.arch == "llama":
+        return llama_config_dict(spec)
     L = spec.num_layers
     return {
         "architectures": ["OuroForCausalLM"],
@@ -221,6 +341,38 @@ def config_dict(spec):
         "transformers_version": "4.55.0",
         "use_cache": True,
         "use_sliding_window": False,
+        "vocab_size": spec.vocab_size,
+    }
+
+
+def llama_config_dict(spec):
+    """A Hugging Face LlamaConfig as save_pretrained writes it (keys sorted). bos = 0 and
+    eos = --eos-token-id as for Ouro; initializer_range records the base std."""
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": 0,
+        "eos_token_id": spec.eos_token_id,
+        "head_dim": spec.head_dim,
+        "hidden_act": "silu",
+        "hidden_size": spec.hidden_size,
+        "initializer_range": spec.init_std,
+        "intermediate_size": spec.intermediate_size,
+        "max_position_embeddings": spec.max_positions,
+        "mlp_bias": False,
+        "model_type": "llama",
+        "num_attention_heads": spec.num_heads,
+        "num_hidden_layers": spec.num_layers,
+        "num_key_value_heads": spec.num_kv_heads,
+        "pretraining_tp": 1,
+        "rms_norm_eps": float(spec.rms_norm_eps),
+        "rope_scaling": spec.rope_scaling,
+        "rope_theta": float(spec.rope_theta),
+        "tie_word_embeddings": spec.tie_word_embeddings,
+        "torch_dtype": DTYPES[spec.dtype][1],
+        "transformers_version": "4.55.0",
+        "use_cache": True,
         "vocab_size": spec.vocab_size,
     }
 
@@ -304,6 +456,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out_dir")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
+    ap.add_argument("--arch", choices=ARCHS, default=None,
+                    help="ouro (default) or llama (default for the llama-* presets)")
+    ap.add_argument("--tie-word-embeddings", action="store_true",
+                    help="llama: no lm_head.weight, the head reuses embed_tokens")
+    ap.add_argument("--rope-scaling", default=None,
+                    help="llama: llama3:FACTOR:ORIGINAL_MAX[:LOW:HIGH] or linear:FACTOR")
     ap.add_argument("--vocab-size", type=int)
     ap.add_argument("--hidden-size", type=int)
     ap.add_argument("--intermediate-size", type=int)
@@ -319,7 +477,8 @@ def main(argv=None):
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--init-std", type=float, default=None,
-                    help="std of linear/embedding weights (default 1/sqrt(hidden_size))")
+                    help="std of linear/embedding weights (default 1/sqrt(hidden_size); llama "
+                         "o_proj/down_proj get this / sqrt(2 * num_layers))")
     ap.add_argument("--gate-bias", type=float, default=0.0)
     ap.add_argument("--eos-token-id", type=int, default=0)
     ap.add_argument("--verbose", action="store_true", help="log each tensor to stderr")
@@ -329,7 +488,9 @@ def main(argv=None):
     try:
         spec = ModelSpec(
             preset=a.preset, dtype=a.dtype, seed=a.seed, init_std=a.init_std,
-            gate_bias=a.gate_bias, eos_token_id=a.eos_token_id, vocab_size=a.vocab_size,
+            gate_bias=a.gate_bias, eos_token_id=a.eos_token_id, arch=a.arch,
+            tie_word_embeddings=a.tie_word_embeddings, rope_scaling=a.rope_scaling,
+            vocab_size=a.vocab_size,
             hidden_size=a.hidden_size, intermediate_size=a.intermediate_size,
             num_layers=a.num_layers, num_heads=a.num_heads, num_kv_heads=a.num_kv_heads,
             head_dim=a.head_dim, loops=a.loops, max_positions=a.max_positions,
@@ -338,7 +499,8 @@ def main(argv=None):
     except ValueError as e:
         ap.error(str(e))
     n_params = sum(int(np.prod(s, dtype=np.int64)) for _, s, _ in tensor_specs(spec))
-    print(f"wrote {a.out_dir}: {len(tensor_specs(spec))} tensors, {n_params} params, "
+    arch = "" if spec.arch == "ouro" else f"{spec.arch}, "
+    print(f"wrote {a.out_dir}: {arch}{len(tensor_specs(spec))} tensors, {n_params} params, "
           f"{spec.dtype}, init_std {spec.init_std:.6g}, files {', '.join(files)}")
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Independent float64 numpy reference for the Ouro looped-transformer forward pass.
+"""Independent float64 numpy reference for the Ouro looped-transformer forward pass (and for a
+plain Hugging Face Llama, the one-loop case).
 
 Written only from shared/reference/looped-models.md (sections 1-6, 12, 13), never from the
 engine's C++, so that it can act as a test oracle for it. Everything is float64 except the exit
@@ -19,6 +20,18 @@ Attention of loop t / layer l sees only the loop-t / layer-l K/V of positions <=
 A decode token that exits after loop e < T donates its loop-e K/V to every deeper plane
 (`last_exited`), so a later token's loop-d query sees its version min(d, e).
 
+Plain Llama (model_type "llama"; loaded by the same load_model):
+    h = E[token]
+    for layer l:                             # one pass, T = 1
+        h = h + attn_l( norm_in(h) )         # pre-norm, no norm on the block output
+        h = h + mlp( norm_post(h) )
+    h = model.norm(h)
+    logits = lm_head(h)                      # embed_tokens when tie_word_embeddings
+RoPE as Ouro (split-half rotate_half) with HF rope_scaling "llama3" or "linear" applied to
+inv_freq (rope_inv_freq). There is no exit gate: gate-logit arrays keep their shapes ([1, P] and
+[N, 1]) but hold NaN, step_exit_prob is NaN, and every exit depth is 1. The exit arguments
+(threshold, min/max loops) are ignored for such a model.
+
 Usage:
     reference_ouro.py --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--exit-threshold F]
         [--min-loops N] [--max-loops N] --out FILE.npz
@@ -26,13 +39,14 @@ Usage:
 npz arrays (T loops, P prompt tokens, N = max_tokens, H hidden, V vocab):
     prompt_ids         [P]        int64   the prompt (echoed for convenience)
     prompt_hidden      [T, P, H]  float64 hidden after model.norm of each loop
-    prompt_gate_logits [T, P]     float64 exit-gate logit of each loop
+    prompt_gate_logits [T, P]     float64 exit-gate logit of each loop (NaN: model has no gate)
     prompt_logits      [T, P, V]  float64 lm_head of each loop's hidden
     tokens             [N]        int64   greedy tokens
     exit_depths        [N]        int64   1-based exit loop (row 0 = T: sampled from prefill)
     step_logits        [N, V]     float64 logits each token was chosen from
-    step_gate_logits   [N, T]     float64 gate logit per loop run (NaN for loops not run);
-                                          row 0 = the last prompt position's T gate logits
+    step_gate_logits   [N, T]     float64 gate logit per loop run (NaN for loops not run, and
+                                          everywhere for a model without a gate); row 0 = the
+                                          last prompt position's T gate logits
     step_exit_prob     [N]        float64 1 - remaining at exit (NaN for row 0)
     step_hidden        [N, H]     float64 hidden state that fed lm_head
 """
@@ -55,6 +69,11 @@ from safetensors_io import raw_to_float64, read_safetensors  # noqa: E402
 
 class OuroConfig:
     """The fields of config.json the forward pass needs (section 1)."""
+
+    arch = "ouro"
+    has_gate = True
+    tie_word_embeddings = False
+    rope_scaling = None
 
     def __init__(self, d):
         if d.get("model_type") != "ouro":
@@ -84,8 +103,78 @@ class OuroConfig:
             raise ValueError("head_dim must be even")
 
 
+class LlamaConfig:
+    """A Hugging Face LlamaConfig (model_type "llama"): the same attribute names as OuroConfig,
+    with loops = 1, no gate, optional tied embeddings and rope_scaling (llama3 / linear)."""
+
+    arch = "llama"
+    has_gate = False
+    loops = 1
+
+    def __init__(self, d):
+        if d.get("model_type") != "llama":
+            raise ValueError(f"model_type must be 'llama', got {d.get('model_type')!r}")
+        if d.get("hidden_act", "silu") != "silu":
+            raise ValueError("hidden_act must be silu")
+        for key in ("attention_bias", "mlp_bias"):
+            if d.get(key, False):
+                raise ValueError(f"{key} must be false (no biases in this reference)")
+        if int(d.get("pretraining_tp", 1)) != 1:
+            raise ValueError("pretraining_tp must be 1")
+        self.vocab_size = int(d["vocab_size"])
+        self.hidden_size = int(d["hidden_size"])
+        self.intermediate_size = int(d["intermediate_size"])
+        self.num_layers = int(d["num_hidden_layers"])
+        self.num_heads = int(d["num_attention_heads"])
+        self.num_kv_heads = int(d.get("num_key_value_heads") or self.num_heads)
+        self.head_dim = int(d.get("head_dim") or self.hidden_size // self.num_heads)
+        self.rms_norm_eps = float(d.get("rms_norm_eps", 1e-6))
+        self.rope_theta = float(d.get("rope_theta", 10000.0))
+        self.max_positions = int(d.get("max_position_embeddings", 2048))
+        self.eos_token_id = d.get("eos_token_id")
+        self.tie_word_embeddings = bool(d.get("tie_word_embeddings", False))
+        self.rope_scaling = check_rope_scaling(d.get("rope_scaling"))
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+        if self.head_dim % 2:
+            raise ValueError("head_dim must be even")
+
+
+def check_rope_scaling(rs):
+    """None (also for rope_type "default") or a validated llama3 / linear rope_scaling dict."""
+    if rs is None:
+        return None
+    kind = rs.get("rope_type", rs.get("type"))
+    if kind == "default":
+        return None
+    if kind not in ("llama3", "linear"):
+        raise ValueError(f"rope_scaling type {kind!r} not supported (llama3, linear)")
+    if not float(rs.get("factor", 0)) > 0:
+        raise ValueError("rope_scaling factor must be > 0")
+    out = {"rope_type": kind, "factor": float(rs["factor"])}
+    if kind == "llama3":
+        try:
+            out["low_freq_factor"] = float(rs["low_freq_factor"])
+            out["high_freq_factor"] = float(rs["high_freq_factor"])
+            out["original_max_position_embeddings"] = int(rs["original_max_position_embeddings"])
+        except KeyError as e:
+            raise ValueError(f"llama3 rope_scaling needs {e.args[0]}") from None
+        if not 0 < out["low_freq_factor"] < out["high_freq_factor"]:
+            raise ValueError("llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor")
+    return out
+
+
+def parse_config(d):
+    """config.json dict -> OuroConfig or LlamaConfig by model_type."""
+    if d.get("model_type") == "llama":
+        return LlamaConfig(d)
+    return OuroConfig(d)
+
+
 def expected_shapes(cfg):
-    """Name -> shape for every tensor of an Ouro checkpoint (section 2)."""
+    """Name -> shape for every tensor of an Ouro checkpoint (section 2), or of a Llama one."""
+    if cfg.arch == "llama":
+        return _llama_expected_shapes(cfg)
     H, I, d = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
     qo, kvo = cfg.num_heads * d, cfg.num_kv_heads * d
     shapes = {
@@ -113,6 +202,28 @@ def expected_shapes(cfg):
     return shapes
 
 
+def _llama_expected_shapes(cfg):
+    H, I, d = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
+    qo, kvo = cfg.num_heads * d, cfg.num_kv_heads * d
+    shapes = {"model.embed_tokens.weight": (cfg.vocab_size, H), "model.norm.weight": (H,)}
+    if not cfg.tie_word_embeddings:
+        shapes["lm_head.weight"] = (cfg.vocab_size, H)
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        shapes.update({
+            p + "self_attn.q_proj.weight": (qo, H),
+            p + "self_attn.k_proj.weight": (kvo, H),
+            p + "self_attn.v_proj.weight": (kvo, H),
+            p + "self_attn.o_proj.weight": (H, qo),
+            p + "mlp.gate_proj.weight": (I, H),
+            p + "mlp.up_proj.weight": (I, H),
+            p + "mlp.down_proj.weight": (H, I),
+            p + "input_layernorm.weight": (H,),
+            p + "post_attention_layernorm.weight": (H,),
+        })
+    return shapes
+
+
 class OuroModel:
     """Config plus all weights widened to float64 (name -> ndarray)."""
 
@@ -123,14 +234,21 @@ class OuroModel:
     def layer(self, i, name):
         return self.w[f"model.layers.{i}.{name}"]
 
+    @property
+    def lm_head_weight(self):
+        if self.cfg.tie_word_embeddings:
+            return self.w["model.embed_tokens.weight"]
+        return self.w["lm_head.weight"]
+
 
 def load_model(model_dir):
     """Load config.json and model.safetensors (or the sharded index) from model_dir.
 
-    Rejects missing, unexpected or misshaped tensors; F32/BF16/F16 are widened exactly.
+    model_type "ouro" or "llama". Rejects missing, unexpected or misshaped tensors (a tied Llama
+    must not store lm_head.weight); F32/BF16/F16 are widened exactly.
     """
     with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
-        cfg = OuroConfig(json.load(f))
+        cfg = parse_config(json.load(f))
     index_path = os.path.join(model_dir, "model.safetensors.index.json")
     if os.path.exists(index_path):
         with open(index_path, encoding="utf-8") as f:
@@ -173,15 +291,42 @@ def silu(x):
         return x / (1.0 + np.exp(-x))
 
 
-def rope_inv_freq(head_dim, theta):
-    """inv_freq[i] = 1 / theta^(2i/d), i = 0..d/2-1 (section 3.1)."""
+def rope_inv_freq(head_dim, theta, scaling=None):
+    """inv_freq[i] = 1 / theta^(2i/d), i = 0..d/2-1 (section 3.1), then the HF rope_scaling
+    transform when `scaling` is a (checked) rope_scaling dict:
+
+    linear: inv_freq / factor (the same as dividing positions by factor).
+    llama3: with wavelen = 2 pi / inv_freq, low = orig / low_freq_factor and
+        high = orig / high_freq_factor wavelengths (orig = original_max_position_embeddings):
+          wavelen < high            -> unchanged (high frequencies)
+          wavelen > low             -> inv_freq / factor (low frequencies)
+          otherwise (medium band)   -> (1 - s) * inv_freq / factor + s * inv_freq,
+                                       s = (orig / wavelen - low_freq_factor)
+                                           / (high_freq_factor - low_freq_factor)
+        (s runs from 0 at wavelen = low to 1 at wavelen = high, so the blend is continuous).
+    Attention scaling stays 1 for both.
+    """
     i = np.arange(head_dim // 2, dtype=np.float64)
-    return 1.0 / np.power(float(theta), 2.0 * i / head_dim)
+    inv_freq = 1.0 / np.power(float(theta), 2.0 * i / head_dim)
+    if scaling is None:
+        return inv_freq
+    factor = float(scaling["factor"])
+    if scaling["rope_type"] == "linear":
+        return inv_freq / factor
+    lo_f, hi_f = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+    orig = float(scaling["original_max_position_embeddings"])
+    wavelen = 2.0 * math.pi / inv_freq
+    low_wavelen, high_wavelen = orig / lo_f, orig / hi_f
+    s = (orig / wavelen - lo_f) / (hi_f - lo_f)
+    medium = (1.0 - s) * inv_freq / factor + s * inv_freq
+    out = np.where(wavelen > low_wavelen, inv_freq / factor, medium)
+    return np.where(wavelen < high_wavelen, inv_freq, out)
 
 
-def rope_cos_sin(positions, head_dim, theta):
+def rope_cos_sin(positions, head_dim, theta, scaling=None):
     """cos/sin tables [n, d] for absolute positions; emb = concat(angle, angle)."""
-    angle = np.asarray(positions, dtype=np.float64)[:, None] * rope_inv_freq(head_dim, theta)[None, :]
+    inv_freq = rope_inv_freq(head_dim, theta, scaling)
+    angle = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq[None, :]
     emb = np.concatenate([angle, angle], axis=-1)
     return np.cos(emb), np.sin(emb)
 
@@ -266,12 +411,14 @@ def run_loop(model, h, positions, cache, plane):
     """One loop (all L layers + model.norm + gate) for rows h [n, H] at absolute `positions`.
 
     plane: 0-based loop index selecting the KV plane. Returns (normalized h [n, H], gate [n]).
+    For a Llama (no sandwich norms, no gate) this is its single pass and gate is all NaN.
     """
     cfg, eps = model.cfg, model.cfg.rms_norm_eps
+    sandwich = cfg.arch == "ouro"
     n = h.shape[0]
     nh, nkv, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     positions = np.asarray(positions, dtype=np.int64)
-    cos, sin = rope_cos_sin(positions, d, cfg.rope_theta)
+    cos, sin = rope_cos_sin(positions, d, cfg.rope_theta, cfg.rope_scaling)
     upto = int(positions.max()) + 1
     for l in range(cfg.num_layers):
         a = rms_norm(h, model.layer(l, "input_layernorm.weight"), eps)
@@ -286,19 +433,22 @@ def run_loop(model, h, positions, cache, plane):
         o = attention(q, K, V, positions, np.arange(upto)).reshape(n, nh * d)
         o = o @ model.layer(l, "self_attn.o_proj.weight").T
         # Sandwich: the post-norm acts on the block output, before the residual add.
-        h = h + rms_norm(o, model.layer(l, "input_layernorm_2.weight"), eps)
+        # (Llama: plain pre-norm, the block output is added as is.)
+        h = h + (rms_norm(o, model.layer(l, "input_layernorm_2.weight"), eps) if sandwich else o)
         m = rms_norm(h, model.layer(l, "post_attention_layernorm.weight"), eps)
         m = silu(m @ model.layer(l, "mlp.gate_proj.weight").T) * (m @ model.layer(l, "mlp.up_proj.weight").T)
         m = m @ model.layer(l, "mlp.down_proj.weight").T
-        h = h + rms_norm(m, model.layer(l, "post_attention_layernorm_2.weight"), eps)
+        h = h + (rms_norm(m, model.layer(l, "post_attention_layernorm_2.weight"), eps) if sandwich else m)
     # model.norm sits inside the loop and replaces h: the next loop starts from normalized h.
     h = rms_norm(h, model.w["model.norm.weight"], eps)
+    if not cfg.has_gate:
+        return h, np.full(n, np.nan)
     gate = h @ model.w["model.early_exit_gate.weight"][0] + model.w["model.early_exit_gate.bias"][0]
     return h, gate
 
 
 def lm_head(model, h):
-    return h @ model.w["lm_head.weight"].T
+    return h @ model.lm_head_weight.T
 
 
 def _check_ids(model, ids):
@@ -410,9 +560,14 @@ def generate(model, prompt_ids, max_tokens=0, exit_threshold=1.0, min_loops=2, m
     computed by feeding token n-1 at position P + n - 1 through loops 1..k with the `ouro` exit
     rule; its K/V is then finalized `last_exited` style. Returns a dict with the npz arrays
     (see module doc) plus "cache".
+
+    A model without an exit gate (Llama) ignores exit_threshold/min_loops/max_loops: every token
+    runs its T = 1 pass.
     """
     cfg = model.cfg
     T, H, V = cfg.loops, cfg.hidden_size, cfg.vocab_size
+    if not cfg.has_gate:
+        exit_threshold, min_loops, max_loops = 1.0, T, T
     if max_loops is None:
         max_loops = T
     if not 1 <= min_loops <= max_loops <= T:
@@ -451,15 +606,17 @@ def generate(model, prompt_ids, max_tokens=0, exit_threshold=1.0, min_loops=2, m
         for t in range(T):  # max_loops <= T guarantees an exit inside this loop
             h, g = run_loop(model, h, [pos], cache, t)
             step_gates[n, t] = g[0]
+            if not cfg.has_gate:
+                break  # T = 1: the single pass is the whole model
             if state.step(ouro_hazard(g[0])):
                 break
-        depth = state.loops
+        depth = state.loops if cfg.has_gate else T
         cache.finalize_last_exited(pos, depth)
         logits = lm_head(model, h[0])
         tokens[n] = int(np.argmax(logits))
         exit_depths[n] = depth
         step_logits[n] = logits
-        step_prob[n] = state.exit_prob
+        step_prob[n] = state.exit_prob if cfg.has_gate else np.nan
         step_hidden[n] = h[0]
 
     return {
@@ -482,7 +639,7 @@ NPZ_KEYS = ("prompt_ids", "prompt_hidden", "prompt_gate_logits", "prompt_logits"
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="float64 numpy reference for Ouro")
+    ap = argparse.ArgumentParser(description="float64 numpy reference for Ouro (and plain Llama)")
     ap.add_argument("--model", required=True, help="checkpoint directory")
     ap.add_argument("--prompt-ids", required=True, help="comma-separated token ids, e.g. 1,2,3")
     ap.add_argument("--max-tokens", type=int, default=0)

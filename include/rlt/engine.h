@@ -90,6 +90,17 @@ struct EngineMetrics {
   int64_t batches = 0;
 };
 
+// What one generated token reads, for rooflines: the linear weights of one loop of the core (all
+// layers), the lm head, and the K/V one context token holds per loop depth.
+struct ModelFootprint {
+  int64_t core_weight_bytes_per_loop = 0;
+  int64_t lm_head_bytes = 0;
+  int64_t kv_bytes_per_token_per_loop = 0;
+  int64_t loops = 0;  // total_ut_steps
+  std::string kernel_target;  // SIMD target of the CPU kernels
+  int threads = 0;            // CPU kernel threads in use
+};
+
 class Engine {
  public:
   // Loads the model, selects the attention backend (before sizing the KV cache), builds the
@@ -114,6 +125,7 @@ class Engine {
   EngineMetrics metrics() const;
   int64_t vocab_size() const;
   int64_t total_loops() const;
+  ModelFootprint footprint() const;
   std::vector<int32_t> eos_token_ids() const;
 
  private:

@@ -2,6 +2,12 @@
 // --num-requests finished, once at full depth and once with the requested early-exit settings,
 // and reports tokens/s, mean loops per token and the share of the ideal early-exit speed-up
 // (ideal = full-depth loops per token / mean loops per token).
+//
+// Per request it also times prefill (prompt tokens / time to the first token) and decode (later
+// tokens / time after the first), and judges the decode rate against the memory roofline: the
+// bytes one token reads (every loop's linear weights and K/V, the lm head) at the copy bandwidth
+// measured in the same run. At --concurrency 1 these are the single-stream figures peers such as
+// llama-bench report (pp and tg).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <fmt/format.h>
@@ -12,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/model_dir.h"
+#include "kernels/cpu/memory_probe.h"
 
 namespace rlt::cli {
 namespace {
@@ -25,44 +32,85 @@ struct BenchOptions {
   int prompt_len = 32;
   int output_len = 64;
   uint64_t prompt_seed = 1;
+  bool no_roofline = false;
+  int warmup_requests = 0;
 };
 
 struct RunStats {
   int64_t tokens = 0;
   double seconds = 0;
   double mean_loops = 0;
+  // Summed over requests: prompt tokens and the time to their first token; tokens after the first
+  // and the time they took.
+  int64_t prefill_tokens = 0;
+  double prefill_seconds = 0;
+  int64_t decode_tokens = 0;
+  double decode_seconds = 0;
+  ModelFootprint footprint;
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
+  double prefill_tokens_per_s() const { return prefill_seconds > 0 ? static_cast<double>(prefill_tokens) / prefill_seconds : 0; }
+  double decode_tokens_per_s() const { return decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0; }
 };
+
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir, const SamplingParams& params) {
   RLT_ASSIGN_OR_RETURN(auto engine, Engine::create(opt.engine.resolve(dir)));
   std::mt19937_64 rng(opt.prompt_seed);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(engine->vocab_size()) - 1);
   int submitted = 0, finished = 0, in_flight = 0;
+  struct Timing {
+    Clock::time_point submitted, first_token;
+    bool has_first = false;
+  };
+  std::vector<Timing> timing(static_cast<size_t>(opt.num_requests));
+  RunStats s;
   auto submit = [&]() -> Status {
     std::vector<int32_t> prompt(static_cast<size_t>(opt.prompt_len));
     for (auto& t : prompt) t = token(rng);
+    timing[static_cast<size_t>(submitted)].submitted = Clock::now();
     RLT_RETURN_IF_ERROR(engine->add_request(static_cast<uint64_t>(submitted), std::move(prompt), params));
     ++submitted;
     ++in_flight;
     return {};
   };
-  const auto start = std::chrono::steady_clock::now();
+  // Untimed requests first: page faults of the KV pool and scratch buffers, thread start-up.
+  for (int w = 0; w < opt.warmup_requests; ++w) {
+    std::vector<int32_t> prompt(static_cast<size_t>(opt.prompt_len));
+    for (auto& t : prompt) t = token(rng);
+    const uint64_t id = static_cast<uint64_t>(opt.num_requests + w);
+    RLT_RETURN_IF_ERROR(engine->add_request(id, std::move(prompt), params));
+    while (engine->has_unfinished()) RLT_RETURN_IF_ERROR(engine->step().status());
+  }
+  const EngineMetrics before = engine->metrics();
+  const auto start = Clock::now();
   while (finished < opt.num_requests) {
     while (in_flight < opt.concurrency && submitted < opt.num_requests) RLT_RETURN_IF_ERROR(submit());
     RLT_ASSIGN_OR_RETURN(auto outs, engine->step());
+    const auto now = Clock::now();
     for (const auto& o : outs) {
+      Timing& t = timing.at(o.request_id);
+      if (!t.has_first && !o.token_ids.empty()) {
+        t.has_first = true;
+        t.first_token = now;
+        s.prefill_tokens += o.prompt_tokens;
+        s.prefill_seconds += seconds_between(t.submitted, now);
+      }
       if (!o.finished) continue;
       ++finished;
       --in_flight;
       if (o.finish_reason == "abort") return internal_error(fmt::format("request {} was aborted", o.request_id));
+      s.decode_tokens += static_cast<int64_t>(o.token_ids.size()) - 1;
+      s.decode_seconds += seconds_between(t.first_token, now);
     }
   }
-  RunStats s;
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  s.seconds = seconds_between(start, Clock::now());
+  s.footprint = engine->footprint();
   const EngineMetrics m = engine->metrics();
-  s.tokens = m.generated_tokens;
-  s.mean_loops = m.mean_loops_per_token;
+  s.tokens = m.generated_tokens - before.generated_tokens;
+  const int64_t loops = m.loops_run - before.loops_run;
+  s.mean_loops = s.tokens > 0 ? static_cast<double>(loops) / static_cast<double>(s.tokens) : 0.0;
   return s;
 }
 
@@ -86,10 +134,41 @@ int run_bench(const BenchOptions& opt) {
   out["concurrency"] = opt.concurrency;
   out["prompt_len"] = opt.prompt_len;
   out["output_len"] = opt.output_len;
-  out["full_depth"] = {{"tokens", base->tokens}, {"seconds", base->seconds}, {"tokens_per_s", base->tokens_per_s()},
-                       {"mean_loops_per_token", base->mean_loops}};
-  std::cerr << fmt::format("full depth: {} tokens in {:.2f} s = {:.1f} tokens/s, {:.2f} loops/token\n", base->tokens,
-                           base->seconds, base->tokens_per_s(), base->mean_loops);
+  const ModelFootprint& f = base->footprint;
+  out["threads"] = f.threads;
+  out["kernels"] = f.kernel_target;
+  out["full_depth"] = {{"tokens", base->tokens},
+                       {"seconds", base->seconds},
+                       {"tokens_per_s", base->tokens_per_s()},
+                       {"mean_loops_per_token", base->mean_loops},
+                       {"prefill_tokens_per_s", base->prefill_tokens_per_s()},
+                       {"decode_tokens_per_s", base->decode_tokens_per_s()}};
+  std::cerr << fmt::format("full depth: {} tokens in {:.2f} s = {:.1f} tokens/s, {:.2f} loops/token; per request: "
+                           "prefill {:.1f} tokens/s, decode {:.2f} tokens/s\n", base->tokens, base->seconds,
+                           base->tokens_per_s(), base->mean_loops, base->prefill_tokens_per_s(),
+                           base->decode_tokens_per_s());
+  if (!opt.no_roofline) {
+    // Decode at full depth: every loop reads the core's weights and that depth's K/V of the
+    // context (on average the prompt plus half the output), then the lm head once. Concurrent
+    // requests share the weight reads, so the roofline is per step of the whole batch.
+    const double copy_gbs = kernels::copy_bandwidth_gbs();
+    const double context = opt.prompt_len + opt.output_len / 2.0;
+    const double weights_per_step = static_cast<double>(f.loops * f.core_weight_bytes_per_loop + f.lm_head_bytes);
+    const double kv_per_token = static_cast<double>(f.loops * f.kv_bytes_per_token_per_loop) * context;
+    const int streams = std::min(opt.concurrency, opt.num_requests);
+    const double bytes_per_step = weights_per_step + streams * kv_per_token;
+    const double roofline_tokens_per_s = copy_gbs * 1e9 / bytes_per_step * streams;
+    const double decode_rate = base->decode_tokens_per_s() * streams;
+    out["roofline"] = {{"copy_bandwidth_gbs", copy_gbs},
+                       {"bytes_per_decode_step", bytes_per_step},
+                       {"weight_bytes_per_step", weights_per_step},
+                       {"kv_bytes_per_token", kv_per_token},
+                       {"decode_tokens_per_s_roofline", roofline_tokens_per_s},
+                       {"decode_share_of_roofline", decode_rate / roofline_tokens_per_s}};
+    std::cerr << fmt::format("roofline: {:.2f} GB per decode step at {:.1f} GB/s copy bandwidth = {:.2f} tokens/s; "
+                             "decode reaches {:.0f}%\n", bytes_per_step / 1e9, copy_gbs, roofline_tokens_per_s,
+                             100.0 * decode_rate / roofline_tokens_per_s);
+  }
   const bool early_exit = params.exit_threshold < 1.0 || params.max_loops != 0;
   if (early_exit) {
     auto exit = run_closed_loop(opt, *dir, params);
@@ -119,6 +198,10 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--prompt-len", opt->prompt_len, "Random prompt tokens per request")->capture_default_str();
   cmd->add_option("--output-len", opt->output_len, "Generated tokens per request")->capture_default_str();
   cmd->add_option("--prompt-seed", opt->prompt_seed, "Seed of the random prompts")->capture_default_str();
+  cmd->add_option("--warmup-requests", opt->warmup_requests, "Untimed requests run before measuring")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-roofline", opt->no_roofline, "Skip the copy-bandwidth probe and the roofline report");
   add_sampling_flags(*cmd, opt->sampling);
   add_engine_flags(*cmd, opt->engine);
   cmd->callback([opt, exit_code] { *exit_code = run_bench(*opt); });

@@ -82,6 +82,8 @@ int run_info(const InfoOptions& opt) {
     j["num_kv_heads"] = c.num_kv_heads;
     j["head_dim"] = c.head_dim;
     j["total_ut_steps"] = c.total_ut_steps;
+    j["exit_gate"] = c.has_exit_gate();
+    j["tie_word_embeddings"] = c.tie_word_embeddings;
     j["max_position_embeddings"] = c.max_position_embeddings;
     j["rope_theta"] = c.rope_theta;
     j["rms_norm_eps"] = c.rms_norm_eps;
@@ -97,8 +99,9 @@ int run_info(const InfoOptions& opt) {
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << fmt::format("model          {} ({})\n", *dir, c.model_type);
-    std::cout << fmt::format("shape          {} layers x {} loops, hidden {}, intermediate {}, vocab {}\n",
-                             c.num_layers, c.total_ut_steps, c.hidden_size, c.intermediate_size, c.vocab_size);
+    std::cout << fmt::format("shape          {} layers x {} loops, hidden {}, intermediate {}, vocab {}{}{}\n",
+                             c.num_layers, c.total_ut_steps, c.hidden_size, c.intermediate_size, c.vocab_size,
+                             c.has_exit_gate() ? ", exit gate" : "", c.tie_word_embeddings ? ", tied lm head" : "");
     std::cout << fmt::format("attention      {} query heads, {} kv heads, head_dim {}, rope theta {}, max positions {}\n",
                              c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, c.max_position_embeddings);
     std::cout << fmt::format("parameters     {}\n", with_commas(c.parameter_count()));

@@ -16,6 +16,7 @@
 #include "engine/sampler_history.h"
 #include "engine/sampler_rng.h"
 #include "kv/kv_cache_manager.h"
+#include "kernels/cpu/linear.h"
 #include "model/ouro_weights.h"
 #include "sched/scheduler.h"
 #include "tokenizer/decode_stream.h"
@@ -311,6 +312,19 @@ const std::string& Engine::attention_info() const { return impl_->attention_json
 std::string Engine::attention_backend() const { return impl_->attention_report.selected; }
 int64_t Engine::vocab_size() const { return impl_->model->config.vocab_size; }
 int64_t Engine::total_loops() const { return impl_->model->config.total_ut_steps; }
+
+ModelFootprint Engine::footprint() const {
+  const model::OuroModel& m = *impl_->model;
+  ModelFootprint f;
+  f.core_weight_bytes_per_loop = m.core_weight_bytes_per_loop();
+  f.lm_head_bytes = m.lm_head_bytes();
+  f.kv_bytes_per_token_per_loop =
+      m.config.kv_values_per_token_per_depth() * static_cast<int64_t>(dtype_size(impl_->kv->config().geometry.dtype));
+  f.loops = m.config.total_ut_steps;
+  f.kernel_target = kernels::cpu_dispatch_target();
+  f.threads = omp_get_max_threads();
+  return f;
+}
 std::vector<int32_t> Engine::eos_token_ids() const {
   std::vector<int32_t> out;
   for (int64_t id : impl_->model->eos_token_ids()) out.push_back(static_cast<int32_t>(id));

@@ -20,6 +20,7 @@ class FieldReader {
   Status error(std::string_view field, std::string_view what) const {
     return invalid_argument(fmt::format("{}: field '{}' {}", source_, field, what));
   }
+  const std::string& source() const { return source_; }
   Status unsupported(std::string_view field, const json& value, std::string_view accepted) const {
     return unimplemented(fmt::format("{}: field '{}' is {}, which rlt does not support (accepted: {})",
                                      source_, field, value.dump(), accepted));
@@ -103,16 +104,84 @@ const std::set<std::string>& ouro_known_fields() {
   return kFields;
 }
 
+// Fields of a Llama config.json (transformers LlamaConfig).
+const std::set<std::string>& llama_known_fields() {
+  static const std::set<std::string> kFields = {
+      "architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size",
+      "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act",
+      "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "attention_bias",
+      "attention_dropout", "mlp_bias", "pretraining_tp", "bos_token_id", "eos_token_id",
+      "pad_token_id", "tie_word_embeddings", "initializer_range",
+      // metadata
+      "torch_dtype", "dtype", "transformers_version", "use_cache", "_name_or_path"};
+  return kFields;
+}
+
+// null, {"rope_type"|"type": "default"}, linear {factor} or llama3 {factor, low_freq_factor,
+// high_freq_factor, original_max_position_embeddings}.
+Result<RopeScaling> parse_rope_scaling(const FieldReader& r, const json& j) {
+  RopeScaling s;
+  if (!r.has("rope_scaling")) return s;
+  const json& v = j["rope_scaling"];
+  constexpr const char* kAccepted = "null, {\"rope_type\": \"linear\", \"factor\": F} or {\"rope_type\": \"llama3\", "
+                                    "\"factor\", \"low_freq_factor\", \"high_freq_factor\", "
+                                    "\"original_max_position_embeddings\"}";
+  if (!v.is_object()) return r.unsupported("rope_scaling", v, kAccepted);
+  const json type = v.contains("rope_type") ? v["rope_type"] : v.value("type", json());
+  if (!type.is_string()) return r.unsupported("rope_scaling", v, kAccepted);
+  const std::string kind = type.get<std::string>();
+  if (kind == "default") return s;
+  const std::string sub_source = r.source() + ": rope_scaling";  // FieldReader keeps a reference
+  FieldReader sub(v, sub_source);
+  if (kind == "linear") {
+    s.kind = RopeScaling::Kind::kLinear;
+    RLT_ASSIGN_OR_RETURN(s.factor, sub.positive_number("factor", std::nullopt));
+    return s;
+  }
+  if (kind == "llama3") {
+    s.kind = RopeScaling::Kind::kLlama3;
+    RLT_ASSIGN_OR_RETURN(s.factor, sub.positive_number("factor", std::nullopt));
+    RLT_ASSIGN_OR_RETURN(s.low_freq_factor, sub.positive_number("low_freq_factor", std::nullopt));
+    RLT_ASSIGN_OR_RETURN(s.high_freq_factor, sub.positive_number("high_freq_factor", std::nullopt));
+    RLT_ASSIGN_OR_RETURN(s.original_max_position_embeddings, sub.positive_int("original_max_position_embeddings"));
+    if (!(s.high_freq_factor > s.low_freq_factor))
+      return sub.error("high_freq_factor", "must be greater than low_freq_factor");
+    return s;
+  }
+  return r.unsupported("rope_scaling", v, kAccepted);
+}
+
+Status check_common_semantics(const FieldReader& r, const json& j, const ModelConfig& c) {
+  if (r.has("hidden_act") && j["hidden_act"] != "silu")
+    return r.unsupported("hidden_act", j["hidden_act"], "\"silu\"");
+  if (r.has("attention_dropout") && !(j["attention_dropout"].is_number() && j["attention_dropout"].get<double>() == 0.0))
+    return r.unsupported("attention_dropout", j["attention_dropout"], "0.0");
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return r.error("num_key_value_heads", fmt::format("({}) must divide num_attention_heads ({})",
+                                                      c.num_kv_heads, c.num_heads));
+  }
+  if (c.head_dim % 2 != 0) return r.error("head_dim", fmt::format("must be even for RoPE, got {}", c.head_dim));
+  return {};
+}
+
+Status check_llama_semantics(const FieldReader& r, const json& j) {
+  if (r.has("architectures") && j["architectures"] != json::array({"LlamaForCausalLM"}))
+    return r.unsupported("architectures", j["architectures"], "[\"LlamaForCausalLM\"]");
+  for (const char* f : {"attention_bias", "mlp_bias"})
+    if (r.has(f) && j[f] != false) return r.unsupported(f, j[f], "false (no projection biases)");
+  if (r.has("pretraining_tp") && j["pretraining_tp"] != 1)
+    return r.unsupported("pretraining_tp", j["pretraining_tp"], "1");
+  if (r.has("tie_word_embeddings") && !j["tie_word_embeddings"].is_boolean())
+    return r.error("tie_word_embeddings", "must be true or false");
+  return {};
+}
+
 Status check_ouro_semantics(const FieldReader& r, const json& j, const ModelConfig& c) {
   if (!j.contains("architectures") || j["architectures"] != json::array({"OuroForCausalLM"}))
     return r.unsupported("architectures", j.value("architectures", json()), "[\"OuroForCausalLM\"]");
-  if (r.has("hidden_act") && j["hidden_act"] != "silu")
-    return r.unsupported("hidden_act", j["hidden_act"], "\"silu\"");
   if (r.has("rope_scaling")) return r.unsupported("rope_scaling", j["rope_scaling"], "null");
   if (r.has("tie_word_embeddings") && j["tie_word_embeddings"] != false)
     return r.unsupported("tie_word_embeddings", j["tie_word_embeddings"], "false (Ouro stores lm_head separately)");
-  if (r.has("attention_dropout") && !(j["attention_dropout"].is_number() && j["attention_dropout"].get<double>() == 0.0))
-    return r.unsupported("attention_dropout", j["attention_dropout"], "0.0");
   if (r.has("use_sliding_window") && j["use_sliding_window"] != false)
     return r.unsupported("use_sliding_window", j["use_sliding_window"], "false");
   if (r.has("sliding_window")) return r.unsupported("sliding_window", j["sliding_window"], "null");
@@ -123,11 +192,6 @@ Status check_ouro_semantics(const FieldReader& r, const json& j, const ModelConf
     for (const auto& t : lt)
       if (t != "full_attention") return r.unsupported("layer_types", t, "\"full_attention\" for every layer");
   }
-  if (c.num_heads % c.num_kv_heads != 0) {
-    return r.error("num_key_value_heads", fmt::format("({}) must divide num_attention_heads ({})",
-                                                      c.num_kv_heads, c.num_heads));
-  }
-  if (c.head_dim % 2 != 0) return r.error("head_dim", fmt::format("must be even for RoPE, got {}", c.head_dim));
   if (c.early_exit_threshold < 0 || c.early_exit_threshold > 1)
     return r.error("early_exit_threshold", fmt::format("must be in [0, 1], got {}", c.early_exit_threshold));
   return {};
@@ -139,13 +203,13 @@ int64_t ModelConfig::params_per_layer() const {
   int64_t h = hidden_size;
   int64_t attn = h * q_dim() + 2 * h * kv_dim() + q_dim() * h;
   int64_t mlp = 3 * h * intermediate_size;
-  return attn + mlp + 4 * h;  // four sandwich norms
+  return attn + mlp + (sandwich_norms() ? 4 : 2) * h;
 }
 
 int64_t ModelConfig::parameter_count() const {
-  int64_t embed_and_head = 2 * vocab_size * hidden_size;
+  int64_t embed_and_head = (tie_word_embeddings ? 1 : 2) * vocab_size * hidden_size;
   int64_t final_norm = hidden_size;
-  int64_t gate = hidden_size + 1;
+  int64_t gate = has_exit_gate() ? hidden_size + 1 : 0;
   return embed_and_head + num_layers * params_per_layer() + final_norm + gate;
 }
 
@@ -156,12 +220,19 @@ Result<ModelConfig> parse_model_config(std::string_view json_text, const std::st
     return r.error("model_type", "is required (a string such as \"ouro\")");
   ModelConfig c;
   c.model_type = j["model_type"].get<std::string>();
-  if (c.model_type != "ouro") return r.unsupported("model_type", j["model_type"], "\"ouro\"");
+  if (c.model_type == "ouro") {
+    c.architecture = Architecture::kOuro;
+  } else if (c.model_type == "llama") {
+    c.architecture = Architecture::kLlama;
+  } else {
+    return r.unsupported("model_type", j["model_type"], "\"ouro\", \"llama\"");
+  }
+  const bool llama = c.architecture == Architecture::kLlama;
   for (const auto& [key, _] : j.items()) {
-    if (!ouro_known_fields().count(key)) {
-      return invalid_argument(fmt::format("{}: unknown field '{}' for model_type ouro; rlt refuses "
+    if (!(llama ? llama_known_fields() : ouro_known_fields()).count(key)) {
+      return invalid_argument(fmt::format("{}: unknown field '{}' for model_type {}; rlt refuses "
                                           "fields it does not understand rather than ignore them",
-                                          source, key));
+                                          source, key, c.model_type));
     }
   }
   RLT_ASSIGN_OR_RETURN(c.vocab_size, r.positive_int("vocab_size"));
@@ -182,9 +253,18 @@ Result<ModelConfig> parse_model_config(std::string_view json_text, const std::st
     c.head_dim = c.hidden_size / c.num_heads;
   }
   RLT_ASSIGN_OR_RETURN(c.max_position_embeddings, r.positive_int("max_position_embeddings"));
-  RLT_ASSIGN_OR_RETURN(c.total_ut_steps, r.positive_int("total_ut_steps"));
-  RLT_ASSIGN_OR_RETURN(c.rms_norm_eps, r.positive_number("rms_norm_eps", std::nullopt));
-  RLT_ASSIGN_OR_RETURN(c.rope_theta, r.positive_number("rope_theta", std::nullopt));
+  if (llama) {
+    // transformers' LlamaConfig defaults for the optional fields.
+    c.total_ut_steps = 1;
+    RLT_ASSIGN_OR_RETURN(c.rms_norm_eps, r.positive_number("rms_norm_eps", 1e-6));
+    RLT_ASSIGN_OR_RETURN(c.rope_theta, r.positive_number("rope_theta", 10000.0));
+    c.tie_word_embeddings = r.has("tie_word_embeddings") && j["tie_word_embeddings"] == true;
+    RLT_ASSIGN_OR_RETURN(c.rope_scaling, parse_rope_scaling(r, j));
+  } else {
+    RLT_ASSIGN_OR_RETURN(c.total_ut_steps, r.positive_int("total_ut_steps"));
+    RLT_ASSIGN_OR_RETURN(c.rms_norm_eps, r.positive_number("rms_norm_eps", std::nullopt));
+    RLT_ASSIGN_OR_RETURN(c.rope_theta, r.positive_number("rope_theta", std::nullopt));
+  }
   if (r.has("early_exit_threshold")) {
     if (!j["early_exit_threshold"].is_number())
       return r.error("early_exit_threshold", "must be a number");
@@ -195,7 +275,8 @@ Result<ModelConfig> parse_model_config(std::string_view json_text, const std::st
   RLT_ASSIGN_OR_RETURN(c.eos_token_ids, r.token_id_list("eos_token_id"));
   for (const char* f : {"torch_dtype", "dtype"})
     if (r.has(f) && j[f].is_string()) c.torch_dtype = j[f].get<std::string>();
-  RLT_RETURN_IF_ERROR(check_ouro_semantics(r, j, c));
+  RLT_RETURN_IF_ERROR(check_common_semantics(r, j, c));
+  RLT_RETURN_IF_ERROR(llama ? check_llama_semantics(r, j) : check_ouro_semantics(r, j, c));
   for (int64_t id : c.eos_token_ids) {
     if (id >= c.vocab_size)
       return r.error("eos_token_id", fmt::format("{} is outside the vocabulary ({})", id, c.vocab_size));

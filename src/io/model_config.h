@@ -13,8 +13,23 @@
 
 namespace rlt::io {
 
+// Which forward the checkpoint needs. Plain Llama is the one-loop case of the same core: pre-norm
+// layers (no sandwich norms), one final norm, no exit gate, total_ut_steps = 1.
+enum class Architecture { kOuro, kLlama };
+
+// Hugging Face `rope_scaling`: how the rotary inverse frequencies are adjusted.
+struct RopeScaling {
+  enum class Kind { kNone, kLinear, kLlama3 };
+  Kind kind = Kind::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;                    // llama3
+  double high_freq_factor = 4.0;                   // llama3
+  int64_t original_max_position_embeddings = 0;    // llama3
+};
+
 struct ModelConfig {
-  std::string model_type;  // "ouro"
+  std::string model_type;  // "ouro" or "llama"
+  Architecture architecture = Architecture::kOuro;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -31,6 +46,12 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;
   std::optional<int64_t> pad_token_id;
   std::string torch_dtype;  // informational: the dtype the checkpoint was saved in
+  bool tie_word_embeddings = false;  // lm head = embed_tokens (no lm_head.weight tensor)
+  RopeScaling rope_scaling;
+
+  // Ouro: four norms per layer (sandwich) and an exit gate; Llama: two pre-norms, no gate.
+  bool has_exit_gate() const { return architecture == Architecture::kOuro; }
+  bool sandwich_norms() const { return architecture == Architecture::kOuro; }
 
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }

@@ -1,6 +1,9 @@
 #include "model/ouro_core.h"
 
+#include <algorithm>
+
 #include "kernels/cpu/linear.h"
+#include "model/rope_scaling.h"
 
 namespace rlt::model {
 
@@ -9,17 +12,17 @@ void CoreScratch::ensure(const io::ModelConfig& c, int64_t rows) {
     if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
   };
   fit(normed, rows * c.hidden_size);
+  fit(qkv, rows * (c.q_dim() + 2 * c.kv_dim()));
   fit(q, rows * c.q_dim());
   fit(k, rows * c.kv_dim());
   fit(v, rows * c.kv_dim());
   fit(attn, rows * c.q_dim());
   fit(proj, rows * c.hidden_size);
-  fit(gate, rows * c.intermediate_size);
-  fit(up, rows * c.intermediate_size);
+  fit(act, rows * c.intermediate_size);
 }
 
 OuroCore::OuroCore(const OuroModel& model)
-    : model_(model), rope_(model.config.head_dim, model.config.rope_theta) {}
+    : model_(model), rope_(rope_inv_freq(model.config)) {}
 
 void OuroCore::embed(const int32_t* tokens, int64_t rows, float* h) const {
   const int64_t hidden = model_.config.hidden_size;
@@ -32,34 +35,43 @@ void OuroCore::run_loop(float* h, const int64_t* positions, int64_t rows, CoreAt
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t hidden = c.hidden_size;
   s.ensure(c, rows);
+  const int64_t qd = c.q_dim(), kvd = c.kv_dim(), qkvd = qd + 2 * kvd;
+  // The residual add of a sub-block: Ouro normalizes the sub-block output first (sandwich).
+  auto residual = [&](const std::vector<float>& out_norm) {
+    if (c.sandwich_norms()) {
+      kernels::add_rms_norm(h, s.proj.data(), out_norm.data(), rows, hidden, eps);
+    } else {
+      kernels::add_in_place(h, s.proj.data(), rows * hidden);
+    }
+  };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const OuroLayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
-    // Attention block: pre-norm, projections, RoPE, attention, o_proj, post-norm on the output.
+    // Attention block: pre-norm, one pass for q/k/v, RoPE, attention, o_proj, residual.
     kernels::rms_norm(h, w.input_norm.data(), rows, hidden, eps, s.normed.data());
-    kernels::linear(s.normed.data(), rows, w.q_proj, s.q.data());
-    kernels::linear(s.normed.data(), rows, w.k_proj, s.k.data());
-    kernels::linear(s.normed.data(), rows, w.v_proj, s.v.data());
+    kernels::linear(s.normed.data(), rows, w.qkv, s.qkv.data());
     for (int64_t r = 0; r < rows; ++r) {
-      rope_.apply(s.q.data() + r * c.q_dim(), c.num_heads, positions[r]);
-      rope_.apply(s.k.data() + r * c.kv_dim(), c.num_kv_heads, positions[r]);
+      const float* src = s.qkv.data() + r * qkvd;
+      float* q = s.q.data() + r * qd;
+      float* k = s.k.data() + r * kvd;
+      std::copy(src, src + qd, q);
+      std::copy(src + qd, src + qd + kvd, k);
+      std::copy(src + qd + kvd, src + qkvd, s.v.data() + r * kvd);
+      rope_.apply(q, c.num_heads, positions[r]);
+      rope_.apply(k, c.num_kv_heads, positions[r]);
     }
     attention.attend(l, s.q.data(), s.k.data(), s.v.data(), rows, s.attn.data());
     kernels::linear(s.attn.data(), rows, w.o_proj, s.proj.data());
-    kernels::rms_norm(s.proj.data(), w.attn_out_norm.data(), rows, hidden, eps, s.proj.data());
-    for (int64_t i = 0; i < rows * hidden; ++i) h[i] += s.proj[static_cast<size_t>(i)];
-    // MLP block: pre-norm, SwiGLU, post-norm on the output.
+    residual(w.attn_out_norm);
+    // MLP block: pre-norm, fused gate/up + SwiGLU, down_proj, residual.
     kernels::rms_norm(h, w.post_attn_norm.data(), rows, hidden, eps, s.normed.data());
-    kernels::linear(s.normed.data(), rows, w.gate_proj, s.gate.data());
-    kernels::linear(s.normed.data(), rows, w.up_proj, s.up.data());
-    kernels::silu_mul(s.gate.data(), s.up.data(), rows * c.intermediate_size, s.gate.data());
-    kernels::linear(s.gate.data(), rows, w.down_proj, s.proj.data());
-    kernels::rms_norm(s.proj.data(), w.mlp_out_norm.data(), rows, hidden, eps, s.proj.data());
-    for (int64_t i = 0; i < rows * hidden; ++i) h[i] += s.proj[static_cast<size_t>(i)];
+    kernels::linear(s.normed.data(), rows, w.gate_up, s.act.data());
+    kernels::linear(s.act.data(), rows, w.down_proj, s.proj.data());
+    residual(w.mlp_out_norm);
   }
   // The loop norm replaces h: it is both the next loop's input and the lm head's input.
   kernels::rms_norm(h, model_.weights.final_norm.data(), rows, hidden, eps, h);
   if (gate_logits != nullptr)
-    for (int64_t r = 0; r < rows; ++r) gate_logits[r] = gate_logit(h + r * hidden);
+    for (int64_t r = 0; r < rows; ++r) gate_logits[r] = c.has_exit_gate() ? gate_logit(h + r * hidden) : 0.0f;
 }
 
 void OuroCore::lm_head(const float* h, int64_t rows, float* logits) const {

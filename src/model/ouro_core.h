@@ -1,6 +1,7 @@
 // The Ouro forward math as stages shared by every executor (the dense reference model, the
 // batched engine): embed (prelude), one loop of the shared core (L sandwich-norm layers, the loop
-// norm, the exit gate), and the lm head (coda). Attention is delegated, so how K/V are stored
+// norm, the exit gate), and the lm head (coda). A plain Llama checkpoint is the one-loop case:
+// pre-norm layers, the final norm as the "loop norm", no gate. Attention is delegated, so how K/V are stored
 // (dense per (loop, layer), or paged per depth plane) is the caller's business.
 #pragma once
 
@@ -25,7 +26,7 @@ class CoreAttention {
 
 // Reusable buffers for a core pass; grows to the largest batch seen and then allocates nothing.
 struct CoreScratch {
-  std::vector<float> normed, q, k, v, attn, proj, gate, up;
+  std::vector<float> normed, qkv, q, k, v, attn, proj, act;
   void ensure(const io::ModelConfig& c, int64_t rows);
 };
 
@@ -39,7 +40,8 @@ class OuroCore {
   void embed(const int32_t* tokens, int64_t rows, float* h) const;
 
   // One loop of the core, in place on h[rows, hidden]: every layer, then model.norm. Writes the
-  // exit gate's logit of each row to gate_logits[rows] when it is not null.
+  // exit gate's logit of each row to gate_logits[rows] when it is not null (0 for a model
+  // without a gate, whose single loop always exits).
   void run_loop(float* h, const int64_t* positions, int64_t rows, CoreAttention& attention,
                 CoreScratch& scratch, float* gate_logits) const;
 

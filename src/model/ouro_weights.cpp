@@ -32,10 +32,12 @@ std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& c) 
   std::vector<io::ExpectedTensor> out = {
       {"model.embed_tokens.weight", {c.vocab_size, h}},
       {"model.norm.weight", {h}},
-      {"model.early_exit_gate.weight", {1, h}},
-      {"model.early_exit_gate.bias", {1}},
-      {"lm_head.weight", {c.vocab_size, h}},
   };
+  if (c.has_exit_gate()) {
+    out.push_back({"model.early_exit_gate.weight", {1, h}});
+    out.push_back({"model.early_exit_gate.bias", {1}});
+  }
+  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, h}});
   for (int64_t i = 0; i < c.num_layers; ++i) {
     out.push_back({layer_name(i, "self_attn.q_proj.weight"), {c.q_dim(), h}});
     out.push_back({layer_name(i, "self_attn.k_proj.weight"), {c.kv_dim(), h}});
@@ -44,9 +46,12 @@ std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& c) 
     out.push_back({layer_name(i, "mlp.gate_proj.weight"), {c.intermediate_size, h}});
     out.push_back({layer_name(i, "mlp.up_proj.weight"), {c.intermediate_size, h}});
     out.push_back({layer_name(i, "mlp.down_proj.weight"), {h, c.intermediate_size}});
-    for (const char* norm : {"input_layernorm.weight", "input_layernorm_2.weight",
-                             "post_attention_layernorm.weight", "post_attention_layernorm_2.weight"})
-      out.push_back({layer_name(i, norm), {h}});
+    out.push_back({layer_name(i, "input_layernorm.weight"), {h}});
+    out.push_back({layer_name(i, "post_attention_layernorm.weight"), {h}});
+    if (c.sandwich_norms()) {
+      out.push_back({layer_name(i, "input_layernorm_2.weight"), {h}});
+      out.push_back({layer_name(i, "post_attention_layernorm_2.weight"), {h}});
+    }
   }
   return out;
 }
@@ -54,26 +59,30 @@ std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& c) 
 Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& c) {
   RLT_RETURN_IF_ERROR(io::validate_tensor_set(ckpt, ouro_expected_tensors(c)));
   auto get = [&](const std::string& name) -> const io::TensorView& { return *ckpt.find(name); };
+  using kernels::PackedMatrix;
   OuroWeights w;
   w.embed_tokens = matrix(get("model.embed_tokens.weight"));
-  w.lm_head = matrix(get("lm_head.weight"));
+  w.lm_head = PackedMatrix::pack(c.tie_word_embeddings ? w.embed_tokens : matrix(get("lm_head.weight")));
   w.final_norm = widen(get("model.norm.weight"));
-  w.exit_gate_weight = widen(get("model.early_exit_gate.weight"));
-  w.exit_gate_bias = widen(get("model.early_exit_gate.bias"))[0];
+  if (c.has_exit_gate()) {
+    w.exit_gate_weight = widen(get("model.early_exit_gate.weight"));
+    w.exit_gate_bias = widen(get("model.early_exit_gate.bias"))[0];
+  }
   w.layers.resize(static_cast<size_t>(c.num_layers));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     OuroLayerWeights& l = w.layers[static_cast<size_t>(i)];
-    l.q_proj = matrix(get(layer_name(i, "self_attn.q_proj.weight")));
-    l.k_proj = matrix(get(layer_name(i, "self_attn.k_proj.weight")));
-    l.v_proj = matrix(get(layer_name(i, "self_attn.v_proj.weight")));
-    l.o_proj = matrix(get(layer_name(i, "self_attn.o_proj.weight")));
-    l.gate_proj = matrix(get(layer_name(i, "mlp.gate_proj.weight")));
-    l.up_proj = matrix(get(layer_name(i, "mlp.up_proj.weight")));
-    l.down_proj = matrix(get(layer_name(i, "mlp.down_proj.weight")));
+    auto m = [&](const char* suffix) { return matrix(get(layer_name(i, suffix))); };
+    l.qkv = PackedMatrix::pack_concat(
+        {m("self_attn.q_proj.weight"), m("self_attn.k_proj.weight"), m("self_attn.v_proj.weight")});
+    l.o_proj = PackedMatrix::pack(m("self_attn.o_proj.weight"));
+    l.gate_up = PackedMatrix::pack_swiglu(m("mlp.gate_proj.weight"), m("mlp.up_proj.weight"));
+    l.down_proj = PackedMatrix::pack(m("mlp.down_proj.weight"));
     l.input_norm = widen(get(layer_name(i, "input_layernorm.weight")));
-    l.attn_out_norm = widen(get(layer_name(i, "input_layernorm_2.weight")));
     l.post_attn_norm = widen(get(layer_name(i, "post_attention_layernorm.weight")));
-    l.mlp_out_norm = widen(get(layer_name(i, "post_attention_layernorm_2.weight")));
+    if (c.sandwich_norms()) {
+      l.attn_out_norm = widen(get(layer_name(i, "input_layernorm_2.weight")));
+      l.mlp_out_norm = widen(get(layer_name(i, "post_attention_layernorm_2.weight")));
+    }
   }
   return w;
 }
@@ -90,6 +99,12 @@ DType OuroModel::weight_dtype() const {
   for (const auto& [d, n] : bytes)
     if (n > most) most = n, best = d;
   return best;
+}
+
+int64_t OuroModel::core_weight_bytes_per_loop() const {
+  int64_t bytes = 0;
+  for (const auto& l : weights.layers) bytes += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
+  return bytes;
 }
 
 Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& dir) {

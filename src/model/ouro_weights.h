@@ -1,6 +1,7 @@
-// Binds an Ouro checkpoint's tensors to the model's parts. Large matrices stay in their stored
-// dtype inside the file mapping; only the vectors (norm weights, the exit gate) are widened to
-// f32, a few KiB per layer.
+// Binds a checkpoint's tensors (Ouro, or plain Llama as the one-loop case) to the model's parts.
+// Linear weights are packed once, in their stored dtype, into the kernels' layout (with the q/k/v
+// projections stacked and gate/up interleaved for the fused SwiGLU); the embedding table stays
+// in the file mapping; vectors (norm weights, the exit gate) are widened to f32.
 #pragma once
 
 #include <memory>
@@ -10,29 +11,32 @@
 #include "common/status.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "kernels/cpu/packed_matrix.h"
 #include "kernels/cpu/weight_matrix.h"
 
 namespace rlt::model {
 
 struct OuroLayerWeights {
-  kernels::WeightMatrix q_proj, k_proj, v_proj, o_proj;
-  kernels::WeightMatrix gate_proj, up_proj, down_proj;
+  kernels::PackedMatrix qkv;        // q_proj, k_proj, v_proj stacked: [q_dim + 2·kv_dim] outputs
+  kernels::PackedMatrix o_proj;     // [hidden] outputs
+  kernels::PackedMatrix gate_up;    // silu(gate_proj) · up_proj: [intermediate] outputs
+  kernels::PackedMatrix down_proj;  // [hidden] outputs
   std::vector<float> input_norm;         // input_layernorm: before attention
-  std::vector<float> attn_out_norm;      // input_layernorm_2: on the attention output
+  std::vector<float> attn_out_norm;      // input_layernorm_2: on the attention output (Ouro only)
   std::vector<float> post_attn_norm;     // post_attention_layernorm: before the MLP
-  std::vector<float> mlp_out_norm;       // post_attention_layernorm_2: on the MLP output
+  std::vector<float> mlp_out_norm;       // post_attention_layernorm_2: on the MLP output (Ouro only)
 };
 
 struct OuroWeights {
-  kernels::WeightMatrix embed_tokens;  // [vocab, hidden]
-  kernels::WeightMatrix lm_head;       // [vocab, hidden]
-  std::vector<float> final_norm;       // model.norm, applied at the end of every loop
-  std::vector<float> exit_gate_weight; // [hidden]
+  kernels::WeightMatrix embed_tokens;  // [vocab, hidden], in the file mapping
+  kernels::PackedMatrix lm_head;       // [vocab] outputs (embed_tokens when tied)
+  std::vector<float> final_norm;       // model.norm: the end of every loop (Llama: once)
+  std::vector<float> exit_gate_weight; // [hidden]; empty without an exit gate (Llama)
   float exit_gate_bias = 0.0f;
   std::vector<OuroLayerWeights> layers;
 };
 
-// Every tensor an Ouro checkpoint with this config holds, with its exact shape.
+// Every tensor a checkpoint with this config holds (Ouro or Llama layout), with its exact shape.
 std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& config);
 
 // Validates the tensor set (names, shapes, dtypes) and binds it. The checkpoint must outlive the
@@ -51,6 +55,10 @@ struct OuroModel {
   std::vector<int64_t> eos_token_ids() const;
   // The dtype most weight bytes are stored in (for reports).
   DType weight_dtype() const;
+  // Weight bytes one token streams through the linear kernels per loop of the core (all layers),
+  // and once per token for the lm head: the numerator of the decode roofline.
+  int64_t core_weight_bytes_per_loop() const;
+  int64_t lm_head_bytes() const { return weights.lm_head.bytes(); }
 };
 
 // Loads config.json, generation_config.json and the safetensors of a Hugging Face model folder.

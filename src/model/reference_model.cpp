@@ -123,7 +123,7 @@ Result<StepResult> ReferenceModel::prefill(std::span<const int32_t> tokens, bool
     core_.run_loop(h.data(), positions.data(), rows, *kv_, scratch_, gates.data());
     if (trace) {
       out.trace.hidden.push_back(h);
-      out.trace.gate_logits.push_back(gates);
+      if (c.has_exit_gate()) out.trace.gate_logits.push_back(gates);
     }
   }
   out.logits.resize(static_cast<size_t>(c.vocab_size));
@@ -147,7 +147,7 @@ Result<StepResult> ReferenceModel::decode(int32_t token, const ExitParams& resol
     core_.run_loop(h.data(), &position, 1, *kv_, scratch_, &gate);
     if (trace) {
       out.trace.hidden.push_back(h);
-      out.trace.gate_logits.push_back({gate});
+      if (c.has_exit_gate()) out.trace.gate_logits.push_back({gate});
     }
     if (exit_rule.update(loop + 1, gate) || loop + 1 == c.total_ut_steps) {
       out.exit_depth = loop + 1;

@@ -58,12 +58,74 @@ TEST(ModelConfig, RealOuroConfigHasTheKnownParameterCount) {
 
 TEST(ModelConfig, RefusesOtherModelTypes) {
   auto j = tiny_config();
-  j["model_type"] = "llama";
+  j["model_type"] = "qwen2";
   auto r = parse(j);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), ErrorCode::kUnimplemented);
-  EXPECT_NE(r.status().message().find("field 'model_type' is \"llama\""), std::string::npos);
-  EXPECT_NE(r.status().message().find("accepted: \"ouro\""), std::string::npos);
+  EXPECT_NE(r.status().message().find("field 'model_type' is \"qwen2\""), std::string::npos);
+  EXPECT_NE(r.status().message().find("accepted: \"ouro\", \"llama\""), std::string::npos);
+}
+
+// meta-llama/Llama-3.2-1B's config.json (values as published).
+nlohmann::json llama32_1b_config() {
+  return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"attention_bias", false},
+          {"attention_dropout", 0.0}, {"bos_token_id", 128000}, {"eos_token_id", 128001}, {"head_dim", 64},
+          {"hidden_act", "silu"}, {"hidden_size", 2048}, {"initializer_range", 0.02}, {"intermediate_size", 8192},
+          {"max_position_embeddings", 131072}, {"mlp_bias", false}, {"num_attention_heads", 32},
+          {"num_hidden_layers", 16}, {"num_key_value_heads", 8}, {"pretraining_tp", 1}, {"rms_norm_eps", 1e-5},
+          {"rope_scaling", {{"factor", 32.0}, {"high_freq_factor", 4.0}, {"low_freq_factor", 1.0},
+                            {"original_max_position_embeddings", 8192}, {"rope_type", "llama3"}}},
+          {"rope_theta", 500000.0}, {"tie_word_embeddings", true}, {"torch_dtype", "bfloat16"},
+          {"transformers_version", "4.45.0.dev0"}, {"use_cache", true}, {"vocab_size", 128256}};
+}
+
+TEST(ModelConfig, ParsesARealLlamaConfigAsTheOneLoopCase) {
+  auto r = parse(llama32_1b_config());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->architecture, Architecture::kLlama);
+  EXPECT_EQ(r->total_ut_steps, 1);
+  EXPECT_FALSE(r->has_exit_gate());
+  EXPECT_FALSE(r->sandwich_norms());
+  EXPECT_TRUE(r->tie_word_embeddings);
+  EXPECT_EQ(r->rope_scaling.kind, RopeScaling::Kind::kLlama3);
+  EXPECT_EQ(r->rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(r->parameter_count(), 1235814400);  // the published 1.24B
+}
+
+TEST(ModelConfig, LlamaDefaultsAndRefusals) {
+  auto j = llama32_1b_config();
+  j.erase("rope_theta");
+  j.erase("rope_scaling");
+  j.erase("tie_word_embeddings");
+  auto r = parse(j);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->rope_theta, 10000.0);
+  EXPECT_EQ(r->rope_scaling.kind, RopeScaling::Kind::kNone);
+  EXPECT_FALSE(r->tie_word_embeddings);
+
+  auto linear = llama32_1b_config();
+  linear["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  auto l = parse(linear);
+  ASSERT_TRUE(l.ok()) << l.status().to_string();
+  EXPECT_EQ(l->rope_scaling.kind, RopeScaling::Kind::kLinear);
+  EXPECT_EQ(l->rope_scaling.factor, 2.0);
+
+  struct Case { const char* field; nlohmann::json value; const char* needle; };
+  const Case cases[] = {
+      {"attention_bias", true, "field 'attention_bias' is true"},
+      {"mlp_bias", true, "field 'mlp_bias' is true"},
+      {"pretraining_tp", 2, "field 'pretraining_tp' is 2"},
+      {"architectures", {"MistralForCausalLM"}, "LlamaForCausalLM"},
+      {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}, "field 'rope_scaling' is"},
+      {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}}, "rope_scaling: field 'low_freq_factor' is required"},
+      {"total_ut_steps", 4, "unknown field 'total_ut_steps' for model_type llama"},
+      {"hidden_act", "gelu", "field 'hidden_act' is \"gelu\""},
+  };
+  for (const auto& c : cases) {
+    auto bad = llama32_1b_config();
+    bad[c.field] = c.value;
+    expect_error(bad, c.needle);
+  }
 }
 
 TEST(ModelConfig, RefusesUnsupportedSemantics) {

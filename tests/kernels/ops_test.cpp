@@ -55,10 +55,29 @@ TEST(Argmax, TakesFirstIndexAmongTiesAndSkipsNaN) {
   EXPECT_EQ(argmax(b.data(), 4), 2);
 }
 
-TEST(SiluMul, MatchesDefinition) {
-  float g[3] = {-2, 0, 3}, u[3] = {1, 5, 2}, out[3];
-  silu_mul(g, u, 3, out);
-  for (int i = 0; i < 3; ++i) EXPECT_NEAR(out[i], g[i] / (1 + std::exp(-g[i])) * u[i], 1e-6);
+// The fused residual add must give exactly what the two-step form (normalize, then add) gives,
+// so fusing never changes results.
+TEST(AddRmsNorm, EqualsNormThenAddBitForBit) {
+  const int64_t rows = 3, n = 37;
+  std::vector<float> h(rows * n), x(rows * n), w(n), normed(rows * n);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = std::sin(0.37f * i), x[i] = std::cos(1.3f * i) * 4;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 1 + 0.01f * i;
+  std::vector<float> fused = h;
+  add_rms_norm(fused.data(), x.data(), w.data(), rows, n, 1e-6f);
+  rms_norm(x.data(), w.data(), rows, n, 1e-6f, normed.data());
+  add_in_place(h.data(), normed.data(), rows * n);
+  for (size_t i = 0; i < h.size(); ++i) ASSERT_EQ(fused[i], h[i]) << i;
+}
+
+TEST(Rope, ExplicitInverseFrequenciesMatchTheDefaultConstructor) {
+  const Rope a(8, 10000.0), b(Rope::default_inv_freq(8, 10000.0));
+  std::vector<float> x(16), y;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * i - 0.5f;
+  y = x;
+  a.apply(x.data(), 2, 17);
+  b.apply(y.data(), 2, 17);
+  EXPECT_EQ(x, y);
+  EXPECT_EQ(b.head_dim(), 8);
 }
 
 TEST(DenseAttention, MatchesFloat64SoftmaxWithGqa) {

@@ -9,6 +9,11 @@ and the oracle on the same prompt, and compares:
     itself is on a knife edge (top-2 logit gap or exit-probability margin below what f32
     rounding can move), and comparison stops at that step.
 
+Plain Llama checkpoints (make_model --arch llama) are the one-loop case without an exit gate. The
+trace contract for a model without a gate: steps[0]["hidden"] has exactly one entry (the prompt's
+hidden states after model.norm, [P*H]); "gate_logits" is an empty list in every step; every exit
+depth is 1. The oracle's gate arrays are NaN for such a model and are not compared.
+
 Needs RLT_BIN (the rlt binary); ctest sets it.
 """
 import json
@@ -44,12 +49,17 @@ def rel_err(a, b, what="other"):
     return err
 
 
-def run_rlt(model_dir, prompt, max_tokens, threshold, min_loops, max_loops, trace_path):
+def run_rlt(model_dir, prompt, max_tokens, threshold, min_loops, max_loops, trace_path, exit_flags=True):
     cmd = [os.environ["RLT_BIN"], "--log-level", "warn", "generate", "--model", model_dir,
-           "--prompt-ids", ",".join(str(t) for t in prompt), "--max-tokens", str(max_tokens),
-           "--exit-threshold", repr(threshold), "--min-loops", str(min_loops),
-           "--max-loops", str(max_loops), "--ignore-eos", "--trace-out", trace_path]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+           "--prompt-ids", ",".join(str(t) for t in prompt), "--max-tokens", str(max_tokens)]
+    if exit_flags:
+        cmd += ["--exit-threshold", repr(threshold), "--min-loops", str(min_loops),
+                "--max-loops", str(max_loops)]
+    cmd += ["--ignore-eos", "--trace-out", trace_path]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise AssertionError(f"rlt generate failed (exit {out.returncode}): {' '.join(cmd)}\n"
+                             f"{out.stderr.strip()[-2000:]}")
     result = json.loads(out.stdout)
     with open(trace_path) as f:
         trace = json.load(f)
@@ -70,7 +80,7 @@ class CppMatchesNumpyOracle(unittest.TestCase):
               ", ".join(f"{k} {v:.2e}" for k, v in sorted(WORST.items())), file=sys.stderr)
 
     def check_case(self, name, spec, prompt_len, max_tokens, threshold, min_loops=2,
-                   max_loops=None, shards=1, seed=0):
+                   max_loops=None, shards=1, seed=0, exit_flags=True):
         model_dir = os.path.join(self.tmp.name, name)
         make_model.make_model(model_dir, spec, shards=shards)
         rng = np.random.default_rng(seed)
@@ -81,8 +91,16 @@ class CppMatchesNumpyOracle(unittest.TestCase):
         ref = reference_ouro.generate(model, prompt, max_tokens=max_tokens, exit_threshold=threshold,
                                       min_loops=min_loops, max_loops=max_loops)
         result, steps = run_rlt(model_dir, prompt, max_tokens, threshold, min_loops, max_loops,
-                                os.path.join(self.tmp.name, name + ".trace.json"))
+                                os.path.join(self.tmp.name, name + ".trace.json"), exit_flags)
         T, H = spec.loops, spec.hidden_size
+        has_gate = spec.has_gate
+        if not has_gate:
+            # No exit gate: one pass, nothing to exit early from, no gate logits anywhere.
+            self.assertEqual(T, 1)
+            threshold = 1.0
+            for n, step in enumerate(steps):
+                self.assertEqual(step["gate_logits"], [], f"{name}: gate logits of gateless step {n}")
+            self.assertEqual(list(result["exit_depths"]), [1] * max_tokens, f"{name}: exit depths")
         # Prefill: every loop's hidden state and gate logit for every prompt position.
         prefill = steps[0]
         self.assertEqual(len(prefill["hidden"]), T)
@@ -90,8 +108,9 @@ class CppMatchesNumpyOracle(unittest.TestCase):
             cpp_hidden = np.array(prefill["hidden"][loop]).reshape(prompt_len, H)
             self.assertLessEqual(rel_err(cpp_hidden, ref["prompt_hidden"][loop], "hidden"), REL_TOL,
                                  f"{name}: prompt hidden, loop {loop + 1}")
-            self.assertLessEqual(rel_err(prefill["gate_logits"][loop], ref["prompt_gate_logits"][loop], "gate"),
-                                 REL_TOL, f"{name}: prompt gate logits, loop {loop + 1}")
+            if has_gate:
+                self.assertLessEqual(rel_err(prefill["gate_logits"][loop], ref["prompt_gate_logits"][loop], "gate"),
+                                     REL_TOL, f"{name}: prompt gate logits, loop {loop + 1}")
         # Generation, step by step, until the oracle sits on a knife edge.
         compared = 0
         for n in range(max_tokens):
@@ -100,10 +119,11 @@ class CppMatchesNumpyOracle(unittest.TestCase):
             if n > 0:
                 self.assertLessEqual(rel_err(steps[n]["hidden"][-1], ref["step_hidden"][n], "hidden"), REL_TOL,
                                      f"{name}: exit hidden state of step {n}")
-                ran = int(ref["exit_depths"][n])
-                cpp_gates = [g[0] for g in steps[n]["gate_logits"]]
-                self.assertLessEqual(rel_err(cpp_gates[:ran], ref["step_gate_logits"][n][:ran], "gate"), REL_TOL,
-                                     f"{name}: gate logits of step {n}")
+                if has_gate:
+                    ran = int(ref["exit_depths"][n])
+                    cpp_gates = [g[0] for g in steps[n]["gate_logits"]]
+                    self.assertLessEqual(rel_err(cpp_gates[:ran], ref["step_gate_logits"][n][:ran], "gate"),
+                                         REL_TOL, f"{name}: gate logits of step {n}")
             logits = ref["step_logits"][n]
             top2 = np.sort(logits)[-2:]
             knife_edge_token = (top2[1] - top2[0]) <= GAP_MARGIN * np.max(np.abs(logits))
@@ -158,6 +178,40 @@ class CppMatchesNumpyOracle(unittest.TestCase):
     def test_f16_tiny(self):
         spec = make_model.ModelSpec("tiny", dtype="f16", seed=6)
         self.check_case("tiny_f16", spec, 16, 8, 0.7)
+
+    # ---- plain Llama (model_type "llama"): the one-loop case, no exit gate -------------------
+
+    def test_llama_tiny_gqa_f32(self):
+        spec = make_model.ModelSpec("tiny", arch="llama", dtype="f32", seed=21)
+        for prompt_len in (1, 7, 40):
+            self.check_case(f"llama_tiny_{prompt_len}", spec, prompt_len, 8, 1.0, seed=prompt_len)
+
+    def test_llama_mha_default_flags(self):
+        # nh = nkv = 4, and generate is run without any exit flag (a Llama needs none).
+        spec = make_model.ModelSpec("tiny", arch="llama", dtype="f32", seed=22, num_kv_heads=4)
+        self.check_case("llama_mha", spec, 12, 8, 1.0, exit_flags=False)
+
+    def test_llama_tied_embeddings(self):
+        spec = make_model.ModelSpec("tiny", arch="llama", dtype="f32", seed=23, tie_word_embeddings=True)
+        self.check_case("llama_tied", spec, 10, 8, 1.0, shards=2)
+
+    def test_llama3_rope_scaling(self):
+        # head_dim 16, theta 1e4: wavelengths 2 pi 10^(i/2) = 6.3, 19.9, 62.8, ... 19,869. With an
+        # original context of 32 (bands at 32 / 4 = 8 and 32 / 1 = 32) dimension 0 is kept, 1 is
+        # blended and 2..7 are divided by the factor; positions run past the original context.
+        spec = make_model.ModelSpec("tiny", arch="llama", dtype="f32", seed=24, head_dim=16, rope_theta=1e4,
+                                    rope_scaling="llama3:8:32")
+        self.check_case("llama_rope_llama3", spec, 33, 8, 1.0)
+
+    def test_llama_bf16_small(self):
+        spec = make_model.ModelSpec("small", arch="llama", dtype="bf16", seed=25)
+        self.check_case("llama_small_bf16", spec, 20, 8, 1.0)
+
+    def test_llama_odd_sizes(self):
+        spec = make_model.ModelSpec("tiny", arch="llama", dtype="f32", seed=26, hidden_size=40,
+                                    intermediate_size=72, num_heads=5, num_kv_heads=1, head_dim=8,
+                                    vocab_size=97)
+        self.check_case("llama_odd_sizes", spec, 33, 8, 1.0)
 
 
 class DemoCheckpoint(unittest.TestCase):

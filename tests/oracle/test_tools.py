@@ -205,6 +205,103 @@ class MakeModelTests(TempDirCase):
         self.assertEqual(mm.raw_to_float64("BF16", back["c"][1]).tolist(), [[3.0]])
 
 
+class LlamaMakeModelTests(TempDirCase):
+    """--arch llama: the HF Llama layout (the one-loop case without sandwich norms or gate)."""
+
+    def test_config_round_trip(self):
+        d = self.make("m", preset="small", arch="llama", dtype="bf16", num_kv_heads=1, eos_token_id=3,
+                      rope_scaling="llama3:8:64")
+        with open(os.path.join(d, "config.json")) as f:
+            cfg = json.load(f)
+        self.assertEqual(list(cfg), sorted(cfg))  # save_pretrained writes sorted keys
+        self.assertEqual(cfg["architectures"], ["LlamaForCausalLM"])
+        self.assertEqual(cfg["model_type"], "llama")
+        self.assertEqual((cfg["attention_bias"], cfg["mlp_bias"], cfg["tie_word_embeddings"]), (False, False, False))
+        self.assertEqual(cfg["rope_scaling"], {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                               "original_max_position_embeddings": 64, "rope_type": "llama3"})
+        self.assertEqual(cfg["torch_dtype"], "bfloat16")
+        for ouro_only in ("total_ut_steps", "early_exit_threshold", "auto_map", "layer_types"):
+            self.assertNotIn(ouro_only, cfg)
+        with open(os.path.join(d, "generation_config.json")) as f:
+            self.assertEqual(json.load(f)["eos_token_id"], 3)
+        c = ro.parse_config(cfg)
+        self.assertIsInstance(c, ro.LlamaConfig)
+        self.assertEqual((c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers, c.num_heads,
+                          c.num_kv_heads, c.head_dim, c.loops, c.max_positions),
+                         (512, 128, 352, 2, 4, 1, 32, 1, 2048))
+        self.assertEqual((c.rope_theta, c.rms_norm_eps, c.has_gate), (1e6, 1e-6, False))
+        self.assertEqual(c.rope_scaling["rope_type"], "llama3")
+        m = ro.load_model(d)
+        self.assertEqual(set(m.w), set(ro.expected_shapes(c)))
+        # Spec fields and the CLI string give the same dict; linear is accepted too.
+        self.assertEqual(mm.parse_rope_scaling(cfg["rope_scaling"]), cfg["rope_scaling"])
+        self.assertEqual(mm.parse_rope_scaling("linear:2"), {"factor": 2.0, "rope_type": "linear"})
+        self.assertIsNone(mm.parse_rope_scaling(None))
+        # HF's sparse form: head_dim / num_key_value_heads absent are derived.
+        sparse = {k: v for k, v in cfg.items() if k not in ("head_dim", "num_key_value_heads", "rope_scaling")}
+        c2 = ro.parse_config(sparse)
+        self.assertEqual((c2.head_dim, c2.num_kv_heads, c2.rope_scaling), (32, 4, None))
+
+    def test_preset_and_validation(self):
+        spec = mm.ModelSpec(preset="llama-1.4b")
+        self.assertEqual((spec.arch, spec.loops, spec.hidden_size, spec.num_kv_heads), ("llama", 1, 2048, 16))
+        cfg = mm.config_dict(spec)
+        self.assertEqual((cfg["vocab_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], cfg["head_dim"],
+                          cfg["rope_theta"], cfg["rms_norm_eps"], cfg["max_position_embeddings"]),
+                         (49152, 5632, 24, 128, 1e6, 1e-6, 65536))
+        self.assertEqual(mm.ModelSpec().arch, "ouro")
+        self.assertEqual(mm.ModelSpec(arch="llama").loops, 1)
+        bad = [dict(tie_word_embeddings=True), dict(rope_scaling="linear:2"),  # Ouro rejects both
+               dict(arch="llama", loops=2), dict(arch="gpt2"),
+               dict(arch="llama", rope_scaling="llama3:8"), dict(arch="llama", rope_scaling="yarn:4"),
+               dict(arch="llama", rope_scaling="linear:0"), dict(arch="llama", rope_scaling="llama3:8:64:4:1")]
+        for kw in bad:
+            with self.assertRaises(ValueError, msg=kw):
+                mm.ModelSpec(**kw)
+
+    def test_llama_1p4b_tensor_census(self):
+        # Ouro-1.4B minus the 2 sandwich norms per layer (24 * 2 * 2048) and the gate (2049):
+        # 1,434,652,673 - 98,304 - 2,049 = 1,434,552,320 in 1 + 24 * 9 + 2 = 219 tensors.
+        specs = mm.tensor_specs(mm.ModelSpec(preset="llama-1.4b"))
+        self.assertEqual(len(specs), 219)
+        self.assertEqual(sum(int(np.prod(s)) for _, s, _ in specs), 1_434_552_320)
+        tied = mm.tensor_specs(mm.ModelSpec(preset="llama-1.4b", tie_word_embeddings=True))
+        self.assertEqual(sum(int(np.prod(s)) for _, s, _ in tied), 1_434_552_320 - 49152 * 2048)
+        cfg = ro.parse_config(mm.config_dict(mm.ModelSpec(preset="llama-1.4b")))
+        self.assertEqual(ro.expected_shapes(cfg), {n: tuple(s) for n, s, _ in specs})
+
+    def test_tied_embeddings_tensor_set(self):
+        untied = read_all_tensors(self.make("u", arch="llama"))
+        tied_dir = self.make("t", arch="llama", tie_word_embeddings=True)
+        tied = read_all_tensors(tied_dir)
+        self.assertEqual(set(untied) - set(tied), {"lm_head.weight"})
+        self.assertEqual(set(tied) - set(untied), set())
+        for name in tied:  # every other tensor is the same draw
+            np.testing.assert_array_equal(tied[name][1], untied[name][1])
+        self.assertEqual(len(tied), 1 + 2 * 9 + 1)
+        for name in tied:
+            self.assertNotIn("_2.weight", name)
+            self.assertNotIn("early_exit_gate", name)
+        m = ro.load_model(tied_dir)
+        self.assertTrue(m.cfg.tie_word_embeddings)
+        self.assertIs(m.lm_head_weight, m.w["model.embed_tokens.weight"])
+        # A tied checkpoint that still stores lm_head.weight is rejected (strict loader), and an
+        # untied one without it is missing a tensor.
+        mm.write_safetensors(os.path.join(tied_dir, "model.safetensors"), untied)
+        with self.assertRaises(ValueError):
+            ro.load_model(tied_dir)
+
+    def test_llama_init_scales(self):
+        spec = mm.ModelSpec(preset="small", arch="llama", num_layers=8)
+        t = read_all_tensors(self.make("m", preset="small", arch="llama", num_layers=8))
+        std = {n: float(np.std(raw)) for n, (_, raw) in t.items()}
+        for name in ("model.embed_tokens.weight", "lm_head.weight", "model.layers.3.self_attn.q_proj.weight",
+                     "model.layers.3.mlp.up_proj.weight"):
+            self.assertLess(abs(std[name] / spec.init_std - 1), 0.05, name)
+        for name in ("model.layers.3.self_attn.o_proj.weight", "model.layers.3.mlp.down_proj.weight"):
+            self.assertLess(abs(std[name] / (spec.init_std / 4.0) - 1), 0.05, name)  # sqrt(2 * 8) = 4
+
+
 class ExitRuleTests(unittest.TestCase):
     """Section 5.3, column `ouro` (T = 4)."""
 
@@ -285,6 +382,36 @@ class BuildingBlockTests(unittest.TestCase):
         self.assertEqual(f[0], 1.0)
         self.assertAlmostEqual(f[1], 0.80584, places=5)
         self.assertAlmostEqual(f[63] / 1.2409e-6, 1.0, places=4)
+
+    def test_rope_llama3_inv_freq_hand_example(self):
+        # d = 8, theta = 1e4: inv_freq = [1, 0.1, 0.01, 0.001], wavelengths 2 pi / f =
+        # [6.28, 62.8, 628.3, 6283]. factor 8, original 1024, low/high freq factors 1/4: the
+        # low-frequency wavelength bound is 1024 / 1 = 1024, the high one 1024 / 4 = 256.
+        #   i = 0, 1: wavelength < 256 -> unchanged.
+        #   i = 3: 6283 > 1024 -> 0.001 / 8 = 1.25e-4.
+        #   i = 2: medium band, s = (1024 / 628.3185 - 1) / (4 - 1) = 0.2099155,
+        #          (1 - s) * 0.01 / 8 + s * 0.01 = 0.0009876 + 0.0020992 = 0.0030868.
+        rs = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+              "original_max_position_embeddings": 1024}
+        f = ro.rope_inv_freq(8, 1e4, ro.check_rope_scaling(rs))
+        self.assertEqual(f[0], 1.0)
+        self.assertAlmostEqual(f[1], 0.1, places=15)
+        self.assertAlmostEqual(f[2], 0.0030868, delta=1e-7)
+        s = (1024 / (200 * math.pi) - 1) / 3
+        self.assertAlmostEqual(f[2], 0.01 * ((1 - s) / 8 + s), places=15)
+        self.assertAlmostEqual(f[3], 1.25e-4, places=15)
+        # HF's "type" spelling and the "default" rope_type are understood.
+        self.assertIsNone(ro.check_rope_scaling({"rope_type": "default"}))
+        with self.assertRaises(ValueError):
+            ro.check_rope_scaling({"rope_type": "yarn", "factor": 4.0})
+
+    def test_rope_linear_is_position_division(self):
+        lin = ro.check_rope_scaling({"type": "linear", "factor": 4.0})
+        np.testing.assert_allclose(ro.rope_inv_freq(16, 1e4, lin), ro.rope_inv_freq(16, 1e4) / 4, rtol=1e-15)
+        c1, s1 = ro.rope_cos_sin([3, 10], 16, 1e4, lin)
+        c2, s2 = ro.rope_cos_sin([0.75, 2.5], 16, 1e4)
+        np.testing.assert_allclose(c1, c2, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(s1, s2, rtol=0, atol=1e-14)
 
     def test_gqa_head_mapping(self):
         # nh 4, nkv 2: q heads 0,1 -> kv 0; heads 2,3 -> kv 1. A single key: output = its value.
@@ -454,6 +581,106 @@ class ReferenceForwardTests(unittest.TestCase):
         self.assertEqual(z["exit_depths"][0], T)
         # Same result through the Python API.
         r = ro.generate(ro.load_model(d), [1, 2, 3, 4], 5, 0.7, 1, None)
+        for k in shapes:
+            np.testing.assert_array_equal(z[k], r[k], err_msg=k)
+
+
+
+class LlamaForwardTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory()
+        cls.dir = os.path.join(cls._tmp.name, "llama")
+        mm.make_model(cls.dir, mm.ModelSpec(arch="llama", seed=3, rope_scaling="llama3:4:16"), shards=2)
+        cls.model = ro.load_model(cls.dir)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def test_shapes_and_no_gate(self):
+        r = ro.generate(self.model, [3, 1, 4, 1, 5], max_tokens=6, exit_threshold=0.3, min_loops=2)
+        self.assertEqual(r["prompt_hidden"].shape, (1, 5, 32))
+        self.assertEqual(r["prompt_gate_logits"].shape, (1, 5))
+        self.assertEqual(r["step_gate_logits"].shape, (6, 1))
+        self.assertTrue(np.isnan(r["prompt_gate_logits"]).all())
+        self.assertTrue(np.isnan(r["step_gate_logits"]).all())
+        self.assertTrue(np.isnan(r["step_exit_prob"]).all())
+        self.assertEqual(r["exit_depths"].tolist(), [1] * 6)  # exit arguments are ignored
+        self.assertFalse(np.isnan(r["step_logits"]).any())
+
+    def test_decode_equals_dense_recompute(self):
+        prompt = [9, 8, 7, 6]
+        r = ro.generate(self.model, prompt, max_tokens=8)
+        for n in range(8):
+            dense = ro.forward_prompt(self.model, prompt + r["tokens"][:n].tolist())
+            np.testing.assert_allclose(r["step_logits"][n], dense["logits"][0, -1], rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(r["step_hidden"][n], dense["hidden"][0, -1], rtol=1e-10, atol=1e-10)
+            self.assertEqual(r["tokens"][n], int(np.argmax(r["step_logits"][n])))
+        a = ro.forward_prompt(self.model, prompt[:3])
+        np.testing.assert_allclose(a["hidden"], ro.forward_prompt(self.model, prompt)["hidden"][:, :3], rtol=1e-12)
+
+    def test_pre_norm_residual_structure(self):
+        # With o_proj and down_proj zeroed every block adds exactly 0: the output is
+        # model.norm(E[tok]) and the logits lm_head of that (no sandwich norm could rescue a
+        # zero block output, and there is no norm between the layers).
+        w = dict(self.model.w)
+        for l in range(self.model.cfg.num_layers):
+            for name in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
+                w[f"model.layers.{l}.{name}"] = np.zeros_like(w[f"model.layers.{l}.{name}"])
+        m = ro.OuroModel(self.model.cfg, w)
+        ids = [5, 6, 7]
+        f = ro.forward_prompt(m, ids)
+        E = w["model.embed_tokens.weight"][ids]
+        want = ro.rms_norm(E, w["model.norm.weight"], self.model.cfg.rms_norm_eps)
+        np.testing.assert_allclose(f["hidden"][0], want, rtol=1e-14)
+        np.testing.assert_allclose(f["logits"][0], want @ w["lm_head.weight"].T, rtol=1e-13)
+        # Restoring only the MLP: h = E + down(mlp(norm_post(E))) for layer 0 at position 0
+        # (attention of a lone first token is v; zero o_proj removes it).
+        w1 = dict(w)
+        w1["model.layers.0.mlp.down_proj.weight"] = self.model.w["model.layers.0.mlp.down_proj.weight"]
+        f1 = ro.forward_prompt(ro.OuroModel(self.model.cfg, w1), ids[:1])
+        eps = self.model.cfg.rms_norm_eps
+        x = ro.rms_norm(E[:1], w["model.layers.0.post_attention_layernorm.weight"], eps)
+        mlp = (ro.silu(x @ w["model.layers.0.mlp.gate_proj.weight"].T) * (x @ w["model.layers.0.mlp.up_proj.weight"].T)
+               ) @ w1["model.layers.0.mlp.down_proj.weight"].T
+        np.testing.assert_allclose(f1["hidden"][0], ro.rms_norm(E[:1] + mlp, w["model.norm.weight"], eps), rtol=1e-12)
+
+    def test_tied_head_uses_embeddings(self):
+        d = os.path.join(self._tmp.name, "tied")
+        mm.make_model(d, mm.ModelSpec(arch="llama", seed=3, rope_scaling="llama3:4:16", tie_word_embeddings=True))
+        tied = ro.load_model(d)
+        f = ro.forward_prompt(tied, [1, 2, 3])
+        # Same draws for every shared tensor, so the hidden states equal the untied model's.
+        np.testing.assert_array_equal(f["hidden"], ro.forward_prompt(self.model, [1, 2, 3])["hidden"])
+        np.testing.assert_allclose(f["logits"][0], f["hidden"][0] @ tied.w["model.embed_tokens.weight"].T, rtol=1e-14)
+
+    def test_rope_scaling_changes_the_output(self):
+        d = os.path.join(self._tmp.name, "plain")
+        mm.make_model(d, mm.ModelSpec(arch="llama", seed=3))
+        plain = ro.load_model(d)
+        ids = list(range(20))
+        a, b = ro.forward_prompt(plain, ids)["logits"], ro.forward_prompt(self.model, ids)["logits"]
+        np.testing.assert_allclose(a[0, 0], b[0, 0], rtol=1e-12)  # position 0: RoPE is the identity
+        self.assertGreater(np.abs(a[0, -1] - b[0, -1]).max(), 1e-3)
+
+    def test_cli_end_to_end(self):
+        d = os.path.join(self._tmp.name, "cli")
+        out = os.path.join(self._tmp.name, "r.npz")
+        py = sys.executable
+        subprocess.run([py, os.path.join(TOOLS, "make_model.py"), d, "--arch", "llama", "--dtype", "f16",
+                        "--tie-word-embeddings", "--rope-scaling", "llama3:8:32", "--num-kv-heads", "1"],
+                       check=True, capture_output=True)
+        subprocess.run([py, os.path.join(TOOLS, "reference_ouro.py"), "--model", d, "--prompt-ids", "1,2,3",
+                        "--max-tokens", "4", "--out", out], check=True, capture_output=True)
+        z = np.load(out)
+        P, N, H, V = 3, 4, 32, 64
+        shapes = {"prompt_ids": (P,), "prompt_hidden": (1, P, H), "prompt_gate_logits": (1, P),
+                  "prompt_logits": (1, P, V), "tokens": (N,), "exit_depths": (N,), "step_logits": (N, V),
+                  "step_gate_logits": (N, 1), "step_exit_prob": (N,), "step_hidden": (N, H)}
+        self.assertEqual({k: z[k].shape for k in z.files}, shapes)
+        self.assertEqual(z["exit_depths"].tolist(), [1] * N)
+        r = ro.generate(ro.load_model(d), [1, 2, 3], 4)
         for k in shapes:
             np.testing.assert_array_equal(z[k], r[k], err_msg=k)
 

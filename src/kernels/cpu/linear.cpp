@@ -1,10 +1,14 @@
 // Highway dynamic dispatch: this file is compiled once per SIMD target.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/linear.cpp"
+#include "kernels/cpu/linear.h"
+
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "kernels/cpu/linear.h"
+#include <algorithm>
+#include <cmath>
+
 #include "kernels/cpu/widen-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -12,73 +16,123 @@ namespace rlt::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// The per-element order: one vector accumulator over the whole-vector part of k (fused
-// multiply-add), a lane reduction, then the scalar tail added in order.
-// Tiles of kRowsTile x kColsTile only share loads; they never change that order.
-constexpr int64_t kColsTile = 4;
+constexpr int64_t kPanel = PackedMatrix::kPanelWidth;
+
+// f32 lanes per vector: whole vectors on fixed-width targets (capped at 16, AVX-512), 128 bits on
+// scalable ones (always available there).
+#if HWY_HAVE_SCALABLE
+constexpr int64_t kLanes = 4;
+#else
+constexpr int64_t kLanes = HWY_LANES(float) < 16 ? HWY_LANES(float) : 16;
+#endif
+using DF = hn::FixedTag<float, kLanes>;
+using VF = hn::Vec<DF>;
+constexpr int kVectors = static_cast<int>(kPanel / kLanes);  // vectors per panel row
+// Vectors of a panel row one pass over k keeps in registers: the whole row on AVX-512 (4), a
+// slice elsewhere, so that rows x vectors accumulators plus the weights fit the register file.
+constexpr int kSliceVectors = kVectors < 4 ? kVectors : 4;
+
+// Input rows computed together against one panel: each weight vector loaded (and widened) once
+// serves all of them. AVX-512 has 32 vector registers: 6 rows x 4 vectors of accumulators.
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kRowsTile = 6;
+#else
+constexpr int kRowsTile = 2;
+#endif
+
+constexpr int64_t kPrefetchBytes = 2048;
+
+// The per-element order: y[m, n] = fma(x[m, k-1], W[n, k-1], ... fma(x[m, 0], W[n, 0], 0)), one
+// f32 accumulator per output running over k in order. Tiling over rows, slices and panels only
+// shares loads, and threads split panels, so the order never depends on the batch or the thread
+// count. Input row r of the tile is x + r * k.
+template <int kRows, typename W>
+HWY_INLINE void PanelTile(const float* HWY_RESTRICT x, int64_t k, const W* HWY_RESTRICT panel,
+                          float (&out)[kRows][kPanel]) {
+  const DF df;
+  for (int slice = 0; slice < kVectors; slice += kSliceVectors) {
+    VF acc[kRows][kSliceVectors];
+    for (int r = 0; r < kRows; ++r)
+      for (int v = 0; v < kSliceVectors; ++v) acc[r][v] = hn::Zero(df);
+    for (int64_t i = 0; i < k; ++i) {
+      const W* wi = panel + i * kPanel + slice * kLanes;
+      // The panel is one forward stream; asking for lines ahead keeps more misses in flight than
+      // the hardware prefetcher alone (prefetching past the end is harmless).
+      if (slice == 0) {
+        for (size_t line = 0; line < sizeof(W) * kPanel; line += 64)
+          __builtin_prefetch(reinterpret_cast<const char*>(wi) + kPrefetchBytes + line);
+      }
+      VF wv[kSliceVectors];
+      for (int v = 0; v < kSliceVectors; ++v) wv[v] = LoadWidened(df, wi + v * kLanes);
+      for (int r = 0; r < kRows; ++r) {
+        const VF xb = hn::Set(df, x[r * k + i]);
+        for (int v = 0; v < kSliceVectors; ++v) acc[r][v] = hn::MulAdd(xb, wv[v], acc[r][v]);
+      }
+    }
+    for (int r = 0; r < kRows; ++r)
+      for (int v = 0; v < kSliceVectors; ++v)
+        hn::StoreU(acc[r][v], df, out[r] + (slice + v) * kLanes);
+  }
+}
 
 template <int kRows, typename W>
-HWY_INLINE void Tile(const float* HWY_RESTRICT x, int64_t k, const W* HWY_RESTRICT w, int64_t n0,
-                     int64_t ncols, int64_t m0, int64_t out_stride, float* HWY_RESTRICT y) {
-  const hn::ScalableTag<float> df;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t kvec = k - k % lanes;
-  hn::Vec<decltype(df)> acc[kRows][kColsTile];
-  for (int r = 0; r < kRows; ++r)
-    for (int c = 0; c < kColsTile; ++c) acc[r][c] = hn::Zero(df);
-  for (int64_t i = 0; i < kvec; i += lanes) {
-    hn::Vec<decltype(df)> xv[kRows];
-    for (int r = 0; r < kRows; ++r) xv[r] = hn::LoadU(df, x + (m0 + r) * k + i);
-    for (int c = 0; c < kColsTile; ++c) {
-      if (c >= ncols) break;
-      const auto wv = LoadWidened(df, w + (n0 + c) * k + i);
-      for (int r = 0; r < kRows; ++r) acc[r][c] = hn::MulAdd(xv[r], wv, acc[r][c]);
+HWY_INLINE void PanelRows(const float* HWY_RESTRICT x, const PackedMatrix& w,
+                          const W* HWY_RESTRICT panel, int64_t p, int64_t m0,
+                          float* HWY_RESTRICT y) {
+  float out[kRows][kPanel];
+  PanelTile<kRows>(x + m0 * w.cols(), w.cols(), panel, out);
+  const int64_t n = w.outputs();
+  if (w.epilogue() == PackedMatrix::Epilogue::kSwiGLU) {
+    constexpr int64_t kHalf = kPanel / 2;
+    const int64_t first = p * kHalf, count = std::min(kHalf, n - first);
+    for (int r = 0; r < kRows; ++r) {
+      float* yr = y + (m0 + r) * n + first;
+      for (int64_t j = 0; j < count; ++j) {
+        const float gate = out[r][j], up = out[r][kHalf + j];
+        yr[j] = gate / (1.0f + std::exp(-gate)) * up;
+      }
     }
+    return;
   }
-  for (int r = 0; r < kRows; ++r) {
-    for (int c = 0; c < ncols; ++c) {
-      float sum = hn::GetLane(hn::SumOfLanes(df, acc[r][c]));
-      const float* xr = x + (m0 + r) * k;
-      const W* wr = w + (n0 + c) * k;
-      for (int64_t i = kvec; i < k; ++i) sum += xr[i] * WidenScalar(wr[i]);
-      y[(m0 + r) * out_stride + n0 + c] = sum;
-    }
-  }
+  const int64_t first = p * kPanel, count = std::min(kPanel, n - first);
+  for (int r = 0; r < kRows; ++r) std::copy(out[r], out[r] + count, y + (m0 + r) * n + first);
 }
 
 template <typename W>
-void LinearTyped(const float* x, int64_t m, const W* w, int64_t n, int64_t k, float* y) {
-  const int64_t col_blocks = (n + kColsTile - 1) / kColsTile;
-  // Threads split the output columns; each element is still computed by exactly one thread in
+void LinearTyped(const float* x, int64_t m, const PackedMatrix& w, float* y) {
+  const auto* base = static_cast<const W*>(w.data());
+  const int64_t panel_elems = kPanel * w.cols();
+  // Threads split the panels; each output element is still computed by exactly one thread in
   // the fixed order above, so the thread count never changes results. Below ~4M multiply-adds
   // (a few hundred microseconds) a parallel region costs more than it saves, and on a busy
   // machine a descheduled worker can stall it for a whole time slice.
-  const bool parallel = m * n * k >= (int64_t{1} << 22);
+  const bool parallel = m * w.outputs() * w.cols() >= (int64_t{1} << 22);
 #pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t b = 0; b < col_blocks; ++b) {
-    const int64_t n0 = b * kColsTile;
-    const int64_t ncols = std::min<int64_t>(kColsTile, n - n0);
+  for (int64_t p = 0; p < w.panels(); ++p) {
+    const W* panel = base + p * panel_elems;
     int64_t m0 = 0;
-    for (; m0 + 2 <= m; m0 += 2) Tile<2>(x, k, w, n0, ncols, m0, n, y);
-    for (; m0 < m; ++m0) Tile<1>(x, k, w, n0, ncols, m0, n, y);
+    for (; m0 + kRowsTile <= m; m0 += kRowsTile) PanelRows<kRowsTile>(x, w, panel, p, m0, y);
+    for (; m0 < m; ++m0) PanelRows<1>(x, w, panel, p, m0, y);
   }
 }
 
-void LinearImpl(const float* x, int64_t m, const WeightMatrix& w, float* y) {
-  switch (w.dtype) {
+void LinearImpl(const float* x, int64_t m, const PackedMatrix& w, float* y) {
+  switch (w.dtype()) {
     case DType::kBF16:
-      LinearTyped(x, m, static_cast<const hwy::bfloat16_t*>(w.data), w.rows, w.cols, y);
+      LinearTyped<hwy::bfloat16_t>(x, m, w, y);
       break;
     case DType::kF16:
-      LinearTyped(x, m, static_cast<const hwy::float16_t*>(w.data), w.rows, w.cols, y);
+      LinearTyped<hwy::float16_t>(x, m, w, y);
       break;
     default:
-      LinearTyped(x, m, static_cast<const float*>(w.data), w.rows, w.cols, y);
+      LinearTyped<float>(x, m, w, y);
       break;
   }
 }
 
-const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+const char* TargetName() {
+  return hwy::TargetName(HWY_TARGET);
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace rlt::kernels
@@ -89,12 +143,14 @@ namespace rlt::kernels {
 HWY_EXPORT(LinearImpl);
 HWY_EXPORT(TargetName);
 
-void linear(const float* x, int64_t m, const WeightMatrix& w, float* y) {
-  if (m <= 0 || w.rows <= 0) return;
+void linear(const float* x, int64_t m, const PackedMatrix& w, float* y) {
+  if (m <= 0 || w.empty()) return;
   HWY_DYNAMIC_DISPATCH(LinearImpl)(x, m, w, y);
 }
 
-std::string cpu_dispatch_target() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+std::string cpu_dispatch_target() {
+  return HWY_DYNAMIC_DISPATCH(TargetName)();
+}
 
 }  // namespace rlt::kernels
 #endif  // HWY_ONCE

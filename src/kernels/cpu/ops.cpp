@@ -4,28 +4,50 @@
 
 namespace rlt::kernels {
 
+namespace {
+float inv_rms(const float* x, int64_t n, float eps) {
+  float sum_sq = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum_sq += x[i] * x[i];
+  return 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + eps);
+}
+}  // namespace
+
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * n;
     float* yr = y + r * n;
-    float sum_sq = 0.0f;
-    for (int64_t i = 0; i < n; ++i) sum_sq += xr[i] * xr[i];
-    const float inv_rms = 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + eps);
-    for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (xr[i] * inv_rms);
+    const float scale = inv_rms(xr, n, eps);
+    for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (xr[i] * scale);
   }
 }
 
-void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+void add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_t n, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* hr = h + r * n;
+    const float scale = inv_rms(xr, n, eps);
+    for (int64_t i = 0; i < n; ++i) hr[i] += w[i] * (xr[i] * scale);
+  }
 }
 
-Rope::Rope(int64_t head_dim, double theta) : head_dim_(head_dim), inv_freq_(head_dim / 2) {
+void add_in_place(float* h, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) h[i] += x[i];
+}
+
+std::vector<float> Rope::default_inv_freq(int64_t head_dim, double theta) {
+  std::vector<float> inv_freq(static_cast<size_t>(head_dim / 2));
   const float base = static_cast<float>(theta);
   for (int64_t i = 0; i < head_dim / 2; ++i) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    inv_freq_[i] = 1.0f / std::pow(base, exponent);
+    inv_freq[static_cast<size_t>(i)] = 1.0f / std::pow(base, exponent);
   }
+  return inv_freq;
 }
+
+Rope::Rope(int64_t head_dim, double theta) : Rope(default_inv_freq(head_dim, theta)) {}
+
+Rope::Rope(std::vector<float> inv_freq)
+    : head_dim_(static_cast<int64_t>(inv_freq.size()) * 2), inv_freq_(std::move(inv_freq)) {}
 
 void Rope::apply(float* x, int64_t heads, int64_t pos) const {
   const int64_t half = head_dim_ / 2;

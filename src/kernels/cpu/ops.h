@@ -13,14 +13,22 @@ namespace rlt::kernels {
 // In place is allowed (x == y).
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* y);
 
-// out[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + exp(-g)).
-void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+// h[r] += w ⊙ (x[r] · 1/sqrt(mean(x[r]²) + eps)): a sub-block's output normalized and added to
+// the residual in one pass (the same values as rms_norm followed by an add).
+void add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_t n, float eps);
+
+// h[i] += x[i].
+void add_in_place(float* h, const float* x, int64_t n);
 
 // Split-half rotary embedding (Llama/Qwen "rotate_half"): dimension j pairs with j + d/2.
 class Rope {
  public:
   // inv_freq[i] = 1 / theta^(2i/d), in f32 as the reference computes it.
   Rope(int64_t head_dim, double theta);
+  // Explicit inverse frequencies (head_dim / 2 of them), e.g. after rope scaling.
+  explicit Rope(std::vector<float> inv_freq);
+  // 1 / theta^(2i/d) for i < d/2, in f32.
+  static std::vector<float> default_inv_freq(int64_t head_dim, double theta);
   // Rotates `heads` vectors of head_dim values at absolute position `pos`, in place.
   void apply(float* x, int64_t heads, int64_t pos) const;
   int64_t head_dim() const { return head_dim_; }

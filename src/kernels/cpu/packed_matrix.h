@@ -1,0 +1,80 @@
+// Linear-layer weights re-laid out once at load time for the CPU kernels.
+//
+// Output rows are taken kPanelWidth at a time (a panel) and stored transposed within the panel:
+// [panel][input column][output in panel]. For each input column the kernel loads the panel's
+// kPanelWidth weights as whole vectors and multiplies them by one broadcast activation, so
+// several input rows share every weight load (prefill) and a panel is one contiguous stream
+// (decode). Outputs past the end of the matrix are zero padding.
+//
+// Two fusions are packing decisions, so the kernel stays one loop:
+//   - concatenated rows (q, k and v projections as one matrix: one pass over the input);
+//   - SwiGLU: each panel holds gate rows i..i+31 then up rows i..i+31, and the kernel writes
+//     silu(gate)·up for outputs i..i+31 directly (gate and up activations never reach memory).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/weight_matrix.h"
+
+namespace rlt::kernels {
+
+class PackedMatrix {
+ public:
+  static constexpr int64_t kPanelWidth = 64;
+
+  enum class Epilogue {
+    kStore,   // y[:, i] = row i · x
+    kSwiGLU,  // y[:, i] = silu(gate row i · x) · (up row i · x)
+  };
+
+  PackedMatrix() = default;
+  PackedMatrix(PackedMatrix&&) noexcept = default;
+  PackedMatrix& operator=(PackedMatrix&&) noexcept = default;
+  // Deep copies (a model copy owns its weights).
+  PackedMatrix(const PackedMatrix& other);
+  PackedMatrix& operator=(const PackedMatrix& other);
+
+  // Packs one [rows, cols] matrix.
+  static PackedMatrix pack(const WeightMatrix& w);
+  // Packs matrices with equal column counts as if their rows were concatenated in order.
+  // Mixed dtypes are widened to f32.
+  static PackedMatrix pack_concat(const std::vector<WeightMatrix>& parts);
+  // Packs gate and up projections ([n, cols] each) for the fused SwiGLU epilogue; n outputs.
+  static PackedMatrix pack_swiglu(const WeightMatrix& gate, const WeightMatrix& up);
+
+  DType dtype() const { return dtype_; }
+  Epilogue epilogue() const { return epilogue_; }
+  int64_t outputs() const { return outputs_; }  // columns of the result
+  int64_t cols() const { return cols_; }        // input features
+  int64_t panels() const { return panels_; }
+  int64_t outputs_per_panel() const {
+    return epilogue_ == Epilogue::kSwiGLU ? kPanelWidth / 2 : kPanelWidth;
+  }
+  const void* data() const { return data_.get(); }
+  // Weight bytes one pass streams (padding included).
+  int64_t bytes() const {
+    return panels_ * kPanelWidth * cols_ * static_cast<int64_t>(dtype_size(dtype_));
+  }
+  bool empty() const { return outputs_ == 0; }
+
+ private:
+  struct FreeDeleter {
+    void operator()(void* p) const { std::free(p); }
+  };
+  // source(packed_row) gives the matrix and row that packed row `packed_row` of the layout holds,
+  // or a null matrix for zero padding.
+  static size_t allocation_bytes(int64_t bytes);
+  template <typename SourceRow>
+  static PackedMatrix build(DType dtype, Epilogue epilogue, int64_t outputs, int64_t packed_rows,
+                            int64_t cols, SourceRow source);
+
+  DType dtype_ = DType::kF32;
+  Epilogue epilogue_ = Epilogue::kStore;
+  int64_t outputs_ = 0, cols_ = 0, panels_ = 0;
+  std::unique_ptr<void, FreeDeleter> data_;
+};
+
+}  // namespace rlt::kernels
