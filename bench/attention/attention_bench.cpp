@@ -57,16 +57,8 @@ DecodeResult decode_vs_copy(const Shape& s, AttentionBackend& backend, int reps)
   p.context_lengths = lengths.data();
   const double bytes = 2.0 * s.seqs * s.context * s.kv_heads * s.head_dim * static_cast<double>(dtype_size(s.dtype));
   (void)run_attention(backend, p);  // warm-up
-  std::vector<double> ratios, rates;
-  for (int i = 0; i < reps; ++i) {
-    const double copy = bench::copy_bandwidth_gbs(size_t{256} << 20, 1);
-    const double secs = bench::best_seconds(1, [&] { (void)run_attention(backend, p); });
-    rates.push_back(bytes / secs / 1e9);
-    ratios.push_back(rates.back() / copy);
-  }
-  std::sort(ratios.begin(), ratios.end());
-  std::sort(rates.begin(), rates.end());
-  return {rates[rates.size() / 2], ratios[ratios.size() / 2]};
+  const bench::VersusCopy r = bench::median_versus_copy(reps, bytes, [&] { (void)run_attention(backend, p); });
+  return {r.gbs, r.ratio};
 }
 
 // One packed sequence of `context` query rows over its own context (a full causal prefill).
