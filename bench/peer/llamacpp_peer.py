@@ -511,6 +511,9 @@ def main(argv=None):
     ap.add_argument("--no-check", action="store_true",
                     help="skip the same-function check (llama.cpp logits vs the oracle and rlt)")
     ap.add_argument("--skip-rlt", action="store_true")
+    ap.add_argument("--no-rlt-bf16-activations", action="store_true",
+                    help="for bf16 weights, do not also run rlt with --activation-dtype bf16 (the precision "
+                         "llama.cpp computes bf16 weights with: activations rounded to bf16)")
     ap.add_argument("--skip-llamacpp", action="store_true")
     ap.add_argument("--out", help="also write the results as JSON here")
     a = ap.parse_args(argv)
@@ -588,6 +591,18 @@ def main(argv=None):
         row["pp_ratio"] = _ratio(row["rlt"].get("pp_tokens_per_s"), row["llamacpp"].get("pp_tokens_per_s"))
         row["tg_ratio"] = _ratio(row["rlt"].get("tg_tokens_per_s"), row["llamacpp"].get("tg_tokens_per_s"))
         rows.append(row)
+        if d == "bf16" and not a.skip_rlt and not a.no_rlt_bf16_activations:
+            # The same comparison with rlt's activations rounded to bf16 as llama.cpp rounds them.
+            log("rlt --activation-dtype bf16 ...")
+            act = dict(row, dtype="bf16, bf16 act.")
+            try:
+                act["rlt"] = bench_rlt(a.rlt_bin, hf_dir, a.prompt_len, a.gen_len, a.threads, a.reps,
+                                       list(a.rlt_arg) + ["--activation-dtype", "bf16"])
+            except (RuntimeError, OSError) as e:
+                act["rlt"] = {"error": str(e)}
+            act["pp_ratio"] = _ratio(act["rlt"].get("pp_tokens_per_s"), act["llamacpp"].get("pp_tokens_per_s"))
+            act["tg_ratio"] = _ratio(act["rlt"].get("tg_tokens_per_s"), act["llamacpp"].get("tg_tokens_per_s"))
+            rows.append(act)
 
     print_table(rows, machine)
     if a.out:

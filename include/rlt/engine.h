@@ -48,6 +48,10 @@ struct EngineConfig {
 
   uint64_t seed = 0;  // requests without a seed derive theirs from this and their id
   int threads = 0;    // CPU kernel threads (0 = all cores)
+  // Activations entering the linear layers: "f32" (exact f32 products), or "bf16" for bf16
+  // weights on CPUs with AVX512_BF16 (rounded to bf16 as a bf16 PyTorch model computes; about
+  // twice the prefill rate).
+  std::string activation_dtype = "f32";
 };
 
 struct TokenLogprob {
@@ -98,6 +102,7 @@ struct ModelFootprint {
   int64_t kv_bytes_per_token_per_loop = 0;
   int64_t loops = 0;  // total_ut_steps
   std::string kernel_target;  // SIMD target of the CPU kernels
+  std::string activation_dtype;  // "f32" or "bf16"
   int threads = 0;            // CPU kernel threads in use
 };
 

@@ -137,6 +137,7 @@ int run_bench(const BenchOptions& opt) {
   const ModelFootprint& f = base->footprint;
   out["threads"] = f.threads;
   out["kernels"] = f.kernel_target;
+  out["activation_dtype"] = f.activation_dtype;
   out["full_depth"] = {{"tokens", base->tokens},
                        {"seconds", base->seconds},
                        {"tokens_per_s", base->tokens_per_s()},

@@ -180,7 +180,9 @@ json trace_json(const model::StepResult& s) {
 // The dense reference model: one request, greedy, with an optional per-step trace.
 int run_reference(const std::string& dir, const GenerateOptions& opt, const std::vector<Job>& jobs,
                   LazyTokenizer& tokenizer) {
-  auto loaded = model::load_ouro_model(dir);
+  auto load = model::parse_activation_dtype(opt.engine.config.activation_dtype);
+  if (!load.ok()) return report_error(load.status());
+  auto loaded = model::load_ouro_model(dir, *load);
   if (!loaded.ok()) return report_error(loaded.status());
   for (const Job& job : jobs) {
     model::ReferenceModel ref(*loaded);

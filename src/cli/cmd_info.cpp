@@ -10,6 +10,7 @@
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_bf16.h"
 #include "model/ouro_weights.h"
 
 namespace rlt::cli {
@@ -94,6 +95,7 @@ int run_info(const InfoOptions& opt) {
     j["weight_bytes"] = weights_present ? static_cast<int64_t>(weight_bytes) : expected_weight_bytes;
     j["kv_bytes_per_token"] = {{"last_exited", last_exited}, {"shared", shared}, {"dtype", weight_dtype}};
     j["cpu_dispatch_target"] = kernels::cpu_dispatch_target();
+    j["cpu_bf16_dot_products"] = kernels::bf16_dot_supported();
     j["valid"] = !weights_broken && (!weights_present || weights_ok);
     j["validation"] = validation;
     std::cout << j.dump(2) << "\n";
@@ -112,7 +114,9 @@ int run_info(const InfoOptions& opt) {
                              human_bytes(static_cast<double>(last_exited)), c.total_ut_steps,
                              human_bytes(static_cast<double>(shared)), weight_dtype);
     std::cout << fmt::format("eos ids        {}\n", fmt::join(c.eos_token_ids, ", "));
-    std::cout << fmt::format("cpu kernels    {} (Highway dynamic dispatch)\n", kernels::cpu_dispatch_target());
+    std::cout << fmt::format("cpu kernels    {} (Highway dynamic dispatch); AVX512_BF16 dot products {}\n",
+                             kernels::cpu_dispatch_target(),
+                             kernels::bf16_dot_supported() ? "available (--activation-dtype bf16)" : "not available");
     std::cout << fmt::format("validation     {}\n", validation);
   }
   return weights_broken || (weights_present && !weights_ok) ? 1 : 0;

@@ -116,7 +116,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   if (config.threads > 0) omp_set_num_threads(config.threads);
-  RLT_ASSIGN_OR_RETURN(impl->model, model::load_ouro_model(config.model_dir));
+  RLT_ASSIGN_OR_RETURN(model::LoadOptions load, model::parse_activation_dtype(config.activation_dtype));
+  RLT_ASSIGN_OR_RETURN(impl->model, model::load_ouro_model(config.model_dir, load));
   const io::ModelConfig& mc = impl->model->config;
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
   if (config.detokenize) {
@@ -322,6 +323,7 @@ ModelFootprint Engine::footprint() const {
       m.config.kv_values_per_token_per_depth() * static_cast<int64_t>(dtype_size(impl_->kv->config().geometry.dtype));
   f.loops = m.config.total_ut_steps;
   f.kernel_target = kernels::cpu_dispatch_target();
+  f.activation_dtype = impl_->config.activation_dtype;
   f.threads = omp_get_max_threads();
   return f;
 }

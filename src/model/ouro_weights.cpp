@@ -6,6 +6,8 @@
 #include <map>
 
 #include "common/half.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_bf16.h"
 
 namespace rlt::model {
 namespace {
@@ -56,13 +58,14 @@ std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& c) 
   return out;
 }
 
-Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& c) {
+Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& c,
+                                      kernels::PackOptions pack) {
   RLT_RETURN_IF_ERROR(io::validate_tensor_set(ckpt, ouro_expected_tensors(c)));
   auto get = [&](const std::string& name) -> const io::TensorView& { return *ckpt.find(name); };
   using kernels::PackedMatrix;
   OuroWeights w;
   w.embed_tokens = matrix(get("model.embed_tokens.weight"));
-  w.lm_head = PackedMatrix::pack(c.tie_word_embeddings ? w.embed_tokens : matrix(get("lm_head.weight")));
+  w.lm_head = PackedMatrix::pack(c.tie_word_embeddings ? w.embed_tokens : matrix(get("lm_head.weight")), pack);
   w.final_norm = widen(get("model.norm.weight"));
   if (c.has_exit_gate()) {
     w.exit_gate_weight = widen(get("model.early_exit_gate.weight"));
@@ -73,10 +76,10 @@ Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::Mode
     OuroLayerWeights& l = w.layers[static_cast<size_t>(i)];
     auto m = [&](const char* suffix) { return matrix(get(layer_name(i, suffix))); };
     l.qkv = PackedMatrix::pack_concat(
-        {m("self_attn.q_proj.weight"), m("self_attn.k_proj.weight"), m("self_attn.v_proj.weight")});
-    l.o_proj = PackedMatrix::pack(m("self_attn.o_proj.weight"));
-    l.gate_up = PackedMatrix::pack_swiglu(m("mlp.gate_proj.weight"), m("mlp.up_proj.weight"));
-    l.down_proj = PackedMatrix::pack(m("mlp.down_proj.weight"));
+        {m("self_attn.q_proj.weight"), m("self_attn.k_proj.weight"), m("self_attn.v_proj.weight")}, pack);
+    l.o_proj = PackedMatrix::pack(m("self_attn.o_proj.weight"), pack);
+    l.gate_up = PackedMatrix::pack_swiglu(m("mlp.gate_proj.weight"), m("mlp.up_proj.weight"), pack);
+    l.down_proj = PackedMatrix::pack(m("mlp.down_proj.weight"), pack);
     l.input_norm = widen(get(layer_name(i, "input_layernorm.weight")));
     l.post_attn_norm = widen(get(layer_name(i, "post_attention_layernorm.weight")));
     if (c.sandwich_norms()) {
@@ -107,7 +110,13 @@ int64_t OuroModel::core_weight_bytes_per_loop() const {
   return bytes;
 }
 
-Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& dir) {
+Result<LoadOptions> parse_activation_dtype(const std::string& name) {
+  if (name == "f32") return LoadOptions{};
+  if (name == "bf16") return LoadOptions{.bf16_activations = true};
+  return invalid_argument(fmt::format("activation dtype '{}' is not one of: f32, bf16", name));
+}
+
+Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& dir, LoadOptions options) {
   namespace fs = std::filesystem;
   auto model = std::make_shared<OuroModel>();
   model->dir = dir;
@@ -122,7 +131,19 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& dir)
     }
   }
   RLT_ASSIGN_OR_RETURN(model->checkpoint, io::Checkpoint::open_dir(dir));
-  auto bound = bind_ouro_weights(model->checkpoint, model->config);
+  if (options.bf16_activations) {
+    if (!kernels::bf16_dot_supported()) {
+      return unimplemented(fmt::format("--activation-dtype bf16 needs a CPU with AVX512_BF16 (this one runs the {} "
+                                       "kernels); use --activation-dtype f32",
+                                       kernels::cpu_dispatch_target()));
+    }
+    if (model->weight_dtype() != DType::kBF16) {
+      return invalid_argument(fmt::format("--activation-dtype bf16 applies to bf16 weights, and {} stores {}; use "
+                                          "--activation-dtype f32",
+                                          dir, dtype_name(model->weight_dtype())));
+    }
+  }
+  auto bound = bind_ouro_weights(model->checkpoint, model->config, {.bf16_activations = options.bf16_activations});
   if (!bound.ok()) return bound.status().with_context(dir);
   model->weights = std::move(bound).value();
   return std::shared_ptr<const OuroModel>(std::move(model));

@@ -41,7 +41,16 @@ std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& con
 
 // Validates the tensor set (names, shapes, dtypes) and binds it. The checkpoint must outlive the
 // returned weights.
-Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& config);
+Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& config,
+                                      kernels::PackOptions pack = {});
+
+struct LoadOptions {
+  // Round activations to bf16 in the linear layers (bf16 weights, AVX512_BF16 CPUs only).
+  bool bf16_activations = false;
+};
+
+// "f32" or "bf16" (the --activation-dtype flag); anything else is refused with the choices.
+Result<LoadOptions> parse_activation_dtype(const std::string& name);
 
 // A loaded model folder: config, generation config, checkpoint mapping and bound weights.
 struct OuroModel {
@@ -62,6 +71,8 @@ struct OuroModel {
 };
 
 // Loads config.json, generation_config.json and the safetensors of a Hugging Face model folder.
-Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& dir);
+// With bf16_activations, a checkpoint not stored in bf16 or a CPU without AVX512_BF16 is an error
+// that says so (an explicit choice never falls back silently).
+Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& dir, LoadOptions options = {});
 
 }  // namespace rlt::model

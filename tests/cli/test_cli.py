@@ -3,6 +3,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -158,6 +159,45 @@ class Cli(unittest.TestCase):
         gen = rlt("generate", "--model", broken, "--prompt-ids", "1")
         self.assertEqual(gen.returncode, 1)
         self.assertIn("error:", gen.stderr)
+
+    def test_activation_dtype_bf16_is_explicit(self):
+        # bf16 activations run bf16 weights through the AVX512_BF16 kernel; anything that cannot
+        # honour the choice is refused with the reason, never silently run in f32.
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        import make_model  # noqa: E402
+        f16 = os.path.join(self.cache, "tiny_f16")
+        make_model.make_model(f16, make_model.ModelSpec("tiny", dtype="f16", seed=3))
+        out = rlt("generate", "--model", f16, "--prompt-ids", "1,2", "--activation-dtype", "bf16")
+        self.assertEqual(out.returncode, 1)
+        supported = "needs a CPU with AVX512_BF16" not in out.stderr
+        if supported:
+            self.assertIn("applies to bf16 weights", out.stderr)
+            self.assertIn("use --activation-dtype f32", out.stderr)
+        bad = rlt("generate", "--prompt-ids", "1", "--activation-dtype", "fp8", env=self.env)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("fp8", bad.stderr)
+        demo = rlt("generate", "--prompt-ids", "1,2,3", "--max-tokens", "4", "--activation-dtype", "bf16", env=self.env)
+        if supported:
+            self.assertEqual(demo.returncode, 0, demo.stderr)
+            self.assertEqual(len(json.loads(demo.stdout.splitlines()[0])["tokens"]), 4)
+        else:
+            self.assertIn("needs a CPU with AVX512_BF16", demo.stderr)
+
+    def test_llama_checkpoint_runs_through_info_and_generate(self):
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        import make_model  # noqa: E402
+        folder = os.path.join(self.cache, "tiny_llama")
+        make_model.make_model(folder, make_model.ModelSpec("tiny", arch="llama", dtype="bf16", seed=4,
+                                                           tie_word_embeddings=True))
+        info = rlt("info", "--model", folder, "--json")
+        self.assertEqual(info.returncode, 0, info.stderr)
+        j = json.loads(info.stdout)
+        self.assertEqual((j["model_type"], j["total_ut_steps"], j["exit_gate"], j["tie_word_embeddings"]),
+                         ("llama", 1, False, True))
+        gen = rlt("generate", "--model", folder, "--prompt-ids", "1,2,3", "--max-tokens", "5",
+                  "--exit-threshold", "0.5")
+        self.assertEqual(gen.returncode, 0, gen.stderr)
+        self.assertEqual(json.loads(gen.stdout.splitlines()[0])["exit_depths"], [1] * 5)
 
 
 if __name__ == "__main__":

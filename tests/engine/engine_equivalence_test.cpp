@@ -13,6 +13,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "kernels/cpu/linear_bf16.h"
 #include "model/demo_checkpoint.h"
 #include "model/reference_model.h"
 #include "rlt/engine.h"
@@ -29,9 +30,11 @@ const std::string& demo_dir() {
   return dir;
 }
 
-std::shared_ptr<const model::OuroModel> demo_model() {
+std::shared_ptr<const model::OuroModel> demo_model(bool bf16_activations = false) {
   static auto m = *model::load_ouro_model(demo_dir());
-  return m;
+  if (!bf16_activations) return m;
+  static auto bf16 = *model::load_ouro_model(demo_dir(), {.bf16_activations = true});
+  return bf16;
 }
 
 struct Expected {
@@ -39,8 +42,9 @@ struct Expected {
   std::vector<int64_t> depths;
 };
 
-Expected reference(const std::vector<int32_t>& prompt, const SamplingParams& p, model::KvSemantics semantics) {
-  model::ReferenceModel ref(demo_model(), semantics);
+Expected reference(const std::vector<int32_t>& prompt, const SamplingParams& p, model::KvSemantics semantics,
+                   bool bf16_activations) {
+  model::ReferenceModel ref(demo_model(bf16_activations), semantics);
   auto r = ref.generate(prompt, p.max_tokens, {p.min_loops, p.max_loops, p.exit_threshold}, p.ignore_eos);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   return {r->tokens, r->exit_depths};
@@ -123,7 +127,7 @@ EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantic
       EXPECT_EQ(o.finish_reason, "abort");
       continue;
     }
-    const Expected e = reference(p.prompt, p.params, semantics);
+    const Expected e = reference(p.prompt, p.params, semantics, mix.config.activation_dtype == "bf16");
     EXPECT_EQ(o.token_ids, e.tokens);
     std::vector<int64_t> depths(o.exit_depths.begin(), o.exit_depths.end());
     EXPECT_EQ(depths, e.depths);
@@ -208,6 +212,20 @@ TEST(EngineEquivalence, SharedLayoutFollowsItsOwnSemantics) {
     mix.config.kv_layout = "shared";
     mix.config.prefill_chunk_size = seed % 2 ? 5 : 128;
     run_mix(mix, 3000 + seed, model::KvSemantics::kShared);
+  }
+}
+
+// The bf16 dot-product kernel is as batch-invariant as the f32 one: the engine with bf16
+// activations equals the reference model with bf16 activations bit for bit.
+TEST(EngineEquivalence, Bf16ActivationsMatchTheReferenceWithBf16Activations) {
+  if (!kernels::bf16_dot_supported()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  for (uint32_t seed = 0; seed < 3; ++seed) {
+    Mix mix;
+    mix.config = base_config();
+    mix.config.activation_dtype = "bf16";
+    mix.config.prefill_chunk_size = seed == 0 ? 3 : 128;
+    mix.config.max_num_seqs = seed == 1 ? 1 : 8;
+    run_mix(mix, 5000 + seed, model::KvSemantics::kLastExited);
   }
 }
 

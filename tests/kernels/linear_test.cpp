@@ -1,4 +1,5 @@
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_bf16.h"
 
 #include <gtest/gtest.h>
 
@@ -187,6 +188,69 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, LinearTest,
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(Linear, ReportsADispatchTarget) { EXPECT_FALSE(cpu_dispatch_target().empty()); }
+
+}  // namespace
+}  // namespace rlt::kernels
+
+namespace rlt::kernels {
+namespace {
+
+// The opt-in bf16 dot-product kernel: activations are rounded to bf16 (nearest even), products
+// of two bf16 values are exact in f32 and accumulate in f32, so the reference is the float64 dot
+// product of the rounded activations with the same f32 rounding bound as above.
+TEST(LinearBf16Activations, MatchesFloat64OfRoundedActivationsAndIsBatchInvariant) {
+  if (!bf16_dot_supported()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  std::mt19937 rng(77);
+  const int64_t shapes[][3] = {{1, 1, 1}, {1, 7, 3}, {3, 65, 17}, {7, 129, 31}, {13, 64, 128}, {6, 300, 1001}};
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], n = s[1], k = s[2];
+    auto w = random_matrix(DType::kBF16, n, k, rng);
+    const PackedMatrix packed = PackedMatrix::pack(w.view, {.bf16_activations = true});
+    ASSERT_EQ(packed.layout(), PackedMatrix::Layout::kBf16Pairs);
+    std::normal_distribution<float> dist;
+    std::vector<float> x(static_cast<size_t>(m * k)), rounded(x.size()), y(static_cast<size_t>(m * n));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = dist(rng), rounded[i] = bf16_to_f32(f32_to_bf16(x[i]));
+    linear(x.data(), m, packed, y.data());
+    std::vector<float> alone(static_cast<size_t>(n));
+    for (int64_t r = 0; r < m; ++r) {
+      linear(x.data() + r * k, 1, packed, alone.data());
+      for (int64_t c = 0; c < n; ++c) {
+        const Dot d = dot(rounded.data() + r * k, w.f32, c, k);
+        ASSERT_NEAR(y[r * n + c], d.exact, d.tol) << "m=" << m << " n=" << n << " k=" << k;
+        ASSERT_EQ(alone[c], y[r * n + c]) << "batch invariance, m=" << m << " n=" << n << " k=" << k;
+      }
+    }
+  }
+}
+
+TEST(LinearBf16Activations, FusedLayoutsMatchSeparateMatrices) {
+  if (!bf16_dot_supported()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  std::mt19937 rng(78);
+  const int64_t k = 45, m = 7, n = 40;
+  auto gate = random_matrix(DType::kBF16, n, k, rng), up = random_matrix(DType::kBF16, n, k, rng);
+  const PackOptions bf16{.bf16_activations = true};
+  const PackedMatrix fused = PackedMatrix::pack_swiglu(gate.view, up.view, bf16);
+  const PackedMatrix both = PackedMatrix::pack_concat({gate.view, up.view}, bf16);
+  std::normal_distribution<float> dist;
+  std::vector<float> x(static_cast<size_t>(m * k)), act(static_cast<size_t>(m * n)), gu(static_cast<size_t>(m * 2 * n));
+  for (float& v : x) v = dist(rng);
+  linear(x.data(), m, fused, act.data());
+  linear(x.data(), m, both, gu.data());
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float g = gu[r * 2 * n + j], u = gu[r * 2 * n + n + j];
+      ASSERT_EQ(act[r * n + j], g / (1.0f + std::exp(-g)) * u) << r << "," << j;
+    }
+  }
+}
+
+TEST(LinearBf16Activations, OtherDtypesKeepTheF32ActivationKernel) {
+  std::mt19937 rng(79);
+  for (DType dtype : {DType::kF16, DType::kF32}) {
+    auto w = random_matrix(dtype, 8, 8, rng);
+    EXPECT_EQ(PackedMatrix::pack(w.view, {.bf16_activations = true}).layout(), PackedMatrix::Layout::kPanels);
+  }
+}
 
 }  // namespace
 }  // namespace rlt::kernels

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/linear_bf16.h"
+#include "kernels/cpu/linear_epilogue.h"
 #include "kernels/cpu/widen-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -81,21 +83,7 @@ HWY_INLINE void PanelRows(const float* HWY_RESTRICT x, const PackedMatrix& w,
                           float* HWY_RESTRICT y) {
   float out[kRows][kPanel];
   PanelTile<kRows>(x + m0 * w.cols(), w.cols(), panel, out);
-  const int64_t n = w.outputs();
-  if (w.epilogue() == PackedMatrix::Epilogue::kSwiGLU) {
-    constexpr int64_t kHalf = kPanel / 2;
-    const int64_t first = p * kHalf, count = std::min(kHalf, n - first);
-    for (int r = 0; r < kRows; ++r) {
-      float* yr = y + (m0 + r) * n + first;
-      for (int64_t j = 0; j < count; ++j) {
-        const float gate = out[r][j], up = out[r][kHalf + j];
-        yr[j] = gate / (1.0f + std::exp(-gate)) * up;
-      }
-    }
-    return;
-  }
-  const int64_t first = p * kPanel, count = std::min(kPanel, n - first);
-  for (int r = 0; r < kRows; ++r) std::copy(out[r], out[r] + count, y + (m0 + r) * n + first);
+  store_panel(w, p, &out[0][0], kRows, m0, y);
 }
 
 template <typename W>
@@ -145,6 +133,7 @@ HWY_EXPORT(TargetName);
 
 void linear(const float* x, int64_t m, const PackedMatrix& w, float* y) {
   if (m <= 0 || w.empty()) return;
+  if (w.layout() == PackedMatrix::Layout::kBf16Pairs) return linear_bf16_pairs(x, m, w, y);
   HWY_DYNAMIC_DISPATCH(LinearImpl)(x, m, w, y);
 }
 

@@ -21,6 +21,12 @@
 
 namespace rlt::kernels {
 
+struct PackOptions {
+  // Use the bf16 dot-product kernel for bf16 weights where the CPU has it (activations are then
+  // rounded to bf16). Ignored for other dtypes or CPUs.
+  bool bf16_activations = false;
+};
+
 class PackedMatrix {
  public:
   static constexpr int64_t kPanelWidth = 64;
@@ -30,6 +36,13 @@ class PackedMatrix {
     kSwiGLU,  // y[:, i] = silu(gate row i · x) · (up row i · x)
   };
 
+  enum class Layout {
+    kPanels,     // [panel][column][output]: the f32-activation kernel
+    kBf16Pairs,  // [panel][column pair][output][2], bf16: the bf16 dot-product kernel
+  };
+
+  using Options = PackOptions;
+
   PackedMatrix() = default;
   PackedMatrix(PackedMatrix&&) noexcept = default;
   PackedMatrix& operator=(PackedMatrix&&) noexcept = default;
@@ -38,15 +51,17 @@ class PackedMatrix {
   PackedMatrix& operator=(const PackedMatrix& other);
 
   // Packs one [rows, cols] matrix.
-  static PackedMatrix pack(const WeightMatrix& w);
+  static PackedMatrix pack(const WeightMatrix& w, Options options = {});
   // Packs matrices with equal column counts as if their rows were concatenated in order.
   // Mixed dtypes are widened to f32.
-  static PackedMatrix pack_concat(const std::vector<WeightMatrix>& parts);
+  static PackedMatrix pack_concat(const std::vector<WeightMatrix>& parts, Options options = {});
   // Packs gate and up projections ([n, cols] each) for the fused SwiGLU epilogue; n outputs.
-  static PackedMatrix pack_swiglu(const WeightMatrix& gate, const WeightMatrix& up);
+  static PackedMatrix pack_swiglu(const WeightMatrix& gate, const WeightMatrix& up,
+                                  Options options = {});
 
   DType dtype() const { return dtype_; }
   Epilogue epilogue() const { return epilogue_; }
+  Layout layout() const { return layout_; }
   int64_t outputs() const { return outputs_; }  // columns of the result
   int64_t cols() const { return cols_; }        // input features
   int64_t panels() const { return panels_; }
@@ -56,7 +71,11 @@ class PackedMatrix {
   const void* data() const { return data_.get(); }
   // Weight bytes one pass streams (padding included).
   int64_t bytes() const {
-    return panels_ * kPanelWidth * cols_ * static_cast<int64_t>(dtype_size(dtype_));
+    return panels_ * kPanelWidth * stored_cols() * static_cast<int64_t>(dtype_size(dtype_));
+  }
+  // Columns as stored: rounded up to whole pairs in the kBf16Pairs layout.
+  int64_t stored_cols() const {
+    return layout_ == Layout::kBf16Pairs ? (cols_ + 1) / 2 * 2 : cols_;
   }
   bool empty() const { return outputs_ == 0; }
 
@@ -68,11 +87,12 @@ class PackedMatrix {
   // or a null matrix for zero padding.
   static size_t allocation_bytes(int64_t bytes);
   template <typename SourceRow>
-  static PackedMatrix build(DType dtype, Epilogue epilogue, int64_t outputs, int64_t packed_rows,
-                            int64_t cols, SourceRow source);
+  static PackedMatrix build(DType dtype, Epilogue epilogue, Options options, int64_t outputs,
+                            int64_t packed_rows, int64_t cols, SourceRow source);
 
   DType dtype_ = DType::kF32;
   Epilogue epilogue_ = Epilogue::kStore;
+  Layout layout_ = Layout::kPanels;
   int64_t outputs_ = 0, cols_ = 0, panels_ = 0;
   std::unique_ptr<void, FreeDeleter> data_;
 };

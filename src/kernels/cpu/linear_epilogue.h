@@ -1,0 +1,33 @@
+// Writing one panel's results: plain outputs, or silu(gate)·up for a SwiGLU panel. Shared by the
+// f32-activation kernel and the bf16 dot-product kernel so both give the same epilogue.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cpu/packed_matrix.h"
+
+namespace rlt::kernels {
+
+// out: `rows` rows of kPanelWidth sums (row stride kPanelWidth) for panel p, input rows m0...
+inline void store_panel(const PackedMatrix& w, int64_t p, const float* out, int rows, int64_t m0,
+                        float* y) {
+  constexpr int64_t kPanel = PackedMatrix::kPanelWidth;
+  const int64_t n = w.outputs();
+  if (w.epilogue() == PackedMatrix::Epilogue::kSwiGLU) {
+    constexpr int64_t kHalf = kPanel / 2;
+    const int64_t first = p * kHalf, count = std::min(kHalf, n - first);
+    for (int r = 0; r < rows; ++r) {
+      const float* o = out + r * kPanel;
+      float* yr = y + (m0 + r) * n + first;
+      for (int64_t j = 0; j < count; ++j) yr[j] = o[j] / (1.0f + std::exp(-o[j])) * o[kHalf + j];
+    }
+    return;
+  }
+  const int64_t first = p * kPanel, count = std::min(kPanel, n - first);
+  for (int r = 0; r < rows; ++r)
+    std::copy(out + r * kPanel, out + r * kPanel + count, y + (m0 + r) * n + first);
+}
+
+}  // namespace rlt::kernels
