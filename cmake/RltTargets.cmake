@@ -2,10 +2,12 @@
 set(RLT_SANITIZER_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 
 function(rlt_target_defaults target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  # Host-compiler flags go to C++ sources only; nvcc forwards its own warnings to the host compiler.
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
+                                           $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
   if(RLT_SANITIZE)
-    target_compile_options(${target} PRIVATE ${RLT_SANITIZER_FLAGS})
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${RLT_SANITIZER_FLAGS}>)
     target_link_options(${target} PUBLIC -fsanitize=address,undefined)
   endif()
 endfunction()

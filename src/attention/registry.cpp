@@ -1,7 +1,21 @@
 #include "attention/registry.h"
 
+#include <string>
+
 namespace rlt::attention {
 namespace {
+
+// Why a CUDA backend is not built, and how that changes: the build switch, and the kernels that
+// land with the CUDA runner. Both halves are true in every build, so the message stays actionable.
+#ifdef RLT_BUILD_HAS_CUDA
+constexpr const char* kCudaBuild = "this build has CUDA, but";
+#else
+constexpr const char* kCudaBuild = "this build has no CUDA (configure with -DRLT_CUDA=ON and the CUDA toolkit), and";
+#endif
+
+std::string not_built_message(const char* what) {
+  return std::string(kCudaBuild) + " the " + what + " kernels are not in this version yet (they come with the CUDA runner)";
+}
 
 std::vector<BackendEntry> make_registry() {
   const std::vector<DType> all_float = {DType::kF32, DType::kBF16, DType::kF16};
@@ -11,7 +25,7 @@ std::vector<BackendEntry> make_registry() {
   // CUDA backends: declared with their real constraints so selection is complete in every build;
   // their kernels come with the CUDA runner.
   BackendEntry hopper{"cuda_hopper", "Hopper paged attention (wgmma + TMA, sm_90a)", {}, false,
-                      "rebuild with -DRLT_CUDA=ON and the CUDA toolkit (sm_90a)", "", nullptr};
+                      not_built_message("sm_90a"), "", nullptr};
   hopper.caps.device = DeviceKind::kCuda;
   hopper.caps.min_sm = 90;
   hopper.caps.max_sm = 90;
@@ -24,7 +38,7 @@ std::vector<BackendEntry> make_registry() {
   r.push_back(hopper);
 
   BackendEntry paged{"cuda_paged", "paged flash-decoding and packed prefill (sm_80+)", {}, false,
-                     "rebuild with -DRLT_CUDA=ON and the CUDA toolkit", "", nullptr};
+                     not_built_message("paged attention"), "", nullptr};
   paged.caps.device = DeviceKind::kCuda;
   paged.caps.min_sm = 80;
   paged.caps.kv_dtypes = all_float;
@@ -36,7 +50,7 @@ std::vector<BackendEntry> make_registry() {
   r.push_back(paged);
 
   BackendEntry cudnn{"cudnn", "cuDNN fused SDPA over paged K/V (sm_80+)", {}, false,
-                     "rebuild with -DRLT_CUDA=ON and cuDNN 9", "libcudnn.so.9", nullptr};
+                     not_built_message("cuDNN 9 integration"), "libcudnn.so.9", nullptr};
   cudnn.caps.device = DeviceKind::kCuda;
   cudnn.caps.min_sm = 80;
   cudnn.caps.kv_dtypes = half_only;

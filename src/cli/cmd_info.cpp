@@ -12,6 +12,9 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_bf16.h"
 #include "model/ouro_weights.h"
+#ifdef RLT_HAVE_CUDA
+#include "cuda/device.h"
+#endif
 
 namespace rlt::cli {
 namespace {
@@ -28,6 +31,20 @@ std::string with_commas(int64_t v) {
     out += digits[i];
   }
   return out;
+}
+
+// What this build and machine offer on the GPU side, in one line.
+std::string cuda_summary() {
+#ifdef RLT_HAVE_CUDA
+  const cuda::DeviceList list = cuda::list_devices();
+  std::string devices;
+  for (const auto& d : list.devices)
+    devices += fmt::format("{}{} (sm_{}{})", devices.empty() ? "" : ", ", d.name, d.compute_major, d.compute_minor);
+  return fmt::format("built for {}; devices: {}", cuda::compiled_architectures(),
+                     devices.empty() ? "none (" + list.why_none + ")" : devices);
+#else
+  return "not built (configure with -DRLT_CUDA=ON and the CUDA toolkit)";
+#endif
 }
 
 std::string human_bytes(double bytes) {
@@ -96,6 +113,7 @@ int run_info(const InfoOptions& opt) {
     j["kv_bytes_per_token"] = {{"last_exited", last_exited}, {"shared", shared}, {"dtype", weight_dtype}};
     j["cpu_dispatch_target"] = kernels::cpu_dispatch_target();
     j["cpu_bf16_dot_products"] = kernels::bf16_dot_supported();
+    j["cuda"] = cuda_summary();
     j["valid"] = !weights_broken && (!weights_present || weights_ok);
     j["validation"] = validation;
     std::cout << j.dump(2) << "\n";
@@ -117,6 +135,7 @@ int run_info(const InfoOptions& opt) {
     std::cout << fmt::format("cpu kernels    {} (Highway dynamic dispatch); AVX512_BF16 dot products {}\n",
                              kernels::cpu_dispatch_target(),
                              kernels::bf16_dot_supported() ? "available (--activation-dtype bf16)" : "not available");
+    std::cout << fmt::format("cuda           {}\n", cuda_summary());
     std::cout << fmt::format("validation     {}\n", validation);
   }
   return weights_broken || (weights_present && !weights_ok) ? 1 : 0;

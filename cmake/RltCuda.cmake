@@ -1,0 +1,40 @@
+# CUDA: built when a CUDA compiler is found (RLT_CUDA=AUTO, the default), or forced with ON/OFF.
+# Architectures: sm_80, sm_90a (Hopper: wgmma/TMA allowed), sm_100a, sm_120a — each only where
+# this toolkit supports it. CUDA sources compile as C++17 (nvcc 13 with g++ 12's headers can
+# crash on C++20); host code that calls the runtime stays C++20.
+set(RLT_CUDA AUTO CACHE STRING "Build the CUDA code: AUTO (when nvcc is found), ON or OFF")
+set_property(CACHE RLT_CUDA PROPERTY STRINGS AUTO ON OFF)
+set(RLT_HAVE_CUDA OFF)
+if(NOT RLT_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      execute_process(COMMAND ${CMAKE_CUDA_COMPILER} --list-gpu-arch OUTPUT_VARIABLE _rlt_nvcc_archs
+                      ERROR_QUIET RESULT_VARIABLE _rlt_nvcc_rc)
+      set(_rlt_archs "")
+      foreach(arch 80 90a 100a 120a)
+        string(REGEX REPLACE "a$" "" _rlt_num ${arch})
+        if(_rlt_nvcc_rc EQUAL 0 AND _rlt_nvcc_archs MATCHES "compute_${_rlt_num}([^0-9]|$)")
+          list(APPEND _rlt_archs ${arch})
+        endif()
+      endforeach()
+      if(NOT _rlt_archs)
+        message(FATAL_ERROR "${CMAKE_CUDA_COMPILER} supports none of sm_80, sm_90a, sm_100a, sm_120a; "
+                            "install CUDA 12.8 or newer, or configure with -DRLT_CUDA=OFF")
+      endif()
+      set(CMAKE_CUDA_ARCHITECTURES ${_rlt_archs})
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(RLT_HAVE_CUDA ON)
+    message(STATUS "rlt: CUDA ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
+  elseif(RLT_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "RLT_CUDA=ON but no CUDA compiler was found: put nvcc on PATH (or set CUDACXX), "
+                        "or configure with -DRLT_CUDA=OFF")
+  else()
+    message(STATUS "rlt: no CUDA compiler found; building without CUDA (-DRLT_CUDA=ON to require it)")
+  endif()
+endif()

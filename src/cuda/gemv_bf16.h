@@ -1,0 +1,20 @@
+// bf16-weight GEMV on the GPU: y[rows] = W[rows, cols] · x[cols], f32 accumulation. One warp per
+// output row with 16-byte loads (8 bf16 per lane per step), the shape that beat cuBLAS at Ouro's
+// decode shapes in the reference measurements. All pointers are device pointers.
+#pragma once
+
+#include <cstdint>
+
+#include "common/status.h"
+
+struct CUstream_st;
+
+namespace rlt::cuda {
+
+// Launches on `stream` (null: the default stream); returns the launch status (asynchronous).
+// Rows whose column count is not a multiple of 8 or whose base is not 16-byte aligned use a scalar
+// path for the unaligned part.
+Status gemv_bf16(const uint16_t* w, const float* x, float* y, int64_t rows, int64_t cols,
+                 CUstream_st* stream);
+
+}  // namespace rlt::cuda
