@@ -28,7 +28,7 @@ run() {
 }
 
 { nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv 2>&1 || true; } >"$logs/gpu.txt"
-for binary in "$build/src/cli/rlt" "$build/tests/cuda/rlt_cuda_tests"; do
+for binary in "$build/src/cli/rlt" "$build/tests/cuda/rlt_cuda_tests" "$build/bench/cuda/rlt_bench_cuda_gemv"; do
   if [ ! -x "$binary" ]; then
     echo "missing $binary: build with CUDA on the development machine first (cmake --preset release)" >&2
     exit 2
@@ -38,6 +38,7 @@ done
 
 run rlt_info "$build/src/cli/rlt" info
 run cuda_tests "$build/tests/cuda/rlt_cuda_tests"
+run bench_gemv "$build/bench/cuda/rlt_bench_cuda_gemv"
 
 echo "GPU: $(sed -n 2p "$logs/gpu.txt")"
 printf '%-22s %-6s %8s  %s\n' check result time summary
@@ -45,4 +46,6 @@ printf '%s\n' "${rows[@]}"
 if [ -s "$logs/missing-libraries.txt" ]; then
   echo "missing shared libraries (carry them along): $(tr '\n' ' ' <"$logs/missing-libraries.txt")"
 fi
+echo "--- GPU GEMV vs copy bandwidth"
+tail -n +3 "$logs/bench_gemv.log"
 echo "logs: $logs"

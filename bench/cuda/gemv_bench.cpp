@@ -1,0 +1,96 @@
+// bf16 GEMV on the GPU at Ouro-1.4B decode shapes, against the device's copy bandwidth measured
+// in the same run (cudaMemcpy device to device, read + write). Each timed pass walks enough
+// distinct copies of the matrix (>= 1 GiB) that none of it is served from L2.
+// Usage: rlt_bench_cuda_gemv
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "cuda/device.h"
+#include "cuda/gemv_bf16.h"
+
+namespace {
+
+using rlt::Status;
+
+// Milliseconds of the best of `reps` runs of fn(), timed with events on the default stream.
+template <typename Fn>
+float best_ms(int reps, Fn&& fn) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  float best = 1e30f;
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(start);
+    fn();
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    best = std::min(best, ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
+}
+
+bool check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  fmt::print(stderr, "{}\n", rlt::cuda::cuda_status(static_cast<int>(e), what).to_string());
+  return false;
+}
+
+}  // namespace
+
+int main() {
+  const rlt::cuda::DeviceList list = rlt::cuda::list_devices();
+  if (list.devices.empty()) {
+    fmt::print("no CUDA device ({}): nothing to measure\n", list.why_none);
+    return 0;
+  }
+  const auto& d = list.devices.front();
+  fmt::print("device: {} (sm_{}{}, {} SMs), kernels built for {}\n", d.name, d.compute_major,
+             d.compute_minor, d.multiprocessors, rlt::cuda::compiled_architectures());
+  const size_t copy_bytes = size_t{1} << 30;
+  void *a = nullptr, *b = nullptr;
+  if (!check(cudaMalloc(&a, copy_bytes), "cudaMalloc") ||
+      !check(cudaMalloc(&b, copy_bytes), "cudaMalloc"))
+    return 1;
+  cudaMemset(a, 1, copy_bytes);
+  const float copy_ms = best_ms(5, [&] { cudaMemcpy(b, a, copy_bytes, cudaMemcpyDeviceToDevice); });
+  const double copy_gbs = 2.0 * static_cast<double>(copy_bytes) / (copy_ms * 1e-3) / 1e9;
+  fmt::print("copy bandwidth (read + write): {:.0f} GB/s\n\n{:<24} {:>10} {:>9}\n", copy_gbs,
+             "GEMV bf16", "GB/s", "of copy");
+  cudaFree(b);
+  struct Shape {
+    const char* name;
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{"q/k/v/o 2048x2048", 2048, 2048},
+                          {"gate/up 5632x2048", 5632, 2048},
+                          {"down 2048x5632", 2048, 5632},
+                          {"lm_head 49152x2048", 49152, 2048}};
+  float *x = nullptr, *y = nullptr;
+  if (!check(cudaMalloc(&x, 8192 * sizeof(float)), "cudaMalloc") ||
+      !check(cudaMalloc(&y, 49152 * sizeof(float)), "cudaMalloc"))
+    return 1;
+  cudaMemset(x, 0, 8192 * sizeof(float));
+  for (const Shape& s : shapes) {
+    const size_t one = static_cast<size_t>(s.rows * s.cols) * sizeof(uint16_t);
+    const size_t copies = std::max<size_t>(1, copy_bytes / one);
+    const auto* w = static_cast<const uint16_t*>(a);  // the copy buffer, reused as weights
+    const float ms = best_ms(5, [&] {
+      for (size_t i = 0; i < copies; ++i)
+        (void)rlt::cuda::gemv_bf16(w + i * one / 2, x, y, s.rows, s.cols, nullptr);
+    });
+    if (!check(cudaGetLastError(), "gemv_bf16")) return 1;
+    const double gbs = static_cast<double>(copies * one) / (ms * 1e-3) / 1e9;
+    fmt::print("{:<24} {:>10.0f} {:>8.0f}%\n", s.name, gbs, 100.0 * gbs / copy_gbs);
+  }
+  cudaFree(a);
+  cudaFree(x);
+  cudaFree(y);
+  return 0;
+}
