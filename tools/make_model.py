@@ -209,8 +209,8 @@ def tensor_specs(spec):
     "linear_out" (llama o_proj/down_proj: normal(0, std / sqrt(2 L)), see the module doc),
     "norm" (1 + normal(0, 0.1)), "bias" (constant --gate-bias).
     """
-    if spec.arch == "llama":
-        return _llama_tensor_specs(spec)
+    llama = spec.arch == "llama"  # no sandwich norms, no exit gate, lm_head absent when tied
+    out_kind = "linear_out" if llama else "linear"
     H, I = spec.hidden_size, spec.intermediate_size
     q_out = spec.num_heads * spec.head_dim
     kv_out = spec.num_kv_heads * spec.head_dim
@@ -221,44 +221,19 @@ def tensor_specs(spec):
             (p + "self_attn.q_proj.weight", (q_out, H), "linear"),
             (p + "self_attn.k_proj.weight", (kv_out, H), "linear"),
             (p + "self_attn.v_proj.weight", (kv_out, H), "linear"),
-            (p + "self_attn.o_proj.weight", (H, q_out), "linear"),
+            (p + "self_attn.o_proj.weight", (H, q_out), out_kind),
             (p + "mlp.gate_proj.weight", (I, H), "linear"),
             (p + "mlp.up_proj.weight", (I, H), "linear"),
-            (p + "mlp.down_proj.weight", (H, I), "linear"),
-            (p + "input_layernorm.weight", (H,), "norm"),
-            (p + "input_layernorm_2.weight", (H,), "norm"),
-            (p + "post_attention_layernorm.weight", (H,), "norm"),
-            (p + "post_attention_layernorm_2.weight", (H,), "norm"),
+            (p + "mlp.down_proj.weight", (H, I), out_kind),
         ]
-    out += [
-        ("model.norm.weight", (H,), "norm"),
-        ("model.early_exit_gate.weight", (1, H), "linear"),
-        ("model.early_exit_gate.bias", (1,), "bias"),
-        ("lm_head.weight", (spec.vocab_size, H), "linear"),
-    ]
-    return out
-
-
-def _llama_tensor_specs(spec):
-    """HF Llama layout: no sandwich norms, no exit gate, lm_head absent when tied."""
-    H, I = spec.hidden_size, spec.intermediate_size
-    q_out = spec.num_heads * spec.head_dim
-    kv_out = spec.num_kv_heads * spec.head_dim
-    out = [("model.embed_tokens.weight", (spec.vocab_size, H), "linear")]
-    for i in range(spec.num_layers):
-        p = f"model.layers.{i}."
-        out += [
-            (p + "input_layernorm.weight", (H,), "norm"),
-            (p + "self_attn.q_proj.weight", (q_out, H), "linear"),
-            (p + "self_attn.k_proj.weight", (kv_out, H), "linear"),
-            (p + "self_attn.v_proj.weight", (kv_out, H), "linear"),
-            (p + "self_attn.o_proj.weight", (H, q_out), "linear_out"),
-            (p + "post_attention_layernorm.weight", (H,), "norm"),
-            (p + "mlp.gate_proj.weight", (I, H), "linear"),
-            (p + "mlp.up_proj.weight", (I, H), "linear"),
-            (p + "mlp.down_proj.weight", (H, I), "linear_out"),
-        ]
+        for norm in ("input_layernorm", "input_layernorm_2", "post_attention_layernorm",
+                     "post_attention_layernorm_2"):
+            if not (llama and norm.endswith("_2")):
+                out.append((p + norm + ".weight", (H,), "norm"))
     out.append(("model.norm.weight", (H,), "norm"))
+    if not llama:
+        out += [("model.early_exit_gate.weight", (1, H), "linear"),
+                ("model.early_exit_gate.bias", (1,), "bias")]
     if not spec.tie_word_embeddings:
         out.append(("lm_head.weight", (spec.vocab_size, H), "linear"))
     return out

@@ -172,42 +172,19 @@ def parse_config(d):
 
 
 def expected_shapes(cfg):
-    """Name -> shape for every tensor of an Ouro checkpoint (section 2), or of a Llama one."""
-    if cfg.arch == "llama":
-        return _llama_expected_shapes(cfg)
-    H, I, d = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
-    qo, kvo = cfg.num_heads * d, cfg.num_kv_heads * d
-    shapes = {
-        "model.embed_tokens.weight": (cfg.vocab_size, H),
-        "model.norm.weight": (H,),
-        "model.early_exit_gate.weight": (1, H),
-        "model.early_exit_gate.bias": (1,),
-        "lm_head.weight": (cfg.vocab_size, H),
-    }
-    for i in range(cfg.num_layers):
-        p = f"model.layers.{i}."
-        shapes.update({
-            p + "self_attn.q_proj.weight": (qo, H),
-            p + "self_attn.k_proj.weight": (kvo, H),
-            p + "self_attn.v_proj.weight": (kvo, H),
-            p + "self_attn.o_proj.weight": (H, qo),
-            p + "mlp.gate_proj.weight": (I, H),
-            p + "mlp.up_proj.weight": (I, H),
-            p + "mlp.down_proj.weight": (H, I),
-            p + "input_layernorm.weight": (H,),
-            p + "input_layernorm_2.weight": (H,),
-            p + "post_attention_layernorm.weight": (H,),
-            p + "post_attention_layernorm_2.weight": (H,),
-        })
-    return shapes
-
-
-def _llama_expected_shapes(cfg):
+    """Name -> shape for every tensor of an Ouro checkpoint (section 2), or of a Llama one (no
+    sandwich norms, no exit gate, no lm_head when tied)."""
     H, I, d = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
     qo, kvo = cfg.num_heads * d, cfg.num_kv_heads * d
     shapes = {"model.embed_tokens.weight": (cfg.vocab_size, H), "model.norm.weight": (H,)}
+    if cfg.has_gate:
+        shapes["model.early_exit_gate.weight"] = (1, H)
+        shapes["model.early_exit_gate.bias"] = (1,)
     if not cfg.tie_word_embeddings:
         shapes["lm_head.weight"] = (cfg.vocab_size, H)
+    norms = ["input_layernorm", "post_attention_layernorm"]
+    if cfg.arch == "ouro":
+        norms += ["input_layernorm_2", "post_attention_layernorm_2"]
     for i in range(cfg.num_layers):
         p = f"model.layers.{i}."
         shapes.update({
@@ -218,9 +195,8 @@ def _llama_expected_shapes(cfg):
             p + "mlp.gate_proj.weight": (I, H),
             p + "mlp.up_proj.weight": (I, H),
             p + "mlp.down_proj.weight": (H, I),
-            p + "input_layernorm.weight": (H,),
-            p + "post_attention_layernorm.weight": (H,),
         })
+        shapes.update({p + n + ".weight": (H,) for n in norms})
     return shapes
 
 
