@@ -65,9 +65,6 @@ class PackedMatrix {
   int64_t outputs() const { return outputs_; }  // columns of the result
   int64_t cols() const { return cols_; }        // input features
   int64_t panels() const { return panels_; }
-  int64_t outputs_per_panel() const {
-    return epilogue_ == Epilogue::kSwiGLU ? kPanelWidth / 2 : kPanelWidth;
-  }
   const void* data() const { return data_.get(); }
   // Weight bytes one pass streams (padding included).
   int64_t bytes() const {
