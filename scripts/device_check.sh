@@ -28,7 +28,8 @@ run() {
 }
 
 { nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv 2>&1 || true; } >"$logs/gpu.txt"
-for binary in "$build/src/cli/rlt" "$build/tests/cuda/rlt_cuda_tests" "$build/bench/cuda/rlt_bench_cuda_gemv"; do
+for binary in "$build/src/cli/rlt" "$build/tests/cuda/rlt_cuda_tests" "$build/bench/cuda/rlt_bench_cuda_gemv" \
+  "$build/bench/cuda/rlt_bench_cuda_attention"; do
   if [ ! -x "$binary" ]; then
     echo "missing $binary: build with CUDA on the development machine first (cmake --preset release)" >&2
     exit 2
@@ -39,6 +40,8 @@ done
 run rlt_info "$build/src/cli/rlt" info
 run cuda_tests "$build/tests/cuda/rlt_cuda_tests"
 run bench_gemv "$build/bench/cuda/rlt_bench_cuda_gemv"
+run bench_attention "$build/bench/cuda/rlt_bench_cuda_attention" --json
+run torch_sdpa python3 bench/peer/torch_sdpa_decode.py --json
 
 echo "GPU: $(sed -n 2p "$logs/gpu.txt")"
 printf '%-22s %-6s %8s  %s\n' check result time summary
@@ -48,4 +51,22 @@ if [ -s "$logs/missing-libraries.txt" ]; then
 fi
 echo "--- GPU GEMV vs copy bandwidth"
 tail -n +3 "$logs/bench_gemv.log"
+echo "--- decode attention: cuda_paged vs PyTorch SDPA on the same shapes (same run)"
+python3 - "$logs/bench_attention.log" "$logs/torch_sdpa.log" <<'PY'
+import json, sys
+def rows(path):
+    out = {}
+    for line in open(path, errors="replace"):
+        if line.startswith("JSON "):
+            r = json.loads(line[5:])
+            out[(r["batch"], r["context"], r["q_heads"], r["kv_heads"], r["head_dim"])] = r
+    return out
+ours, peer = rows(sys.argv[1]), rows(sys.argv[2])
+print(f"{'case':<30} {'rlt GB/s':>9} {'of copy':>8} {'SDPA GB/s':>10} {'rlt/SDPA':>9}")
+for key, r in ours.items():
+    p = peer.get(key)
+    ratio = f"{r['gbps'] / p['gbps']:.2f}" if p else "-"
+    print(f"b{key[0]} ctx{key[1]} heads {key[2]}/{key[3]} d{key[4]:<6} {r['gbps']:>9.0f} "
+          f"{100 * r['gbps'] / r['copy_gbps']:>7.0f}% {p['gbps'] if p else '-':>10} {ratio:>9}")
+PY
 echo "logs: $logs"

@@ -8,51 +8,14 @@
 #include <algorithm>
 #include <vector>
 
-#include "cuda/device.h"
 #include "cuda/gemv_bf16.h"
+#include "cuda_bench_util.h"
 
-namespace {
-
-using rlt::Status;
-
-// Milliseconds of the best of `reps` runs of fn(), timed with events on the default stream.
-template <typename Fn>
-float best_ms(int reps, Fn&& fn) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  float best = 1e30f;
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(start);
-    fn();
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    best = std::min(best, ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return best;
-}
-
-bool check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  fmt::print(stderr, "{}\n", rlt::cuda::cuda_status(static_cast<int>(e), what).to_string());
-  return false;
-}
-
-}  // namespace
+using rlt::bench_cuda::best_ms;
+using rlt::bench_cuda::check;
 
 int main() {
-  const rlt::cuda::DeviceList list = rlt::cuda::list_devices();
-  if (list.devices.empty()) {
-    fmt::print("no CUDA device ({}): nothing to measure\n", list.why_none);
-    return 0;
-  }
-  const auto& d = list.devices.front();
-  fmt::print("device: {} (sm_{}{}, {} SMs), kernels built for {}\n", d.name, d.compute_major,
-             d.compute_minor, d.multiprocessors, rlt::cuda::compiled_architectures());
+  if (!rlt::bench_cuda::print_device()) return 0;
   const size_t copy_bytes = size_t{1} << 30;
   void *a = nullptr, *b = nullptr;
   if (!check(cudaMalloc(&a, copy_bytes), "cudaMalloc") ||

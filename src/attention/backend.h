@@ -13,8 +13,12 @@ class AttentionBackend {
   virtual ~AttentionBackend() = default;
   virtual std::string_view name() const = 0;
   // `p` has passed validate_attention_params. Not thread-safe: one caller at a time (a backend
-  // may keep scratch buffers between calls so that steady state allocates nothing).
-  virtual void run(const AttentionParams& p) = 0;
+  // may keep scratch buffers between calls so that steady state allocates nothing). Errors are
+  // device failures (a launch, a scratch allocation); CPU backends cannot fail.
+  virtual Status run(const AttentionParams& p) = 0;
+  // True for CUDA backends: every pointer in AttentionParams is a device pointer, and the host
+  // copies of the metadata must be given for validation.
+  virtual bool reads_device_memory() const { return false; }
 };
 
 // Validates once, then runs. The only entry callers use.
@@ -22,5 +26,7 @@ Status run_attention(AttentionBackend& backend, const AttentionParams& p);
 
 std::unique_ptr<AttentionBackend> make_cpu_reference_backend();
 std::unique_ptr<AttentionBackend> make_cpu_flash_backend();
+// In builds with CUDA (attention/cuda_paged_backend.cpp); launches on AttentionParams::stream.
+std::unique_ptr<AttentionBackend> make_cuda_paged_backend();
 
 }  // namespace rlt::attention

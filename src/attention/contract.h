@@ -15,6 +15,8 @@
 //   context_lengths int32 [num_seqs], 1 .. table_width · block_size
 //   scale           fixed at 1 / sqrt(head_dim), applied after the dot; scores and softmax in f32
 //   GQA             query head h reads K/V head h / (num_q_heads / num_kv_heads)
+// CUDA backends read every pointer from device memory and launch on `stream`; the same metadata
+// is also passed on the host (host_*) so validation never reads the device.
 // An empty batch (rows == 0) is valid and does nothing.
 #pragma once
 
@@ -39,6 +41,19 @@ struct AttentionParams {
   int64_t num_seqs = 0;
   const int32_t* cu_seqlens_q = nullptr;  // [num_seqs + 1], or null for single-query rows
   int32_t max_seqlen_q = 1;
+  void* stream = nullptr;  // CUDA backends: the cudaStream_t to launch on (null: default stream)
+  const int32_t* host_block_tables = nullptr;     // CUDA backends: host copies of the metadata
+  const int32_t* host_context_lengths = nullptr;
+  const int32_t* host_cu_seqlens_q = nullptr;
+
+  // The same call with the host copies of the metadata in place of the device pointers.
+  AttentionParams host_metadata_view() const {
+    AttentionParams h = *this;
+    h.block_tables = host_block_tables;
+    h.context_lengths = host_context_lengths;
+    h.cu_seqlens_q = cu_seqlens_q ? host_cu_seqlens_q : nullptr;
+    return h;
+  }
 
   int32_t head_dim() const { return k.head_dim; }
   int32_t num_kv_heads() const { return k.num_kv_heads; }

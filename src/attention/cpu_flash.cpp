@@ -220,7 +220,7 @@ class CpuFlashBackend final : public AttentionBackend {
  public:
   std::string_view name() const override { return "cpu_flash"; }
 
-  void run(const AttentionParams& p) override {
+  Status run(const AttentionParams& p) override {
     const int64_t d = p.head_dim();
     tasks_.clear();
     merges_.clear();
@@ -268,6 +268,7 @@ class CpuFlashBackend final : public AttentionBackend {
         for (int64_t i = 0; i < d; ++i) out[i] *= inv;
       }
     }
+    return {};
   }
 
  private:

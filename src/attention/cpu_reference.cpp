@@ -23,7 +23,7 @@ class CpuReferenceBackend final : public AttentionBackend {
  public:
   std::string_view name() const override { return "cpu_reference"; }
 
-  void run(const AttentionParams& p) override {
+  Status run(const AttentionParams& p) override {
     const int64_t d = p.head_dim(), kv_heads = p.num_kv_heads();
     const int64_t kv_row = kv_heads * d;
     const kernels::DenseAttentionShape shape{p.num_q_heads, kv_heads, d};
@@ -49,6 +49,7 @@ class CpuReferenceBackend final : public AttentionBackend {
         kernels::dense_attention_row(shape, p.q + row, k_.data(), v_.data(), visible, scores_.data(), p.out + row);
       }
     }
+    return {};
   }
 
  private:

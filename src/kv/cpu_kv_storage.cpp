@@ -79,30 +79,9 @@ const std::byte* CpuKVStorage::slot_data(KVPool pool, BlockId block, int32_t lay
   return pool_data(pool) + elems * elem_size_;
 }
 
-Status CpuKVStorage::check_block(BlockId block) const {
-  if (block < 0 || block >= geometry_.num_blocks) {
-    return out_of_range(
-        fmt::format("KV block {} outside the pool of {} blocks", block, geometry_.num_blocks));
-  }
-  return {};
-}
-
 Status CpuKVStorage::copy_slots(std::span<const SlotCopy> copies) {
   const KVGeometry& g = geometry_;
-  // Validate the whole plan first so a bad record leaves the pools untouched.
-  for (const SlotCopy& c : copies) {
-    RLT_RETURN_IF_ERROR(check_block(c.src_block));
-    RLT_RETURN_IF_ERROR(check_block(c.dst_block));
-    if (c.src_slot < 0 || c.src_slot >= g.block_size || c.dst_slot < 0 ||
-        c.dst_slot >= g.block_size) {
-      return out_of_range(fmt::format("slot copy {} -> {} outside block of {} slots", c.src_slot,
-                                      c.dst_slot, g.block_size));
-    }
-    if (c.layer_begin < 0 || c.layer_begin > c.layer_end || c.layer_end > g.num_layers) {
-      return out_of_range(fmt::format("slot copy layers [{}, {}) outside [0, {})", c.layer_begin,
-                                      c.layer_end, g.num_layers));
-    }
-  }
+  RLT_RETURN_IF_ERROR(validate_slot_copies(g, copies));
   const size_t slot_bytes = static_cast<size_t>(g.num_kv_heads) * g.head_dim * elem_size_;
   for (const SlotCopy& c : copies) {
     for (int32_t layer = c.layer_begin; layer < c.layer_end; ++layer) {
@@ -118,12 +97,7 @@ Status CpuKVStorage::copy_slots(std::span<const SlotCopy> copies) {
 Status CpuKVStorage::read_blocks(std::span<const BlockId> blocks, std::span<std::byte> keys,
                                  std::span<std::byte> values) const {
   const size_t block_bytes = static_cast<size_t>(geometry_.block_elems()) * elem_size_;
-  const size_t need = blocks.size() * block_bytes;
-  if (keys.size() != need || values.size() != need) {
-    return invalid_argument(fmt::format("reading {} KV blocks needs {} bytes per pool, got {} / {}",
-                                        blocks.size(), need, keys.size(), values.size()));
-  }
-  for (BlockId b : blocks) RLT_RETURN_IF_ERROR(check_block(b));
+  RLT_RETURN_IF_ERROR(validate_block_transfer(geometry_, blocks, keys.size(), values.size(), "reading"));
   for (size_t i = 0; i < blocks.size(); ++i) {
     const size_t off = static_cast<size_t>(blocks[i]) * block_bytes;
     std::memcpy(keys.data() + i * block_bytes, keys_.get() + off, block_bytes);
@@ -135,12 +109,7 @@ Status CpuKVStorage::read_blocks(std::span<const BlockId> blocks, std::span<std:
 Status CpuKVStorage::write_blocks(std::span<const BlockId> blocks, std::span<const std::byte> keys,
                                   std::span<const std::byte> values) {
   const size_t block_bytes = static_cast<size_t>(geometry_.block_elems()) * elem_size_;
-  const size_t need = blocks.size() * block_bytes;
-  if (keys.size() != need || values.size() != need) {
-    return invalid_argument(fmt::format("writing {} KV blocks needs {} bytes per pool, got {} / {}",
-                                        blocks.size(), need, keys.size(), values.size()));
-  }
-  for (BlockId b : blocks) RLT_RETURN_IF_ERROR(check_block(b));
+  RLT_RETURN_IF_ERROR(validate_block_transfer(geometry_, blocks, keys.size(), values.size(), "writing"));
   for (size_t i = 0; i < blocks.size(); ++i) {
     const size_t off = static_cast<size_t>(blocks[i]) * block_bytes;
     std::memcpy(keys_.get() + off, keys.data() + i * block_bytes, block_bytes);

@@ -44,7 +44,6 @@ class CpuKVStorage final : public KVStorage {
   std::byte* pool_data(KVPool pool) const {
     return pool == KVPool::kKey ? keys_.get() : values_.get();
   }
-  Status check_block(BlockId block) const;
 
   KVGeometry geometry_;
   Buffer keys_;

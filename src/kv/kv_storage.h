@@ -37,4 +37,11 @@ class KVStorage {
                               std::span<const std::byte> values) = 0;
 };
 
+// The checks every storage runs before touching memory, so a bad record leaves the pools as
+// they were. Block ids in range, slots inside a block, layers inside the geometry.
+Status validate_slot_copies(const KVGeometry& geometry, std::span<const SlotCopy> copies);
+// `verb` is "reading" or "writing"; each pool's host buffer must hold blocks.size() whole blocks.
+Status validate_block_transfer(const KVGeometry& geometry, std::span<const BlockId> blocks, size_t key_bytes,
+                               size_t value_bytes, const char* verb);
+
 }  // namespace rlt::kv

@@ -113,7 +113,7 @@ TEST(AttentionSelection, EveryReasonCodeIsReported) {
     in.is_built = [](const BackendEntry& e) { return e.caps.device == DeviceKind::kCpu; };  // a CPU-only build
     auto r = select_attention_backend(in);
     EXPECT_EQ(verdict(r, "cuda_paged").code, reason::kNotBuilt);
-    EXPECT_NE(verdict(r, "cuda_paged").message.find("not in this version yet"), std::string::npos);
+    EXPECT_NE(verdict(r, "cuda_paged").message.find("-DRLT_CUDA=ON"), std::string::npos);
     EXPECT_FALSE(r.status.ok());
   }
   {
@@ -201,13 +201,19 @@ TEST(AttentionSelection, ParsesDevices) {
   EXPECT_EQ(detect_host_cpu().kind, DeviceKind::kCpu);
 }
 
-TEST(AttentionSelection, HostBuildReportsCudaBackendsAsNotBuilt) {
+TEST(AttentionSelection, UnbuiltCudaBackendsAreReportedAsNotBuilt) {
   SelectionInput in = cpu_input("cpu");
-  in.device.kind = DeviceKind::kCuda;  // pretend a GPU exists; this build has no CUDA kernels
+  in.device.kind = DeviceKind::kCuda;  // pretend a GPU exists; the build decides what is compiled
   in.device.sm = 90;
   auto r = select_attention_backend(in);
-  for (const char* name : {"cuda_hopper", "cuda_paged", "cudnn"})
-    EXPECT_EQ(verdict(r, name).code, reason::kNotBuilt) << name;
+  for (const char* name : {"cuda_hopper", "cuda_paged", "cudnn"}) {
+    EXPECT_EQ(verdict(r, name).code == reason::kNotBuilt, !find_backend(name)->built) << name;
+  }
+#ifdef RLT_TEST_BUILD_HAS_CUDA
+  EXPECT_TRUE(find_backend("cuda_paged")->built) << "a CUDA build registers the paged kernels";
+#else
+  EXPECT_FALSE(find_backend("cuda_paged")->built);
+#endif
 }
 
 }  // namespace

@@ -19,8 +19,9 @@ TEST(CudaDevice, ListingNeverFailsAndExplainsAnEmptyList) {
 }
 
 TEST(CudaDevice, ReportsCompiledArchitectures) {
+  // Non-empty and in sm_NN form (a build may narrow CMAKE_CUDA_ARCHITECTURES to one card).
   const std::string archs = compiled_architectures();
-  EXPECT_NE(archs.find("sm_80"), std::string::npos) << archs;
+  EXPECT_EQ(archs.rfind("sm_", 0), 0u) << archs;
 }
 
 TEST(CudaDevice, ErrorsNameWhatFailed) {

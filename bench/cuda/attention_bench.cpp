@@ -1,0 +1,144 @@
+// cuda_paged decode attention on the GPU: K/V read bandwidth at Ouro-1.4B's attention shape
+// (16 query and KV heads, head_dim 128, bf16, 16-token pages, fragmented page tables) and a GQA
+// shape, against the same run's device copy bandwidth. bench/peer/torch_sdpa_decode.py measures
+// PyTorch's SDPA on the same shapes; scripts/device_check.sh states the ratio.
+// Each timed pass walks enough distinct K/V (>= 512 MiB) that L2 serves none of it.
+// Usage: rlt_bench_cuda_attention [--json]
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "attention/backend.h"
+#include "attention/registry.h"
+#include "cuda_bench_util.h"
+
+namespace {
+
+using rlt::bench_cuda::best_ms;
+using rlt::bench_cuda::check;
+
+struct Case {
+  int32_t batch, context, q_heads, kv_heads, head_dim;
+};
+
+struct Measured {
+  double gbs = 0, us_per_call = 0;
+  bool ok = false;
+};
+
+Measured measure(const Case& c, rlt::attention::AttentionBackend& backend) {
+  using namespace rlt;
+  const int32_t block_size = 16;
+  const int64_t blocks_per_seq = (c.context + block_size - 1) / block_size;
+  const int64_t call_bytes =
+      int64_t{c.batch} * c.context * c.kv_heads * c.head_dim * 2 * 2;  // K + V, bf16
+  const int64_t sets =
+      std::max<int64_t>(1, (int64_t{512} << 20) / call_bytes);  // distinct K/V per pass
+  const int64_t num_blocks = sets * c.batch * blocks_per_seq;
+  const int64_t block_elems = int64_t{block_size} * c.kv_heads * c.head_dim;
+  Measured m;
+  void *k = nullptr, *v = nullptr, *q = nullptr, *out = nullptr, *tables = nullptr,
+       *lengths = nullptr;
+  const size_t pool_bytes = static_cast<size_t>(num_blocks * block_elems) * 2;
+  const size_t qo_bytes = static_cast<size_t>(c.batch) * c.q_heads * c.head_dim * sizeof(float);
+  if (!check(cudaMalloc(&k, pool_bytes), "K pool") ||
+      !check(cudaMalloc(&v, pool_bytes), "V pool") || !check(cudaMalloc(&q, qo_bytes), "q") ||
+      !check(cudaMalloc(&out, qo_bytes), "out"))
+    return m;
+  cudaMemset(k, 0x3c, pool_bytes);  // bf16 0x3c3c ~ 0.0115: finite, equal scores
+  cudaMemset(v, 0x3c, pool_bytes);
+  cudaMemset(q, 0, qo_bytes);
+  // Every sequence of every set gets its own shuffled blocks: fragmented like a busy cache.
+  std::vector<int32_t> ids(static_cast<size_t>(num_blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(1));
+  std::vector<int32_t> host_lengths(static_cast<size_t>(c.batch), c.context);
+  const size_t table_bytes = ids.size() * sizeof(int32_t);
+  if (!check(cudaMalloc(&tables, table_bytes), "tables") ||
+      !check(cudaMalloc(&lengths, c.batch * sizeof(int32_t)), "lengths"))
+    return m;
+  cudaMemcpy(tables, ids.data(), table_bytes, cudaMemcpyHostToDevice);
+  cudaMemcpy(lengths, host_lengths.data(), c.batch * sizeof(int32_t), cudaMemcpyHostToDevice);
+
+  attention::AttentionParams p;
+  p.q = static_cast<const float*>(q);
+  p.out = static_cast<float*>(out);
+  p.rows = p.num_seqs = c.batch;
+  p.num_q_heads = c.q_heads;
+  for (auto* view : {&p.k, &p.v}) {
+    view->block_stride = block_elems;
+    view->token_stride = int64_t{c.kv_heads} * c.head_dim;
+    view->head_stride = c.head_dim;
+    view->num_blocks = static_cast<int32_t>(num_blocks);
+    view->block_size = block_size;
+    view->num_kv_heads = c.kv_heads;
+    view->head_dim = c.head_dim;
+    view->dtype = DType::kBF16;
+  }
+  p.k.base = k;
+  p.v.base = v;
+  p.table_width = static_cast<int32_t>(blocks_per_seq);
+  p.context_lengths = static_cast<const int32_t*>(lengths);
+  p.host_context_lengths = host_lengths.data();
+  // Validate every set once through the public entry; time the launches alone (validation is
+  // the planner's host work, overlapped with the previous step in the runner).
+  for (int64_t s = 0; s < sets; ++s) {
+    p.block_tables = static_cast<const int32_t*>(tables) + s * c.batch * blocks_per_seq;
+    p.host_block_tables = ids.data() + s * c.batch * blocks_per_seq;
+    const Status st = attention::run_attention(backend, p);
+    if (!st.ok()) {
+      fmt::print(stderr, "{}\n", st.to_string());
+      return m;
+    }
+  }
+  const float ms = best_ms(7, [&] {
+    for (int64_t s = 0; s < sets; ++s) {
+      p.block_tables = static_cast<const int32_t*>(tables) + s * c.batch * blocks_per_seq;
+      (void)backend.run(p);
+    }
+  });
+  m.ok = check(cudaDeviceSynchronize(), "cuda_paged");
+  m.gbs = static_cast<double>(sets * call_bytes) / (ms * 1e-3) / 1e9;
+  m.us_per_call = ms * 1e3 / static_cast<double>(sets);
+  for (void* ptr : {k, v, q, out, tables, lengths}) cudaFree(ptr);
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool json = argc > 1 && std::strcmp(argv[1], "--json") == 0;
+  if (!rlt::bench_cuda::print_device()) return 0;
+  const double copy_gbs = rlt::bench_cuda::copy_bandwidth_gbs(size_t{1} << 30);
+  fmt::print("copy bandwidth (read + write): {:.0f} GB/s\n\n", copy_gbs);
+  fmt::print("{:<34} {:>10} {:>9} {:>9}\n", "decode attention (cuda_paged, bf16)", "us/call",
+             "GB/s", "of copy");
+  auto backend = rlt::attention::find_backend("cuda_paged")->create();
+  const Case cases[] = {{1, 1024, 16, 16, 128},  {32, 1024, 16, 16, 128},  {128, 1024, 16, 16, 128},
+                        {32, 4096, 16, 16, 128}, {128, 4096, 16, 16, 128}, {32, 4096, 32, 8, 128}};
+  int failures = 0;
+  for (const Case& c : cases) {
+    const Measured m = measure(c, *backend);
+    if (!m.ok) {
+      ++failures;
+      continue;
+    }
+    const std::string label = fmt::format("b{} ctx{} heads {}/{} d{}", c.batch, c.context,
+                                          c.q_heads, c.kv_heads, c.head_dim);
+    fmt::print("{:<34} {:>10.1f} {:>9.0f} {:>8.0f}%\n", label, m.us_per_call, m.gbs,
+               100.0 * m.gbs / copy_gbs);
+    if (json) {
+      fmt::print(
+          "JSON {{\"bench\": \"attention_decode\", \"batch\": {}, \"context\": {}, \"q_heads\": "
+          "{}, "
+          "\"kv_heads\": {}, \"head_dim\": {}, \"gbps\": {:.1f}, \"copy_gbps\": {:.1f}}}\n",
+          c.batch, c.context, c.q_heads, c.kv_heads, c.head_dim, m.gbs, copy_gbs);
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,132 @@
+// cuda_paged: the AttentionBackend over the kernels in cuda_paged.cu. Owns the split-row scratch:
+// one fixed buffer allocated on first use and never reallocated, so a captured CUDA graph keeps
+// pointing at live memory (make one eager call before capturing).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "attention/backend.h"
+#include "attention/cuda_paged_kernels.h"
+#include "attention/cuda_paged_plan.h"
+#include "cuda/runtime.h"
+
+namespace rlt::attention {
+namespace {
+
+using cuda_paged::KVElement;
+
+// The partial-state scratch; calls whose split rows need more run in row slices under it.
+constexpr int64_t kScratchBytes = int64_t{128} << 20;
+
+Result<KVElement> kv_element(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return KVElement::kF32;
+    case DType::kBF16:
+      return KVElement::kBF16;
+    case DType::kF16:
+      return KVElement::kF16;
+    default:
+      return invalid_argument(
+          fmt::format("cuda_paged: K/V dtype {} is not f32, bf16 or f16", dtype_name(dtype)));
+  }
+}
+
+// The kernels load 8 elements per lane with 16-byte loads.
+Status check_view(const PagedKVLayerView& v, const char* which) {
+  const bool aligned = reinterpret_cast<uintptr_t>(v.base) % 16 == 0 && v.block_stride % 8 == 0 &&
+                       v.token_stride % 8 == 0 && v.head_stride % 8 == 0;
+  if (!aligned) {
+    return invalid_argument(
+        fmt::format("cuda_paged: the {} view must be 16-byte aligned with strides that are "
+                    "multiples of 8 elements (got strides {}, {}, {})",
+                    which, v.block_stride, v.token_stride, v.head_stride));
+  }
+  return {};
+}
+
+class CudaPagedBackend final : public AttentionBackend {
+ public:
+  std::string_view name() const override { return "cuda_paged"; }
+  bool reads_device_memory() const override { return true; }
+
+  Status run(const AttentionParams& p) override {
+    const int32_t d = p.head_dim();
+    if (!cuda_paged::head_dim_supported(d)) {
+      return invalid_argument(
+          fmt::format("cuda_paged: head_dim {} is not a multiple of 8 in [8, 256]", d));
+    }
+    RLT_RETURN_IF_ERROR(check_view(p.k, "K"));
+    RLT_RETURN_IF_ERROR(check_view(p.v, "V"));
+    if (reinterpret_cast<uintptr_t>(p.q) % 16 != 0)
+      return invalid_argument("cuda_paged: q must be 16-byte aligned");
+    RLT_ASSIGN_OR_RETURN(KVElement element, kv_element(p.k.dtype));
+
+    cuda_paged::PagedLaunch l;
+    l.q = p.q;
+    l.out = p.out;
+    l.k = p.k.base;
+    l.v = p.v.base;
+    l.k_block_stride = p.k.block_stride;
+    l.k_token_stride = p.k.token_stride;
+    l.k_head_stride = p.k.head_stride;
+    l.v_block_stride = p.v.block_stride;
+    l.v_token_stride = p.v.token_stride;
+    l.v_head_stride = p.v.head_stride;
+    l.kv_element = element;
+    l.num_q_heads = p.num_q_heads;
+    l.num_kv_heads = p.num_kv_heads();
+    l.head_dim = d;
+    l.block_size = p.k.block_size;
+    l.block_tables = p.block_tables;
+    l.table_width = p.table_width;
+    l.context_lengths = p.context_lengths;
+    l.cu_seqlens_q = p.cu_seqlens_q;
+    l.num_seqs = static_cast<int32_t>(p.num_seqs);
+    l.rows = p.rows;
+    // Sized from shapes only (capacity, not lengths), so the same call shape always launches the
+    // same grid.
+    l.max_partitions = cuda_paged::max_partitions(int64_t{p.table_width} * p.k.block_size);
+    l.rows_per_launch = p.rows;
+    if (l.max_partitions > 1) {
+      const int64_t row_bytes =
+          int64_t{p.num_q_heads} * l.max_partitions * (d + 2) * int64_t{sizeof(float)};
+      if (row_bytes > kScratchBytes) {
+        return invalid_argument(
+            fmt::format("cuda_paged: {} query heads need {} bytes of split scratch per row, "
+                        "more than the {} the backend holds",
+                        p.num_q_heads, row_bytes, kScratchBytes));
+      }
+      if (!scratch_.data()) {
+        RLT_ASSIGN_OR_RETURN(
+            scratch_, cuda::DeviceAllocation::allocate(kScratchBytes, "cuda_paged split scratch"));
+      }
+      l.rows_per_launch = std::min<int64_t>(kScratchBytes / row_bytes, p.rows);
+      const int64_t states = l.rows_per_launch * p.num_q_heads * l.max_partitions;
+      l.partial_acc = static_cast<float*>(scratch_.data());
+      l.partial_ml = l.partial_acc + states * d;
+    }
+    auto* stream = static_cast<CUstream_st*>(p.stream);
+    // The scratch is shared by every call: before switching streams, let the previous stream's
+    // work finish (a runner keeps one stream, so this never happens in steady state or capture).
+    if (stream != last_stream_ && used_) {
+      RLT_RETURN_IF_ERROR(cuda::synchronize_stream(last_stream_, "cuda_paged stream switch"));
+    }
+    last_stream_ = stream;
+    used_ = true;
+    return cuda_paged::launch_paged_attention(l, stream);
+  }
+
+ private:
+  cuda::DeviceAllocation scratch_;
+  CUstream_st* last_stream_ = nullptr;
+  bool used_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionBackend> make_cuda_paged_backend() {
+  return std::make_unique<CudaPagedBackend>();
+}
+
+}  // namespace rlt::attention

@@ -1,0 +1,41 @@
+// Launch interface of the cuda_paged kernels (cuda_paged.cu). C++17 and free of CUDA headers:
+// the backend (C++20) fills a PagedLaunch from AttentionParams and scratch it owns.
+#pragma once
+
+#include <cstdint>
+
+#include "common/status.h"
+
+struct CUstream_st;
+
+namespace rlt::attention::cuda_paged {
+
+enum class KVElement : int32_t { kF32 = 0, kBF16 = 1, kF16 = 2 };
+
+struct PagedLaunch {
+  const float* q = nullptr;  // [rows, num_q_heads, head_dim]
+  float* out = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t k_block_stride = 0, k_token_stride = 0, k_head_stride = 0;  // elements
+  int64_t v_block_stride = 0, v_token_stride = 0, v_head_stride = 0;
+  KVElement kv_element = KVElement::kF32;
+  int32_t num_q_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
+  const int32_t* block_tables = nullptr;  // device
+  int32_t table_width = 0;
+  const int32_t* context_lengths = nullptr;  // device
+  const int32_t* cu_seqlens_q = nullptr;     // device, or null for one row per sequence
+  int32_t num_seqs = 0;
+  int64_t rows = 0;
+  // Partial states of split rows: per (launch row, head, partition) head_dim sums, then (max, sum).
+  float* partial_acc = nullptr;  // [rows_per_launch, num_q_heads, max_partitions, head_dim]
+  float* partial_ml = nullptr;   // [rows_per_launch, num_q_heads, max_partitions, 2]
+  int32_t max_partitions = 1;
+  int64_t rows_per_launch = 0;  // the scratch holds this many rows' partial states
+};
+
+// Launches the partition kernel and the merge kernel over every row, `rows_per_launch` rows at
+// a time. Asynchronous; returns the launch status.
+Status launch_paged_attention(const PagedLaunch& launch, CUstream_st* stream);
+
+}  // namespace rlt::attention::cuda_paged

@@ -1,0 +1,197 @@
+#include "cuda/cuda_kv_storage.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cuda/device.h"
+#include "cuda/kv_copy.h"
+
+namespace rlt::cuda {
+namespace {
+
+constexpr int32_t kCopyChunk = 4096;                // records per copy kernel launch
+constexpr size_t kStagingBytes = size_t{16} << 20;  // pinned bytes per transfer chunk
+
+Status check(cudaError_t e, const char* what) {
+  return cuda_status(static_cast<int>(e), what);
+}
+
+// True when some record reads a slot another record writes, or two records write one slot
+// (layers ignored: conservative, it only costs speed).
+bool needs_ordering(std::span<const kv::SlotCopy> copies, int32_t block_size) {
+  std::vector<int64_t> written;
+  written.reserve(copies.size());
+  for (const kv::SlotCopy& c : copies)
+    written.push_back(int64_t{c.dst_block} * block_size + c.dst_slot);
+  std::sort(written.begin(), written.end());
+  if (std::adjacent_find(written.begin(), written.end()) != written.end()) return true;
+  for (const kv::SlotCopy& c : copies) {
+    if (std::binary_search(written.begin(), written.end(),
+                           int64_t{c.src_block} * block_size + c.src_slot))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CudaKVStorage>> CudaKVStorage::create(const kv::KVGeometry& geometry,
+                                                             StreamHandle stream) {
+  RLT_RETURN_IF_ERROR(geometry.validate());
+  const auto block_bytes =
+      static_cast<uint64_t>(geometry.block_elems()) * dtype_size(geometry.dtype);
+  if (static_cast<uint64_t>(geometry.num_blocks) >
+      std::numeric_limits<size_t>::max() / 2 / block_bytes) {
+    return invalid_argument(fmt::format("KV pool of {} blocks x {} bytes overflows memory",
+                                        geometry.num_blocks, block_bytes));
+  }
+  const size_t bytes = static_cast<size_t>(geometry.num_blocks) * block_bytes;
+  RLT_ASSIGN_OR_RETURN(DeviceAllocation keys, DeviceAllocation::allocate(bytes, "the K cache"));
+  RLT_ASSIGN_OR_RETURN(DeviceAllocation values, DeviceAllocation::allocate(bytes, "the V cache"));
+  RLT_ASSIGN_OR_RETURN(
+      DeviceAllocation list,
+      DeviceAllocation::allocate(kCopyChunk * sizeof(DeviceSlotCopy), "KV copy records"));
+  // Zeroed so a kernel that reads an unwritten slot by mistake sees zeros, not old data.
+  RLT_RETURN_IF_ERROR(check(cudaMemsetAsync(keys.data(), 0, bytes, stream), "zeroing the K cache"));
+  RLT_RETURN_IF_ERROR(
+      check(cudaMemsetAsync(values.data(), 0, bytes, stream), "zeroing the V cache"));
+  RLT_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), "zeroing the KV cache"));
+  return std::unique_ptr<CudaKVStorage>(
+      new CudaKVStorage(geometry, stream, std::move(keys), std::move(values), std::move(list)));
+}
+
+CudaKVStorage::CudaKVStorage(const kv::KVGeometry& geometry, StreamHandle stream,
+                             DeviceAllocation keys, DeviceAllocation values,
+                             DeviceAllocation copy_list)
+    : geometry_(geometry),
+      stream_(stream),
+      keys_(std::move(keys)),
+      values_(std::move(values)),
+      copy_list_(std::move(copy_list)) {}
+
+kv::PagedKVLayerView CudaKVStorage::layer_view(kv::KVPool pool, int32_t layer) const {
+  const kv::KVGeometry& g = geometry_;
+  kv::PagedKVLayerView v;
+  auto* base = static_cast<std::byte*>(pool == kv::KVPool::kKey ? keys_.data() : values_.data());
+  v.base = base + static_cast<size_t>(layer) * g.layer_elems() * dtype_size(g.dtype);
+  v.block_stride = g.block_elems();
+  v.token_stride = int64_t{g.num_kv_heads} * g.head_dim;
+  v.head_stride = g.head_dim;
+  v.num_blocks = g.num_blocks;
+  v.block_size = g.block_size;
+  v.num_kv_heads = g.num_kv_heads;
+  v.head_dim = g.head_dim;
+  v.dtype = g.dtype;
+  return v;
+}
+
+Status CudaKVStorage::copy_slots(std::span<const kv::SlotCopy> copies) {
+  RLT_RETURN_IF_ERROR(kv::validate_slot_copies(geometry_, copies));
+  if (copies.empty()) return {};
+  const size_t elem = dtype_size(geometry_.dtype);
+  KVPoolShape shape;
+  shape.block_bytes = geometry_.block_elems() * static_cast<int64_t>(elem);
+  shape.layer_bytes = geometry_.layer_elems() * static_cast<int64_t>(elem);
+  shape.slot_bytes =
+      int64_t{geometry_.num_kv_heads} * geometry_.head_dim * static_cast<int64_t>(elem);
+  // The manager's plans never chain (no source is another record's destination) and never write
+  // one slot twice, so their records run in parallel. Any other plan is applied record by record,
+  // in order, exactly as the host storage does.
+  const bool ordered = needs_ordering(copies, geometry_.block_size);
+  RLT_RETURN_IF_ERROR(copy_staging_.reserve(kCopyChunk * sizeof(DeviceSlotCopy)));
+  auto* records = reinterpret_cast<DeviceSlotCopy*>(copy_staging_.data());
+  for (size_t start = 0; start < copies.size(); start += kCopyChunk) {
+    const auto count = static_cast<int32_t>(std::min<size_t>(kCopyChunk, copies.size() - start));
+    // The staging buffer is reused per chunk: wait for the previous chunk's upload to finish.
+    RLT_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream_), "KV slot copy"));
+    for (int32_t i = 0; i < count; ++i) {
+      const kv::SlotCopy& c = copies[start + static_cast<size_t>(i)];
+      records[i] = {c.src_block, c.src_slot, c.dst_block, c.dst_slot, c.layer_begin, c.layer_end};
+    }
+    RLT_RETURN_IF_ERROR(
+        check(cudaMemcpyAsync(copy_list_.data(), records, count * sizeof(DeviceSlotCopy),
+                              cudaMemcpyHostToDevice, stream_),
+              "uploading KV slot copies"));
+    const auto* device_records = static_cast<const DeviceSlotCopy*>(copy_list_.data());
+    if (!ordered) {
+      RLT_RETURN_IF_ERROR(launch_kv_copy_slots(device_records, count, keys_.data(), values_.data(),
+                                               shape, stream_));
+    } else {
+      for (int32_t i = 0; i < count; ++i) {
+        RLT_RETURN_IF_ERROR(launch_kv_copy_slots(device_records + i, 1, keys_.data(),
+                                                 values_.data(), shape, stream_));
+      }
+    }
+  }
+  // Callers reuse their copy plan after return; the staging must not be rewritten before the
+  // last upload has landed, so finish here (finalize plans are small and rare).
+  return check(cudaStreamSynchronize(stream_), "KV slot copy");
+}
+
+Status CudaKVStorage::transfer(std::span<const kv::BlockId> blocks, std::byte* keys_host,
+                               std::byte* values_host, const std::byte* keys_src,
+                               const std::byte* values_src, bool to_host) const {
+  const size_t block_bytes =
+      static_cast<size_t>(geometry_.block_elems()) * dtype_size(geometry_.dtype);
+  const size_t per_chunk = std::max<size_t>(1, kStagingBytes / (2 * block_bytes));
+  RLT_RETURN_IF_ERROR(staging_.reserve(2 * per_chunk * block_bytes));
+  std::byte* stage_k = staging_.data();
+  std::byte* stage_v = staging_.data() + per_chunk * block_bytes;
+  auto* dev_k = static_cast<std::byte*>(keys_.data());
+  auto* dev_v = static_cast<std::byte*>(values_.data());
+  for (size_t start = 0; start < blocks.size(); start += per_chunk) {
+    const size_t n = std::min(per_chunk, blocks.size() - start);
+    if (!to_host) {
+      std::memcpy(stage_k, keys_src + start * block_bytes, n * block_bytes);
+      std::memcpy(stage_v, values_src + start * block_bytes, n * block_bytes);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const size_t off = static_cast<size_t>(blocks[start + i]) * block_bytes;
+      const size_t staged = i * block_bytes;
+      if (to_host) {
+        RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(stage_k + staged, dev_k + off, block_bytes,
+                                                  cudaMemcpyDeviceToHost, stream_),
+                                  "reading KV blocks"));
+        RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(stage_v + staged, dev_v + off, block_bytes,
+                                                  cudaMemcpyDeviceToHost, stream_),
+                                  "reading KV blocks"));
+      } else {
+        RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(dev_k + off, stage_k + staged, block_bytes,
+                                                  cudaMemcpyHostToDevice, stream_),
+                                  "writing KV blocks"));
+        RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(dev_v + off, stage_v + staged, block_bytes,
+                                                  cudaMemcpyHostToDevice, stream_),
+                                  "writing KV blocks"));
+      }
+    }
+    RLT_RETURN_IF_ERROR(
+        check(cudaStreamSynchronize(stream_), to_host ? "reading KV blocks" : "writing KV blocks"));
+    if (to_host) {
+      std::memcpy(keys_host + start * block_bytes, stage_k, n * block_bytes);
+      std::memcpy(values_host + start * block_bytes, stage_v, n * block_bytes);
+    }
+  }
+  return {};
+}
+
+Status CudaKVStorage::read_blocks(std::span<const kv::BlockId> blocks, std::span<std::byte> keys,
+                                  std::span<std::byte> values) const {
+  RLT_RETURN_IF_ERROR(
+      kv::validate_block_transfer(geometry_, blocks, keys.size(), values.size(), "reading"));
+  return transfer(blocks, keys.data(), values.data(), nullptr, nullptr, /*to_host=*/true);
+}
+
+Status CudaKVStorage::write_blocks(std::span<const kv::BlockId> blocks,
+                                   std::span<const std::byte> keys,
+                                   std::span<const std::byte> values) {
+  RLT_RETURN_IF_ERROR(
+      kv::validate_block_transfer(geometry_, blocks, keys.size(), values.size(), "writing"));
+  return transfer(blocks, nullptr, nullptr, keys.data(), values.data(), /*to_host=*/false);
+}
+
+}  // namespace rlt::cuda

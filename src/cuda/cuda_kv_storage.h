@@ -1,0 +1,51 @@
+// KV pools in device memory: the storage the CUDA runner and attention backends read. Same
+// layout and contract as kv::CpuKVStorage (kv/kv_storage.h): K and V, each [num_blocks,
+// num_layers, block_size, num_kv_heads, head_dim] in the geometry's dtype, zero-initialized.
+// Slot copies run as one kernel on the storage's stream; block reads and writes (snapshots for
+// preemption, transfers) go through a pinned staging buffer. Calls are stream-ordered after every
+// earlier kernel on that stream and return once their host-visible effect is complete.
+#pragma once
+
+#include <memory>
+
+#include "cuda/runtime.h"
+#include "kv/cpu_kv_storage.h"
+#include "kv/kv_storage.h"
+#include "kv/layer_view.h"
+
+namespace rlt::cuda {
+
+class CudaKVStorage final : public kv::KVStorage {
+ public:
+  // Errors: invalid geometry; not enough device memory (with the sizes involved).
+  static Result<std::unique_ptr<CudaKVStorage>> create(const kv::KVGeometry& geometry,
+                                                       StreamHandle stream);
+
+  const kv::KVGeometry& geometry() const override { return geometry_; }
+  Status copy_slots(std::span<const kv::SlotCopy> copies) override;
+  Status read_blocks(std::span<const kv::BlockId> blocks, std::span<std::byte> keys,
+                     std::span<std::byte> values) const override;
+  Status write_blocks(std::span<const kv::BlockId> blocks, std::span<const std::byte> keys,
+                      std::span<const std::byte> values) override;
+
+  // Device-memory descriptor of one layer for attention kernels; 0 <= layer < num_layers.
+  kv::PagedKVLayerView layer_view(kv::KVPool pool, int32_t layer) const;
+  size_t pool_bytes() const { return keys_.bytes(); }
+  StreamHandle stream() const { return stream_; }
+
+ private:
+  CudaKVStorage(const kv::KVGeometry& geometry, StreamHandle stream, DeviceAllocation keys,
+                DeviceAllocation values, DeviceAllocation copy_list);
+  // Copies whole blocks between the pools and host buffers, chunk by chunk through staging.
+  Status transfer(std::span<const kv::BlockId> blocks, std::byte* keys_host, std::byte* values_host,
+                  const std::byte* keys_src, const std::byte* values_src, bool to_host) const;
+
+  kv::KVGeometry geometry_;
+  StreamHandle stream_;
+  DeviceAllocation keys_, values_;
+  DeviceAllocation copy_list_;  // device records for one copy_slots chunk
+  mutable PinnedBuffer staging_;
+  PinnedBuffer copy_staging_;
+};
+
+}  // namespace rlt::cuda

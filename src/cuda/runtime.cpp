@@ -1,0 +1,178 @@
+#include "cuda/runtime.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "cuda/device.h"
+
+namespace rlt::cuda {
+namespace {
+
+Status check(cudaError_t e, const std::string& what) {
+  return cuda_status(static_cast<int>(e), what);
+}
+
+std::string mib(size_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+}  // namespace
+
+Status set_device(int device) {
+  return check(cudaSetDevice(device), fmt::format("selecting CUDA device {}", device));
+}
+
+Status synchronize_stream(StreamHandle stream, const std::string& what) {
+  return check(cudaStreamSynchronize(stream), what);
+}
+
+Result<Stream> Stream::create() {
+  cudaStream_t s = nullptr;
+  RLT_RETURN_IF_ERROR(
+      check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "creating a CUDA stream"));
+  return Stream(s);
+}
+
+Stream& Stream::operator=(Stream&& other) noexcept {
+  std::swap(handle_, other.handle_);
+  return *this;
+}
+
+Stream::~Stream() {
+  if (handle_) cudaStreamDestroy(handle_);
+}
+
+Status Stream::synchronize() const {
+  return synchronize_stream(handle_, "synchronizing a CUDA stream");
+}
+
+Result<Event> Event::create(bool timing) {
+  Event e;
+  RLT_RETURN_IF_ERROR(check(
+      cudaEventCreateWithFlags(&e.handle_, timing ? cudaEventDefault : cudaEventDisableTiming),
+      "creating a CUDA event"));
+  return e;
+}
+
+Event& Event::operator=(Event&& other) noexcept {
+  std::swap(handle_, other.handle_);
+  return *this;
+}
+
+Event::~Event() {
+  if (handle_) cudaEventDestroy(handle_);
+}
+
+Status Event::record(StreamHandle stream) const {
+  return check(cudaEventRecord(handle_, stream), "recording a CUDA event");
+}
+Status Event::synchronize() const {
+  return check(cudaEventSynchronize(handle_), "waiting for a CUDA event");
+}
+Status Event::wait_on(StreamHandle stream) const {
+  return check(cudaStreamWaitEvent(stream, handle_, 0), "making a stream wait for an event");
+}
+
+Result<float> Event::elapsed_ms(const Event& start, const Event& end) {
+  float ms = 0;
+  RLT_RETURN_IF_ERROR(
+      check(cudaEventElapsedTime(&ms, start.handle_, end.handle_), "timing between CUDA events"));
+  return ms;
+}
+
+Result<DeviceAllocation> DeviceAllocation::allocate(size_t bytes, const std::string& what) {
+  DeviceAllocation a;
+  if (bytes == 0) return a;
+  const cudaError_t e = cudaMalloc(&a.data_, bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // an allocation failure is not sticky; clear it for later calls
+    size_t free_bytes = 0, total = 0;
+    cudaMemGetInfo(&free_bytes, &total);
+    return resource_exhausted(
+        fmt::format("cannot allocate {} of device memory for {}: {} ({} free of {}); "
+                    "reduce the KV cache size or the batch size",
+                    mib(bytes), what, cudaGetErrorString(e), mib(free_bytes), mib(total)));
+  }
+  a.bytes_ = bytes;
+  return a;
+}
+
+DeviceAllocation& DeviceAllocation::operator=(DeviceAllocation&& other) noexcept {
+  std::swap(data_, other.data_);
+  std::swap(bytes_, other.bytes_);
+  return *this;
+}
+
+DeviceAllocation::~DeviceAllocation() {
+  if (data_) cudaFree(data_);
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (data_) cudaFreeHost(data_);
+}
+
+Status PinnedBuffer::reserve(size_t bytes) {
+  if (bytes <= capacity_) return {};
+  if (data_) cudaFreeHost(data_);
+  data_ = nullptr;
+  capacity_ = 0;
+  void* p = nullptr;
+  const cudaError_t e = cudaMallocHost(&p, bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return resource_exhausted(fmt::format("cannot allocate {} of pinned host memory: {}",
+                                          mib(bytes), cudaGetErrorString(e)));
+  }
+  data_ = static_cast<std::byte*>(p);
+  capacity_ = bytes;
+  return {};
+}
+
+PoolBlock& PoolBlock::operator=(PoolBlock&& other) noexcept {
+  if (this != &other) {
+    if (pool_) pool_->release(offset_);
+    pool_ = std::exchange(other.pool_, nullptr);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    offset_ = other.offset_;
+  }
+  return *this;
+}
+
+PoolBlock::~PoolBlock() {
+  if (pool_) pool_->release(offset_);
+}
+
+DevicePool::DevicePool(DeviceAllocation slab) : slab_(std::move(slab)), allocator_(slab_.bytes()) {}
+
+Result<std::unique_ptr<DevicePool>> DevicePool::create(size_t bytes) {
+  RLT_ASSIGN_OR_RETURN(DeviceAllocation slab, DeviceAllocation::allocate(bytes, "the device pool"));
+  return std::unique_ptr<DevicePool>(new DevicePool(std::move(slab)));
+}
+
+Result<PoolBlock> DevicePool::allocate(size_t bytes, const std::string& what, size_t alignment) {
+  auto offset = allocator_.allocate(bytes, alignment);
+  if (!offset.ok()) return offset.status().with_context(what);
+  PoolBlock b;
+  b.pool_ = this;
+  b.offset_ = *offset;
+  b.data_ = static_cast<std::byte*>(slab_.data()) + *offset;
+  b.bytes_ = bytes;
+  return b;
+}
+
+void DevicePool::release(uint64_t offset) {
+  // Only PoolBlock calls this, with the offset it was given: it cannot fail.
+  (void)allocator_.release(offset);
+}
+
+Status GrowableBuffer::ensure(DevicePool& pool, size_t bytes, const std::string& what) {
+  if (bytes <= block_.bytes()) return {};
+  block_ = PoolBlock();  // give the old range back first so it can merge into the new one
+  RLT_ASSIGN_OR_RETURN(block_, pool.allocate(bytes, what));
+  return {};
+}
+
+}  // namespace rlt::cuda
