@@ -52,6 +52,9 @@ struct EngineConfig {
   // weights on CPUs with AVX512_BF16 (rounded to bf16 as a bf16 PyTorch model computes; about
   // twice the prefill rate).
   std::string activation_dtype = "f32";
+  // Where the model runs: "cpu", or "cuda" / "cuda:N" (CUDA builds, device N; weights in their
+  // stored dtype, KV pools and attention on the GPU).
+  std::string device = "cpu";
 };
 
 struct TokenLogprob {

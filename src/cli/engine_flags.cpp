@@ -40,6 +40,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--preemption-host-gib", f.preemption_host_gib, "Host memory for suspended requests")->capture_default_str();
   cmd.add_option("--seed", c.seed, "Engine seed: requests without a seed derive theirs from it")->capture_default_str();
   cmd.add_option("--threads", c.threads, "CPU kernel threads (0 = all cores)")->capture_default_str();
+  cmd.add_option("--device", c.device, "Where the model runs: cpu, or cuda / cuda:N (CUDA builds)")->capture_default_str();
   cmd.add_option("--activation-dtype", c.activation_dtype,
                  "Linear-layer activations: f32, or bf16 (bf16 weights on AVX512_BF16 CPUs: ~2x prefill)")
       ->capture_default_str()

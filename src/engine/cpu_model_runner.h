@@ -1,18 +1,13 @@
-// Executes one scheduled batch on the CPU: the stage's model math over the paged KV cache. Owns
-// the per-request recurrent state (the hidden vector carried between loops and stages).
-//
-//   PREFILL   embed the chunk, then every loop over all chunk rows (loop-major; one plan shared
-//             by all depths); keeps the last prompt row's hidden state.
-//             Under the `shared` layout positions go in waves: all loops of a position first.
-//   PRELUDE   embed the last sampled token.
-//   RECURRENT one loop per row at the row's own depth; returns each row's gate logit.
-//   CODA      the lm head on each row's hidden state; returns logits.
+// Executes one scheduled batch on the CPU (stages as in model_runner.h): the model math over the
+// paged KV cache in host memory. Owns the per-request recurrent state (the hidden vector carried
+// between loops and stages).
 #pragma once
 
 #include <memory>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/model_runner.h"
 #include "engine/paged_attention.h"
 #include "kv/kv_cache_manager.h"
 #include "model/ouro_core.h"
@@ -20,24 +15,18 @@
 
 namespace rlt::engine {
 
-struct BatchResult {
-  std::vector<float> gate_logits;  // RECURRENT: [items]
-  std::vector<float> logits;       // CODA: [items, vocab]
-};
-
-class CpuModelRunner {
+class CpuModelRunner final : public ModelRunner {
  public:
   CpuModelRunner(std::shared_ptr<const model::OuroModel> model, std::unique_ptr<kv::CpuKVStorage> storage,
                  std::unique_ptr<attention::AttentionBackend> backend, const attention::BackendCapabilities& caps,
                  kv::KVLayout layout);
 
   Status execute(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                 const kv::KVCacheManager& kv, BatchResult* out);
+                 const kv::KVCacheManager& kv, BatchResult* out) override;
 
-  kv::CpuKVStorage& storage() { return *storage_; }
-  // Drops a finished or aborted request's recurrent state.
-  void release(kv::RequestId id) { hidden_.erase(id); }
-  size_t live_states() const { return hidden_.size(); }
+  kv::CpuKVStorage& storage() override { return *storage_; }
+  void release(kv::RequestId id) override { hidden_.erase(id); }
+  size_t live_states() const override { return hidden_.size(); }
 
  private:
   Status prefill(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler, const kv::KVCacheManager& kv);

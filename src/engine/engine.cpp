@@ -12,6 +12,7 @@
 #include "attention/selection.h"
 #include "common/log.h"
 #include "engine/cpu_model_runner.h"
+#include "engine/device_choice.h"
 #include "engine/sampler.h"
 #include "engine/sampler_history.h"
 #include "engine/sampler_rng.h"
@@ -68,7 +69,7 @@ struct Engine::Impl : public sched::PreemptionHooks {
   EngineConfig config;
   std::shared_ptr<const model::OuroModel> model;
   std::unique_ptr<kv::KVCacheManager> kv;
-  std::unique_ptr<engine::CpuModelRunner> runner;
+  std::unique_ptr<engine::ModelRunner> runner;
   std::unique_ptr<sched::Scheduler> scheduler;
   engine::Sampler sampler;
   std::unordered_map<uint64_t, LiveRequest> live;
@@ -117,6 +118,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   impl->config = config;
   if (config.threads > 0) omp_set_num_threads(config.threads);
   RLT_ASSIGN_OR_RETURN(model::LoadOptions load, model::parse_activation_dtype(config.activation_dtype));
+  // The device first: a wrong --device fails before the model is read.
+  RLT_ASSIGN_OR_RETURN(engine::DeviceChoice device, engine::choose_device(config.device));
   RLT_ASSIGN_OR_RETURN(impl->model, model::load_ouro_model(config.model_dir, load));
   const io::ModelConfig& mc = impl->model->config;
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
@@ -136,7 +139,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   // cache is sized.
   attention::SelectionInput sel;
   sel.requested = config.attention_backend;
-  sel.device = attention::detect_host_cpu();
+  sel.device = device.attention_device;
   sel.kv_dtype = kv_dtype;
   sel.head_dim = static_cast<int32_t>(mc.head_dim);
   sel.page_size = config.block_size;
@@ -173,8 +176,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   kc.model_salt = config.model_dir;
   RLT_ASSIGN_OR_RETURN(kv::KVCacheManager manager, kv::KVCacheManager::create(kc));
   impl->kv = std::make_unique<kv::KVCacheManager>(std::move(manager));
-  RLT_ASSIGN_OR_RETURN(auto storage, kv::CpuKVStorage::create(kc.geometry));
-  impl->runner = std::make_unique<engine::CpuModelRunner>(impl->model, std::move(storage), entry->create(), entry->caps, *layout);
+  if (device.cuda) {
+    RLT_ASSIGN_OR_RETURN(impl->runner, engine::make_gpu_runner(impl->model, kc.geometry, device.cuda_index,
+                                                               entry->create(), entry->caps, *layout));
+  } else {
+    RLT_ASSIGN_OR_RETURN(auto storage, kv::CpuKVStorage::create(kc.geometry));
+    impl->runner = std::make_unique<engine::CpuModelRunner>(impl->model, std::move(storage), entry->create(),
+                                                            entry->caps, *layout);
+  }
   std::vector<int32_t> eos;
   for (int64_t id : impl->model->eos_token_ids()) eos.push_back(static_cast<int32_t>(id));
   impl->scheduler = std::make_unique<sched::Scheduler>(sc, *impl->kv, kc.depth, eos, impl.get());

@@ -164,6 +164,23 @@ TEST(EngineApi, ReportsTheAttentionSelection) {
   EXPECT_NE(Engine::create(c).status().message().find("unknown kv layout"), std::string::npos);
 }
 
+TEST(EngineApi, DeviceChoiceIsCheckedBeforeTheModelIsRead) {
+  EngineConfig c;
+  c.model_dir = demo_dir();
+  c.device = "tpu";
+  auto bad = Engine::create(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("expected cpu, cuda or cuda:N"), std::string::npos) << bad.status().message();
+  c.device = "cuda:7";
+  auto cuda = Engine::create(c);
+  if (!cuda.ok()) {
+    // Without CUDA in the build, or without a 8th device, the message says which and what to do.
+    EXPECT_NE(cuda.status().message().find("--device cuda:7"), std::string::npos) << cuda.status().message();
+  }
+  c.device = "cpu";
+  EXPECT_TRUE(Engine::create(c).ok());
+}
+
 TEST(EngineApi, StreamsTextThatJoinsToTheFullDecode) {
   auto e = make_engine();
   SamplingParams p = sampled(11);

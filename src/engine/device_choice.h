@@ -1,0 +1,31 @@
+// Parses --device and checks it against this build and machine, before any model bytes are read:
+// "cpu", "cuda" (device 0) or "cuda:N". A CUDA choice in a build without CUDA, or without a
+// usable device, is an error that says what to do.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "attention/backend.h"
+#include "attention/capabilities.h"
+#include "engine/model_runner.h"
+#include "kv/kv_types.h"
+#include "model/ouro_weights.h"
+
+namespace rlt::engine {
+
+struct DeviceChoice {
+  bool cuda = false;
+  int cuda_index = 0;
+  attention::DeviceDesc attention_device;  // what attention selection targets
+};
+
+Result<DeviceChoice> choose_device(const std::string& text);
+
+// The GPU runner (gpu_model_runner.h) in CUDA builds; an error naming the build switch otherwise.
+Result<std::unique_ptr<ModelRunner>> make_gpu_runner(
+    std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
+    std::unique_ptr<attention::AttentionBackend> backend,
+    const attention::BackendCapabilities& caps, kv::KVLayout layout);
+
+}  // namespace rlt::engine

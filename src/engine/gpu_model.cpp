@@ -1,0 +1,211 @@
+#include "engine/gpu_model.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include "cuda/device.h"
+#include "model/rope_scaling.h"
+
+namespace rlt::engine {
+namespace {
+
+Result<cuda::ElementType> element_type(DType d, const std::string& name) {
+  switch (d) {
+    case DType::kF32:
+      return cuda::ElementType::kF32;
+    case DType::kBF16:
+      return cuda::ElementType::kBF16;
+    case DType::kF16:
+      return cuda::ElementType::kF16;
+    default:
+      return invalid_argument(fmt::format(
+          "{} is stored as {}; the GPU path takes f32, bf16 or f16 weights", name, dtype_name(d)));
+  }
+}
+
+Status copy_to_device(void* dst, const void* src, size_t bytes, cuda::StreamHandle stream) {
+  // The source is the checkpoint's file mapping (pageable): the copy completes before return.
+  RLT_RETURN_IF_ERROR(cuda::cuda_status(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream), "uploading weights"));
+  return cuda::cuda_status(cudaStreamSynchronize(stream), "uploading weights");
+}
+
+// Stacks the named [rows_i, cols] tensors (one dtype) into one device matrix.
+Result<cuda::DeviceMatrix> stacked(const io::Checkpoint& ckpt,
+                                   const std::vector<std::string>& names,
+                                   cuda::StreamHandle stream) {
+  cuda::DeviceMatrix m;
+  std::vector<const io::TensorView*> views;
+  for (const std::string& n : names) {
+    const io::TensorView* t = ckpt.find(n);
+    if (!t || t->shape.size() != 2) return not_found(fmt::format("tensor {} (2-D) is missing", n));
+    if (!views.empty() &&
+        (t->dtype != views.front()->dtype || t->shape[1] != views.front()->shape[1])) {
+      return invalid_argument(fmt::format(
+          "{} and {} are fused on the GPU but differ in dtype or width", names.front(), n));
+    }
+    views.push_back(t);
+    m.rows += t->shape[0];
+  }
+  m.cols = views.front()->shape[1];
+  RLT_ASSIGN_OR_RETURN(m.type, element_type(views.front()->dtype, names.front()));
+  RLT_ASSIGN_OR_RETURN(cuda::DeviceAllocation a,
+                       cuda::DeviceAllocation::allocate(m.bytes(), names.front()));
+  m.storage = std::make_shared<cuda::DeviceAllocation>(std::move(a));
+  size_t offset = 0;
+  for (const io::TensorView* t : views) {
+    RLT_RETURN_IF_ERROR(copy_to_device(static_cast<std::byte*>(m.storage->data()) + offset, t->data,
+                                       t->nbytes, stream));
+    offset += t->nbytes;
+  }
+  return m;
+}
+
+Result<cuda::DeviceAllocation> f32_vectors(const std::vector<const std::vector<float>*>& parts,
+                                           const char* what, cuda::StreamHandle stream) {
+  size_t n = 0;
+  for (const auto* p : parts) n += p->size();
+  RLT_ASSIGN_OR_RETURN(cuda::DeviceAllocation a,
+                       cuda::DeviceAllocation::allocate(n * sizeof(float), what));
+  size_t offset = 0;
+  for (const auto* p : parts) {
+    RLT_RETURN_IF_ERROR(copy_to_device(static_cast<float*>(a.data()) + offset, p->data(),
+                                       p->size() * sizeof(float), stream));
+    offset += p->size();
+  }
+  return a;
+}
+
+std::string layer_name(int64_t i, const char* suffix) {
+  return fmt::format("model.layers.{}.{}", i, suffix);
+}
+
+Status grow(cuda::DeviceAllocation& buffer, int64_t floats, const char* what) {
+  const auto bytes = static_cast<size_t>(floats) * sizeof(float);
+  if (buffer.bytes() >= bytes) return {};
+  buffer = cuda::DeviceAllocation();
+  RLT_ASSIGN_OR_RETURN(buffer, cuda::DeviceAllocation::allocate(bytes, what));
+  return {};
+}
+
+float* f(cuda::DeviceAllocation& a) {
+  return static_cast<float*>(a.data());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<GpuCore>> GpuCore::create(const model::OuroModel& model,
+                                                 cuda::StreamHandle stream) {
+  std::unique_ptr<GpuCore> core(new GpuCore(model, stream));
+  RLT_ASSIGN_OR_RETURN(core->linear_, cuda::LinearRunner::create(stream));
+  RLT_RETURN_IF_ERROR(core->upload(model.config));
+  return core;
+}
+
+Status GpuCore::upload(const io::ModelConfig& c) {
+  const io::Checkpoint& ckpt = model_.checkpoint;
+  const model::OuroWeights& w = model_.weights;
+  RLT_ASSIGN_OR_RETURN(embed_, stacked(ckpt, {"model.embed_tokens.weight"}, stream_));
+  if (c.tie_word_embeddings) {
+    lm_head_ = embed_;  // shares the bytes
+  } else {
+    RLT_ASSIGN_OR_RETURN(lm_head_, stacked(ckpt, {"lm_head.weight"}, stream_));
+    weight_bytes_ += lm_head_.bytes();
+  }
+  weight_bytes_ += embed_.bytes();
+  RLT_ASSIGN_OR_RETURN(final_norm_, f32_vectors({&w.final_norm}, "model.norm", stream_));
+  if (c.has_exit_gate()) {
+    RLT_ASSIGN_OR_RETURN(gate_weight_, f32_vectors({&w.exit_gate_weight}, "exit gate", stream_));
+  }
+  const std::vector<float> inv_freq = model::rope_inv_freq(c);
+  RLT_ASSIGN_OR_RETURN(inv_freq_, f32_vectors({&inv_freq}, "rope frequencies", stream_));
+  layers_.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    GpuLayer& l = layers_[static_cast<size_t>(i)];
+    const model::OuroLayerWeights& lw = w.layers[static_cast<size_t>(i)];
+    RLT_ASSIGN_OR_RETURN(l.qkv, stacked(ckpt,
+                                        {layer_name(i, "self_attn.q_proj.weight"),
+                                         layer_name(i, "self_attn.k_proj.weight"),
+                                         layer_name(i, "self_attn.v_proj.weight")},
+                                        stream_));
+    RLT_ASSIGN_OR_RETURN(l.o_proj,
+                         stacked(ckpt, {layer_name(i, "self_attn.o_proj.weight")}, stream_));
+    RLT_ASSIGN_OR_RETURN(
+        l.gate_up,
+        stacked(ckpt, {layer_name(i, "mlp.gate_proj.weight"), layer_name(i, "mlp.up_proj.weight")},
+                stream_));
+    RLT_ASSIGN_OR_RETURN(l.down_proj,
+                         stacked(ckpt, {layer_name(i, "mlp.down_proj.weight")}, stream_));
+    // Layers without sandwich norms (Llama) upload the two they have; the others are unused.
+    const std::vector<float>& attn_out = c.sandwich_norms() ? lw.attn_out_norm : lw.input_norm;
+    const std::vector<float>& mlp_out = c.sandwich_norms() ? lw.mlp_out_norm : lw.post_attn_norm;
+    RLT_ASSIGN_OR_RETURN(l.norms,
+                         f32_vectors({&lw.input_norm, &attn_out, &lw.post_attn_norm, &mlp_out},
+                                     "layer norms", stream_));
+    weight_bytes_ += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
+  }
+  return {};
+}
+
+Status GpuCore::reserve(int64_t rows) {
+  if (rows <= capacity_rows_) return {};
+  const io::ModelConfig& c = model_.config;
+  RLT_RETURN_IF_ERROR(grow(normed_, rows * c.hidden_size, "activations"));
+  RLT_RETURN_IF_ERROR(grow(qkv_, rows * (c.q_dim() + 2 * c.kv_dim()), "activations"));
+  RLT_RETURN_IF_ERROR(grow(q_, rows * c.q_dim(), "activations"));
+  RLT_RETURN_IF_ERROR(grow(attn_, rows * c.q_dim(), "activations"));
+  RLT_RETURN_IF_ERROR(grow(proj_, rows * c.hidden_size, "activations"));
+  RLT_RETURN_IF_ERROR(grow(gate_up_, rows * 2 * c.intermediate_size, "activations"));
+  RLT_RETURN_IF_ERROR(grow(act_, rows * c.intermediate_size, "activations"));
+  RLT_RETURN_IF_ERROR(linear_->reserve(rows, std::max(c.hidden_size, c.intermediate_size)));
+  capacity_rows_ = rows;
+  return {};
+}
+
+Status GpuCore::embed(const int32_t* tokens, int64_t rows, float* h) {
+  return cuda::embed_rows(embed_.data(), embed_.type, model_.config.hidden_size, tokens, rows, h,
+                          stream_);
+}
+
+Status GpuCore::run_loop(float* h, int64_t rows, GpuCoreAttention& attention, float* gate_logits) {
+  const io::ModelConfig& c = model_.config;
+  RLT_RETURN_IF_ERROR(reserve(rows));
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t hidden = c.hidden_size;
+  auto residual = [&](const float* out_norm) -> Status {
+    if (c.sandwich_norms())
+      return cuda::add_rms_norm(h, f(proj_), out_norm, rows, hidden, eps, stream_);
+    return cuda::add_in_place(h, f(proj_), rows * hidden, stream_);
+  };
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const GpuLayer& w = layers_[static_cast<size_t>(l)];
+    const float* norms = static_cast<const float*>(w.norms.data());
+    RLT_RETURN_IF_ERROR(cuda::rms_norm(h, norms, rows, hidden, eps, f(normed_), stream_));
+    RLT_RETURN_IF_ERROR(linear_->run(w.qkv, f(normed_), rows, f(qkv_)));
+    RLT_RETURN_IF_ERROR(attention.attend(l, f(qkv_), rows, f(q_), f(attn_)));
+    RLT_RETURN_IF_ERROR(linear_->run(w.o_proj, f(attn_), rows, f(proj_)));
+    RLT_RETURN_IF_ERROR(residual(norms + hidden));
+    RLT_RETURN_IF_ERROR(
+        cuda::rms_norm(h, norms + 2 * hidden, rows, hidden, eps, f(normed_), stream_));
+    RLT_RETURN_IF_ERROR(linear_->run(w.gate_up, f(normed_), rows, f(gate_up_)));
+    RLT_RETURN_IF_ERROR(cuda::silu_mul(f(gate_up_), rows, c.intermediate_size, f(act_), stream_));
+    RLT_RETURN_IF_ERROR(linear_->run(w.down_proj, f(act_), rows, f(proj_)));
+    RLT_RETURN_IF_ERROR(residual(norms + 3 * hidden));
+  }
+  // The loop norm replaces h: the next loop's input and the lm head's input.
+  RLT_RETURN_IF_ERROR(cuda::rms_norm(h, f(final_norm_), rows, hidden, eps, h, stream_));
+  if (gate_logits == nullptr) return {};
+  if (!c.has_exit_gate()) {
+    return cuda::cuda_status(
+        cudaMemsetAsync(gate_logits, 0, static_cast<size_t>(rows) * sizeof(float), stream_),
+        "exit gate");
+  }
+  return cuda::gate_logits(h, f(gate_weight_), model_.weights.exit_gate_bias, rows, hidden,
+                           gate_logits, stream_);
+}
+
+Status GpuCore::lm_head(const float* h, int64_t rows, float* logits) {
+  return linear_->run(lm_head_, h, rows, logits);
+}
+
+}  // namespace rlt::engine

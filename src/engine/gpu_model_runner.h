@@ -1,0 +1,76 @@
+// Executes scheduled batches on a CUDA GPU (stages as in model_runner.h): GpuCore over KV pools
+// in device memory (cuda::CudaKVStorage) with a CUDA attention backend. The host plans each pass
+// (attention metadata, K/V write slots), uploads it through pinned memory in one copy, and the
+// per-request hidden states stay on the device between stages. Every execute() ends with the
+// results on the host (gate logits, logits); one stream orders everything.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "attention/backend.h"
+#include "attention/capabilities.h"
+#include "attention/metadata_planner.h"
+#include "cuda/cuda_kv_storage.h"
+#include "engine/gpu_model.h"
+#include "engine/model_runner.h"
+
+namespace rlt::engine {
+
+class GpuModelRunner final : public ModelRunner {
+ public:
+  // Creates the stream, uploads the model, allocates the KV pools with `geometry` on `device`.
+  static Result<std::unique_ptr<GpuModelRunner>> create(
+      std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
+      std::unique_ptr<attention::AttentionBackend> backend,
+      const attention::BackendCapabilities& caps, kv::KVLayout layout);
+  ~GpuModelRunner() override;
+
+  Status execute(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                 const kv::KVCacheManager& kv, BatchResult* out) override;
+  kv::KVStorage& storage() override { return *storage_; }
+  void release(kv::RequestId id) override;
+  size_t live_states() const override { return slot_of_.size(); }
+  size_t weight_bytes() const { return core_->weight_bytes(); }
+
+ private:
+  class Attention;
+  GpuModelRunner() = default;
+
+  Status prefill(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                 const kv::KVCacheManager& kv);
+  Status prefill_waves(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                       const kv::KVCacheManager& kv);
+  // Runs every loop in `depths` over the staged rows (h_ holds their embeddings).
+  Status run_loops(std::span<const attention::PlannedRow> rows, std::span<const int32_t> depths,
+                   const kv::KVCacheManager& kv, bool packed);
+  Result<int32_t> slot(kv::RequestId id);
+  Status ensure_rows(int64_t rows);
+  // Copies host int32 arrays to the device in one transfer; returns their device addresses.
+  Status upload(std::initializer_list<std::span<const int32_t>> arrays,
+                std::vector<const int32_t*>& device);
+  Status synchronize();
+
+  std::shared_ptr<const model::OuroModel> model_;
+  kv::KVLayout layout_ = kv::KVLayout::kLastExited;
+  std::unique_ptr<cuda::Stream> stream_;
+  std::unique_ptr<GpuCore> core_;
+  std::unique_ptr<cuda::CudaKVStorage> storage_;
+  std::unique_ptr<Attention> attention_;
+  // Per-request hidden states: rows of states_ ([capacity, hidden] f32), one slot per request.
+  cuda::DeviceAllocation states_;
+  int32_t state_capacity_ = 0;
+  std::unordered_map<kv::RequestId, int32_t> slot_of_;
+  std::vector<int32_t> free_slots_;
+  // Per-batch device buffers and host staging.
+  int64_t row_capacity_ = 0;
+  cuda::DeviceAllocation h_, out_;  // [rows, hidden], [rows, max(vocab, 1)]
+  cuda::DeviceAllocation metadata_;
+  cuda::PinnedBuffer staging_;
+  std::vector<int32_t> tokens_, positions_, slots_;
+  std::vector<attention::PlannedRow> rows_;
+  std::vector<int32_t> depths_;
+};
+
+}  // namespace rlt::engine

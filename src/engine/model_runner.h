@@ -1,0 +1,38 @@
+// What the engine asks of a model runner, whatever the device: execute one scheduled stage batch
+// over the paged KV cache, own the per-request recurrent state, and expose the KV storage the
+// manager's plans (finalize copies, snapshots) run on.
+//
+//   PREFILL   embed the chunk, then every loop over all chunk rows (loop-major; one plan shared
+//             by all depths); keeps the last prompt row's hidden state.
+//             Under the `shared` layout positions go in waves: all loops of a position first.
+//   PRELUDE   embed the last sampled token.
+//   RECURRENT one loop per row at the row's own depth; returns each row's gate logit.
+//   CODA      the lm head on each row's hidden state; returns logits.
+#pragma once
+
+#include <vector>
+
+#include "common/status.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_storage.h"
+#include "sched/scheduler.h"
+
+namespace rlt::engine {
+
+struct BatchResult {
+  std::vector<float> gate_logits;  // RECURRENT: [items]
+  std::vector<float> logits;       // CODA: [items, vocab]
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual Status execute(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                         const kv::KVCacheManager& kv, BatchResult* out) = 0;
+  virtual kv::KVStorage& storage() = 0;
+  // Drops a finished or aborted request's recurrent state.
+  virtual void release(kv::RequestId id) = 0;
+  virtual size_t live_states() const = 0;
+};
+
+}  // namespace rlt::engine
