@@ -43,6 +43,22 @@ run bench_gemv "$build/bench/cuda/rlt_bench_cuda_gemv"
 run bench_attention "$build/bench/cuda/rlt_bench_cuda_attention" --json
 run torch_sdpa python3 bench/peer/torch_sdpa_decode.py --json
 
+# End to end on an Ouro-1.4B-shape bf16 checkpoint (random weights: speed only), 1K context, all
+# loops: rlt's GPU engine and the plain PyTorch model with CUDA graphs, in this same run.
+e2e=${RLT_DEVICE_CHECK_MODEL:-/tmp/rlt-ouro-1.4b-bf16}
+if [ ! -f "$e2e/model.safetensors" ]; then
+  run make_model python3 tools/make_model.py "$e2e" --preset ouro-1.4b --dtype bf16
+fi
+if [ -f "$e2e/model.safetensors" ]; then
+  for batch in 1 32 128; do
+    gib=$(( batch * 3 / 4 + 4 ))  # (1024 + 16) tokens x 4 planes x 0.19 MiB per token-plane, with room
+    run "rlt_e2e_b$batch" "$build/src/cli/rlt" bench --device cuda --model "$e2e" --num-requests "$batch" \
+      --concurrency "$batch" --prompt-len 1024 --output-len 16 --max-num-seqs "$batch" \
+      --max-num-batched-tokens 8192 --prefill-chunk-size 1024 --kv-cache-gib "$gib"
+  done
+  run torch_e2e python3 bench/peer/torch_ouro.py --model "$e2e" --batches 1,32,128 --context 1024 --json
+fi
+
 echo "GPU: $(sed -n 2p "$logs/gpu.txt")"
 printf '%-22s %-6s %8s  %s\n' check result time summary
 printf '%s\n' "${rows[@]}"
@@ -68,5 +84,40 @@ for key, r in ours.items():
     ratio = f"{r['gbps'] / p['gbps']:.2f}" if p else "-"
     print(f"b{key[0]} ctx{key[1]} heads {key[2]}/{key[3]} d{key[4]:<6} {r['gbps']:>9.0f} "
           f"{100 * r['gbps'] / r['copy_gbps']:>7.0f}% {p['gbps'] if p else '-':>10} {ratio:>9}")
+PY
+echo "--- end to end, Ouro-1.4B shape, bf16, 1K context, all loops (rlt GPU engine vs PyTorch + CUDA graphs)"
+python3 - "$logs" <<'PY'
+import glob, json, os, sys
+logs = sys.argv[1]
+torch = {}
+for line in open(os.path.join(logs, "torch_e2e.log"), errors="replace") if os.path.exists(os.path.join(logs, "torch_e2e.log")) else []:
+    if line.startswith("JSON "):
+        r = json.loads(line[5:])
+        torch[(r["bench"], r.get("batch"))] = r
+def rlt_bench(batch):
+    path = os.path.join(logs, f"rlt_e2e_b{batch}.log")
+    if not os.path.exists(path):
+        return None
+    text = open(path, errors="replace").read()
+    start = text.find("{\n")
+    try:
+        return json.loads(text[start:]) if start >= 0 else None
+    except ValueError:
+        return None
+print(f"{'batch':>5} {'rlt tok/s':>10} {'of floor':>9} {'torch tok/s':>12} {'of floor':>9} {'rlt/torch':>10}")
+for batch in (1, 32, 128):
+    r, t = rlt_bench(batch), torch.get(("decode", batch))
+    rate = r["full_depth"]["decode_tokens_per_s"] * batch if r else None
+    share = r["roofline"]["decode_share_of_roofline"] if r and "roofline" in r else None
+    cells = [f"{rate:.0f}" if rate else "-", f"{100 * share:.0f}%" if share else "-",
+             f"{t['tokens_per_s']:.0f}" if t else "-",
+             f"{100 * t['tokens_per_s'] / t['floor_tokens_per_s']:.0f}%" if t else "-",
+             f"{rate / t['tokens_per_s']:.2f}" if rate and t else "-"]
+    print(f"{batch:>5} " + " ".join(f"{c:>10}" for c in cells))
+p, r = torch.get(("prefill", None)), rlt_bench(1)
+if p and r:
+    rlt_tflops = p["linear_flops_per_token"] * r["full_depth"]["prefill_tokens_per_s"] / 1e12
+    print(f"prefill 1x1024: rlt {1024 / r['full_depth']['prefill_tokens_per_s'] * 1e3:.1f} ms = {rlt_tflops:.0f} TFLOP/s "
+          f"({100 * rlt_tflops / p['matmul_tflops']:.0f}% of matmul), torch {p['ms']:.1f} ms = {p['tflops']:.0f} TFLOP/s")
 PY
 echo "logs: $logs"

@@ -114,7 +114,7 @@ Measured measure(const Case& c, rlt::attention::AttentionBackend& backend) {
 int main(int argc, char** argv) {
   const bool json = argc > 1 && std::strcmp(argv[1], "--json") == 0;
   if (!rlt::bench_cuda::print_device()) return 0;
-  const double copy_gbs = rlt::bench_cuda::copy_bandwidth_gbs(size_t{1} << 30);
+  const double copy_gbs = rlt::cuda::copy_bandwidth_gbs(size_t{1} << 30);
   fmt::print("copy bandwidth (read + write): {:.0f} GB/s\n\n", copy_gbs);
   fmt::print("{:<34} {:>10} {:>9} {:>9}\n", "decode attention (cuda_paged, bf16)", "us/call",
              "GB/s", "of copy");

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "cuda/device.h"
+#include "cuda/runtime.h"
 
 namespace rlt::bench_cuda {
 
@@ -49,19 +50,6 @@ inline bool print_device() {
   fmt::print("device: {} (sm_{}{}, {} SMs), kernels built for {}\n", d.name, d.compute_major,
              d.compute_minor, d.multiprocessors, cuda::compiled_architectures());
   return true;
-}
-
-// Device-to-device copy of `bytes` between two fresh buffers, best of 5, counted as read +
-// write (2 * bytes per copy). Returns GB/s, or 0 when the buffers cannot be allocated.
-inline double copy_bandwidth_gbs(size_t bytes) {
-  void *a = nullptr, *b = nullptr;
-  if (!check(cudaMalloc(&a, bytes), "cudaMalloc") || !check(cudaMalloc(&b, bytes), "cudaMalloc"))
-    return 0;
-  cudaMemset(a, 1, bytes);
-  const float ms = best_ms(5, [&] { cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice); });
-  cudaFree(a);
-  cudaFree(b);
-  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
 }
 
 }  // namespace rlt::bench_cuda

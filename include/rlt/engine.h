@@ -107,6 +107,7 @@ struct ModelFootprint {
   std::string kernel_target;  // SIMD target of the CPU kernels
   std::string activation_dtype;  // "f32" or "bf16"
   int threads = 0;            // CPU kernel threads in use
+  std::string device = "cpu";  // where the model runs: "cpu" or "cuda:N"
 };
 
 class Engine {

@@ -18,7 +18,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/model_dir.h"
-#include "kernels/cpu/memory_probe.h"
+#include "engine/device_choice.h"
 
 namespace rlt::cli {
 namespace {
@@ -136,6 +136,7 @@ int run_bench(const BenchOptions& opt) {
   out["output_len"] = opt.output_len;
   const ModelFootprint& f = base->footprint;
   out["threads"] = f.threads;
+  out["device"] = f.device;
   out["kernels"] = f.kernel_target;
   out["activation_dtype"] = f.activation_dtype;
   out["full_depth"] = {{"tokens", base->tokens},
@@ -152,7 +153,7 @@ int run_bench(const BenchOptions& opt) {
     // Decode at full depth: every loop reads the core's weights and that depth's K/V of the
     // context (on average the prompt plus half the output), then the lm head once. Concurrent
     // requests share the weight reads, so the roofline is per step of the whole batch.
-    const double copy_gbs = kernels::copy_bandwidth_gbs();
+    const double copy_gbs = engine::copy_bandwidth_gbs(f.device);
     const double context = opt.prompt_len + opt.output_len / 2.0;
     const double weights_per_step = static_cast<double>(f.loops * f.core_weight_bytes_per_loop + f.lm_head_bytes);
     const double kv_per_token = static_cast<double>(f.loops * f.kv_bytes_per_token_per_loop) * context;

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "cuda/device.h"
@@ -22,6 +23,23 @@ std::string mib(size_t bytes) {
 
 Status set_device(int device) {
   return check(cudaSetDevice(device), fmt::format("selecting CUDA device {}", device));
+}
+
+double copy_bandwidth_gbs(size_t bytes) {
+  auto a = DeviceAllocation::allocate(bytes, "copy probe"), b = DeviceAllocation::allocate(bytes, "copy probe");
+  auto start = Event::create(true), stop = Event::create(true);
+  if (!a.ok() || !b.ok() || !start.ok() || !stop.ok()) return 0.0;
+  cudaMemset(a->data(), 1, bytes);
+  float best = 1e30f;
+  for (int i = 0; i < 5; ++i) {
+    (void)start->record(nullptr);
+    cudaMemcpyAsync(b->data(), a->data(), bytes, cudaMemcpyDeviceToDevice, nullptr);
+    (void)stop->record(nullptr);
+    if (!stop->synchronize().ok()) return 0.0;
+    auto ms = Event::elapsed_ms(*start, *stop);
+    if (ms.ok()) best = std::min(best, *ms);
+  }
+  return 2.0 * static_cast<double>(bytes) / (best * 1e-3) / 1e9;
 }
 
 Status synchronize_stream(StreamHandle stream, const std::string& what) {

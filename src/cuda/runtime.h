@@ -21,6 +21,10 @@ using StreamHandle = CUstream_st*;
 
 // Makes `device` current for the calling thread.
 Status set_device(int device);
+// Device-to-device copy bandwidth of the current device over `bytes` (best of 5, counted as read +
+// write), in GB/s; 0 when the buffers cannot be allocated.
+double copy_bandwidth_gbs(size_t bytes);
+
 // Waits for everything queued on `stream` (null: the legacy default stream).
 Status synchronize_stream(StreamHandle stream, const std::string& what);
 

@@ -4,8 +4,11 @@
 
 #include <charconv>
 
+#include "kernels/cpu/memory_probe.h"
+
 #ifdef RLT_ENGINE_HAS_CUDA
 #include "cuda/device.h"
+#include "cuda/runtime.h"
 #include "engine/gpu_model_runner.h"
 #endif
 
@@ -50,6 +53,17 @@ Result<DeviceChoice> choose_device(const std::string& text) {
       fmt::format("--device {}: this build has no CUDA; rebuild with the CUDA toolkit "
                   "(cmake -DRLT_CUDA=ON) or use --device cpu",
                   text));
+#endif
+}
+
+double copy_bandwidth_gbs(const std::string& device) {
+  if (device == "cpu") return kernels::copy_bandwidth_gbs();
+#ifdef RLT_ENGINE_HAS_CUDA
+  auto choice = choose_device(device);
+  if (!choice.ok() || !cuda::set_device(choice->cuda_index).ok()) return 0.0;
+  return cuda::copy_bandwidth_gbs(size_t{1} << 30);
+#else
+  return 0.0;
 #endif
 }
 

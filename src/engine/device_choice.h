@@ -22,6 +22,10 @@ struct DeviceChoice {
 
 Result<DeviceChoice> choose_device(const std::string& text);
 
+// The memory bandwidth a roofline is stated against on `device` ("cpu" or "cuda:N"): a copy
+// probe counted as read + write, in GB/s; 0 when it cannot be measured.
+double copy_bandwidth_gbs(const std::string& device);
+
 // The GPU runner (gpu_model_runner.h) in CUDA builds; an error naming the build switch otherwise.
 Result<std::unique_ptr<ModelRunner>> make_gpu_runner(
     std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,

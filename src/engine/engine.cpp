@@ -334,6 +334,7 @@ ModelFootprint Engine::footprint() const {
   f.kernel_target = kernels::cpu_dispatch_target();
   f.activation_dtype = impl_->config.activation_dtype;
   f.threads = omp_get_max_threads();
+  f.device = impl_->config.device == "cuda" ? "cuda:0" : impl_->config.device;
   return f;
 }
 std::vector<int32_t> Engine::eos_token_ids() const {
