@@ -42,6 +42,12 @@ struct EngineConfig {
   // Attention
   std::string attention_backend = "auto";
   bool require_deterministic_attention = false;
+  bool require_packed_prefill = false;       // attention must declare packed_prefill
+  bool require_async_safe_attention = false;  // attention must never synchronize with the host
+  // CUDA graphs for the recurrent core (GPU runs): "auto" (capture per batch bucket, run eagerly
+  // if capture fails), "on" (required: the attention backend must be graph-safe and a failed
+  // capture is an error), "off".
+  std::string cuda_graphs = "auto";
 
   // Detokenize outputs with the folder's tokenizer.json (when it has one): RequestOutput.text.
   bool detokenize = true;
@@ -95,6 +101,7 @@ struct EngineMetrics {
   double mean_loops_per_token = 0.0;
   int64_t preemptions = 0;
   int64_t batches = 0;
+  int64_t cuda_graph_replays = 0;  // GPU runs: recurrent batches replayed from a captured graph
 };
 
 // What one generated token reads, for rooflines: the linear weights of one loop of the core (all

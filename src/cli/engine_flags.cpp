@@ -13,6 +13,9 @@ EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
   c.attention_backend = attention.backend;
   c.block_size = attention.block_size;
   c.require_deterministic_attention = attention.deterministic;
+  c.require_packed_prefill = attention.packed_prefill;
+  c.require_async_safe_attention = attention.async_scheduling;
+  c.cuda_graphs = attention.cuda_graphs ? "on" : (no_cuda_graphs ? "off" : "auto");
   return c;
 }
 
@@ -40,6 +43,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--preemption-host-gib", f.preemption_host_gib, "Host memory for suspended requests")->capture_default_str();
   cmd.add_option("--seed", c.seed, "Engine seed: requests without a seed derive theirs from it")->capture_default_str();
   cmd.add_option("--threads", c.threads, "CPU kernel threads (0 = all cores)")->capture_default_str();
+  cmd.add_flag("--no-cuda-graphs", f.no_cuda_graphs, "GPU runs: never capture CUDA graphs (default: capture per "
+               "batch bucket, eager if capture fails; --cuda-graphs makes graphs required)")
+      ->excludes("--cuda-graphs");
   cmd.add_option("--device", c.device, "Where the model runs: cpu, or cuda / cuda:N (CUDA builds)")->capture_default_str();
   cmd.add_option("--activation-dtype", c.activation_dtype,
                  "Linear-layer activations: f32, or bf16 (bf16 weights on AVX512_BF16 CPUs: ~2x prefill)")

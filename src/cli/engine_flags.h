@@ -21,6 +21,7 @@ struct EngineFlags {
   double kv_cache_gib = 1.0;
   double preemption_host_gib = 4.0;
   bool no_incremental_kv = false;
+  bool no_cuda_graphs = false;
 
   // The final configuration for `model_dir`.
   EngineConfig resolve(const std::string& model_dir) const;

@@ -50,7 +50,8 @@ Result<std::unique_ptr<CudaKVStorage>> CudaKVStorage::create(const kv::KVGeometr
     return invalid_argument(fmt::format("KV pool of {} blocks x {} bytes overflows memory",
                                         geometry.num_blocks, block_bytes));
   }
-  const size_t bytes = static_cast<size_t>(geometry.num_blocks) * block_bytes;
+  // One block more than the manager owns: the padding block (see padding_block()).
+  const size_t bytes = static_cast<size_t>(geometry.num_blocks + 1) * block_bytes;
   RLT_ASSIGN_OR_RETURN(DeviceAllocation keys, DeviceAllocation::allocate(bytes, "the K cache"));
   RLT_ASSIGN_OR_RETURN(DeviceAllocation values, DeviceAllocation::allocate(bytes, "the V cache"));
   RLT_ASSIGN_OR_RETURN(
@@ -82,7 +83,7 @@ kv::PagedKVLayerView CudaKVStorage::layer_view(kv::KVPool pool, int32_t layer) c
   v.block_stride = g.block_elems();
   v.token_stride = int64_t{g.num_kv_heads} * g.head_dim;
   v.head_stride = g.head_dim;
-  v.num_blocks = g.num_blocks;
+  v.num_blocks = g.num_blocks + 1;  // the padding block is a valid id for kernels
   v.block_size = g.block_size;
   v.num_kv_heads = g.num_kv_heads;
   v.head_dim = g.head_dim;

@@ -1,6 +1,7 @@
 // KV pools in device memory: the storage the CUDA runner and attention backends read. Same
 // layout and contract as kv::CpuKVStorage (kv/kv_storage.h): K and V, each [num_blocks,
-// num_layers, block_size, num_kv_heads, head_dim] in the geometry's dtype, zero-initialized.
+// num_layers, block_size, num_kv_heads, head_dim] in the geometry's dtype, zero-initialized,
+// plus one padding block at the end for CUDA-graph padding rows.
 // Slot copies run as one kernel on the storage's stream; block reads and writes (snapshots for
 // preemption, transfers) go through a pinned staging buffer. Calls are stream-ordered after every
 // earlier kernel on that stream and return once their host-visible effect is complete.
@@ -28,8 +29,12 @@ class CudaKVStorage final : public kv::KVStorage {
   Status write_blocks(std::span<const kv::BlockId> blocks, std::span<const std::byte> keys,
                       std::span<const std::byte> values) override;
 
-  // Device-memory descriptor of one layer for attention kernels; 0 <= layer < num_layers.
+  // Device-memory descriptor of one layer for attention kernels; 0 <= layer < num_layers. Its
+  // num_blocks counts the padding block too.
   kv::PagedKVLayerView layer_view(kv::KVPool pool, int32_t layer) const;
+  // A block past the manager's ids that padding rows of a CUDA-graph bucket read and write, so
+  // they never touch a request's pages. Never handed out, read or written through KVStorage.
+  kv::BlockId padding_block() const { return geometry_.num_blocks; }
   size_t pool_bytes() const { return keys_.bytes(); }
   StreamHandle stream() const { return stream_; }
 

@@ -44,6 +44,11 @@ Result<std::unique_ptr<LinearRunner>> LinearRunner::create(StreamHandle stream) 
   r->handle_ = h;
   r->stream_ = stream;
   RLT_RETURN_IF_ERROR(cublas_status(cublasSetStream(h, stream), "binding cuBLAS to a stream"));
+  constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  RLT_ASSIGN_OR_RETURN(r->workspace_,
+                       DeviceAllocation::allocate(kWorkspaceBytes, "cuBLAS workspace"));
+  RLT_RETURN_IF_ERROR(cublas_status(cublasSetWorkspace(h, r->workspace_.data(), kWorkspaceBytes),
+                                    "giving cuBLAS its workspace"));
   return r;
 }
 

@@ -41,6 +41,7 @@ class LinearRunner {
   void* handle_ = nullptr;  // cublasHandle_t
   StreamHandle stream_ = nullptr;
   DeviceAllocation scratch_;
+  DeviceAllocation workspace_;  // cuBLAS's, fixed so that GEMMs can be captured in CUDA graphs
 };
 
 }  // namespace rlt::cuda

@@ -146,6 +146,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sel.num_q_heads = static_cast<int32_t>(mc.num_heads);
   sel.num_kv_heads = static_cast<int32_t>(mc.num_kv_heads);
   sel.requirements.deterministic = config.require_deterministic_attention;
+  sel.requirements.packed_prefill = config.require_packed_prefill;
+  sel.requirements.async_scheduling = config.require_async_safe_attention;
+  sel.requirements.cuda_graphs = config.cuda_graphs == "on";
+  if (config.cuda_graphs != "auto" && config.cuda_graphs != "on" && config.cuda_graphs != "off") {
+    return invalid_argument(fmt::format("cuda_graphs '{}': expected auto, on or off", config.cuda_graphs));
+  }
   impl->attention_report = attention::select_attention_backend(sel);
   impl->attention_json = impl->attention_report.to_json();
   if (!impl->attention_report.status.ok()) return impl->attention_report.status;
@@ -178,7 +184,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   impl->kv = std::make_unique<kv::KVCacheManager>(std::move(manager));
   if (device.cuda) {
     RLT_ASSIGN_OR_RETURN(impl->runner, engine::make_gpu_runner(impl->model, kc.geometry, device.cuda_index,
-                                                               entry->create(), entry->caps, *layout));
+                                                               entry->create(), entry->caps, *layout,
+                                                               config.cuda_graphs));
   } else {
     RLT_ASSIGN_OR_RETURN(auto storage, kv::CpuKVStorage::create(kc.geometry));
     impl->runner = std::make_unique<engine::CpuModelRunner>(impl->model, std::move(storage), entry->create(),
@@ -359,6 +366,7 @@ EngineMetrics Engine::metrics() const {
   x.mean_loops_per_token = m.generated_tokens ? static_cast<double>(m.loops_run) / static_cast<double>(m.generated_tokens) : 0.0;
   x.preemptions = m.scheduler->counters().preemptions;
   x.batches = m.scheduler->counters().batches;
+  x.cuda_graph_replays = m.runner->graph_replays();
   return x;
 }
 

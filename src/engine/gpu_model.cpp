@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cuda/device.h"
 #include "model/rope_scaling.h"
 
@@ -157,7 +159,9 @@ Status GpuCore::reserve(int64_t rows) {
   RLT_RETURN_IF_ERROR(grow(proj_, rows * c.hidden_size, "activations"));
   RLT_RETURN_IF_ERROR(grow(gate_up_, rows * 2 * c.intermediate_size, "activations"));
   RLT_RETURN_IF_ERROR(grow(act_, rows * c.intermediate_size, "activations"));
-  RLT_RETURN_IF_ERROR(linear_->reserve(rows, std::max(c.hidden_size, c.intermediate_size)));
+  // Every linear input: hidden (qkv, gate_up, lm head), q_dim (o_proj), intermediate (down).
+  RLT_RETURN_IF_ERROR(
+      linear_->reserve(rows, std::max({c.hidden_size, c.intermediate_size, c.q_dim()})));
   capacity_rows_ = rows;
   return {};
 }

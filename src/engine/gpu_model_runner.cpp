@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "common/log.h"
 #include "cuda/device.h"
 
 namespace rlt::engine {
@@ -19,6 +20,15 @@ Status check(cudaError_t e, const char* what) {
 float* floats(cuda::DeviceAllocation& a) {
   return static_cast<float*>(a.data());
 }
+
+int64_t next_power_of_two(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+// Largest recurrent batch run as a graph; bigger batches run eagerly.
+constexpr int64_t kMaxGraphRows = 1024;
 
 Result<cuda::ElementType> cache_type(DType d) {
   switch (d) {
@@ -35,15 +45,25 @@ Result<cuda::ElementType> cache_type(DType d) {
 
 }  // namespace
 
-// The paged attention of one pass on the GPU: plans on the host, uploads the plan (tables per
-// planned depth, lengths, grouping, positions, write slots) and, per layer, applies RoPE, writes
-// K/V into the rows' page slots and runs the backend with the host plan for validation.
+// Where one pass's attention metadata lives: device pointers the kernels read, and the host copies
+// run_attention validates. Tables and write blocks hold one set per planned depth.
+struct PassBinding {
+  int64_t rows = 0, num_seqs = 0;
+  int32_t table_width = 0, max_seqlen_q = 1;
+  const int32_t *positions = nullptr, *write_slot = nullptr, *write_block = nullptr;
+  const int32_t *lengths = nullptr, *cu = nullptr, *tables = nullptr;
+  const int32_t *host_lengths = nullptr, *host_cu = nullptr, *host_tables = nullptr;
+};
+
+// The paged attention of one pass on the GPU: plans on the host; per layer applies RoPE, writes
+// K/V into the rows' page slots and runs the backend on the bound metadata.
 class GpuModelRunner::Attention final : public GpuCoreAttention {
  public:
   Attention(GpuModelRunner& runner, std::unique_ptr<attention::AttentionBackend> backend,
             const attention::BackendCapabilities& caps)
       : runner_(runner), backend_(std::move(backend)), caps_(caps) {}
 
+  // Plans on the host only: the metadata planner plus the rows' positions and write slots.
   Status plan(std::span<const attention::PlannedRow> rows, std::span<const int32_t> depths,
               const kv::KVCacheManager& kv, bool packed) {
     Status lookup_error;
@@ -85,61 +105,87 @@ class GpuModelRunner::Attention final : public GpuCoreAttention {
     tables_flat_.clear();
     for (const auto& t : plan_.block_tables)
       tables_flat_.insert(tables_flat_.end(), t.begin(), t.end());
-    std::vector<const int32_t*> dev;
-    RLT_RETURN_IF_ERROR(runner_.upload({positions_, write_slot_, write_block_,
-                                        plan_.context_lengths, plan_.cu_seqlens_q, tables_flat_},
-                                       dev));
-    positions_dev_ = dev[0];
-    write_slot_dev_ = dev[1];
-    write_block_dev_ = dev[2];
-    lengths_dev_ = dev[3];
-    cu_dev_ = plan_.packed ? dev[4] : nullptr;
-    tables_dev_ = dev[5];
     depth_index_ = 0;
     return {};
   }
 
+  // Uploads the plan as it is and binds it (eager passes).
+  Status upload_and_bind() {
+    std::vector<const int32_t*> dev;
+    RLT_RETURN_IF_ERROR(runner_.upload({positions_, write_slot_, write_block_,
+                                        plan_.context_lengths, plan_.cu_seqlens_q, tables_flat_},
+                                       dev));
+    PassBinding b;
+    b.rows = plan_.rows;
+    b.num_seqs = plan_.num_seqs;
+    b.table_width = plan_.table_width;
+    b.max_seqlen_q = plan_.max_seqlen_q;
+    b.positions = dev[0];
+    b.write_slot = dev[1];
+    b.write_block = dev[2];
+    b.lengths = dev[3];
+    b.cu = plan_.packed ? dev[4] : nullptr;
+    b.tables = dev[5];
+    b.host_lengths = plan_.context_lengths.data();
+    b.host_cu = plan_.packed ? plan_.cu_seqlens_q.data() : nullptr;
+    b.host_tables = tables_flat_.data();
+    bind(b);
+    return {};
+  }
+
+  void bind(const PassBinding& b) { binding_ = b; }
   void use_depth(size_t index) { depth_index_ = index; }
+  const attention::AttentionPlan& host_plan() const { return plan_; }
+  const std::vector<int32_t>& positions() const { return positions_; }
+  const std::vector<int32_t>& write_slots() const { return write_slot_; }
+  const std::vector<int32_t>& write_blocks() const { return write_block_; }
+
+  // The call attend() makes for `layer`, with the host metadata in place (for validation).
+  attention::AttentionParams params(int32_t layer, const float* q, float* out) const {
+    const PassBinding& b = binding_;
+    attention::AttentionParams p;
+    p.q = q;
+    p.out = out;
+    p.rows = b.rows;
+    p.num_q_heads = static_cast<int32_t>(runner_.model_->config.num_heads);
+    p.k = runner_.storage_->layer_view(kv::KVPool::kKey, layer);
+    p.v = runner_.storage_->layer_view(kv::KVPool::kValue, layer);
+    const size_t table_set = depth_index_ * static_cast<size_t>(b.num_seqs * b.table_width);
+    p.block_tables = b.tables + table_set;
+    p.host_block_tables = b.host_tables + table_set;
+    p.table_width = b.table_width;
+    p.context_lengths = b.lengths;
+    p.host_context_lengths = b.host_lengths;
+    p.num_seqs = b.num_seqs;
+    p.cu_seqlens_q = b.cu;
+    p.host_cu_seqlens_q = b.host_cu;
+    p.max_seqlen_q = b.max_seqlen_q;
+    p.stream = runner_.stream_->handle();
+    return p;
+  }
 
   Status attend(int64_t layer, const float* qkv, int64_t rows, float* q, float* out) override {
     const io::ModelConfig& c = runner_.model_->config;
     const auto l = static_cast<int32_t>(layer);
-    const kv::PagedKVLayerView k = runner_.storage_->layer_view(kv::KVPool::kKey, l);
-    const kv::PagedKVLayerView v = runner_.storage_->layer_view(kv::KVPool::kValue, l);
+    const attention::AttentionParams p = params(l, q, out);
     cuda::RopeKvWrite w;
     w.qkv = qkv;
     w.rows = rows;
     w.num_heads = static_cast<int32_t>(c.num_heads);
     w.num_kv_heads = static_cast<int32_t>(c.num_kv_heads);
     w.head_dim = static_cast<int32_t>(c.head_dim);
-    w.positions = positions_dev_;
+    w.positions = binding_.positions;
     w.inv_freq = runner_.core_->inv_freq();
     w.q_out = q;
-    w.k_cache = k.base;
-    w.v_cache = v.base;
-    RLT_ASSIGN_OR_RETURN(w.cache_type, cache_type(k.dtype));
-    w.block_stride = k.block_stride;
-    w.token_stride = k.token_stride;
-    w.head_stride = k.head_stride;
-    w.write_block = write_block_dev_ + depth_index_ * static_cast<size_t>(rows);
-    w.write_slot = write_slot_dev_;
+    w.k_cache = p.k.base;
+    w.v_cache = p.v.base;
+    RLT_ASSIGN_OR_RETURN(w.cache_type, cache_type(p.k.dtype));
+    w.block_stride = p.k.block_stride;
+    w.token_stride = p.k.token_stride;
+    w.head_stride = p.k.head_stride;
+    w.write_block = binding_.write_block + depth_index_ * static_cast<size_t>(rows);
+    w.write_slot = binding_.write_slot;
     RLT_RETURN_IF_ERROR(cuda::rope_and_write_kv(w, runner_.stream_->handle()));
-
-    attention::AttentionParams p;
-    p.q = q;
-    p.out = out;
-    p.num_q_heads = w.num_heads;
-    p.k = k;
-    p.v = v;
-    plan_.bind(p, depth_index_);  // host metadata: validation
-    p.host_block_tables = p.block_tables;
-    p.host_context_lengths = p.context_lengths;
-    p.host_cu_seqlens_q = p.cu_seqlens_q;
-    p.block_tables =
-        tables_dev_ + depth_index_ * static_cast<size_t>(plan_.num_seqs * plan_.table_width);
-    p.context_lengths = lengths_dev_;
-    p.cu_seqlens_q = cu_dev_;
-    p.stream = runner_.stream_->handle();
     return attention::run_attention(*backend_, p);
   }
 
@@ -149,10 +195,24 @@ class GpuModelRunner::Attention final : public GpuCoreAttention {
   attention::BackendCapabilities caps_;
   attention::AttentionPlan plan_;
   std::vector<int32_t> positions_, write_slot_, write_block_, tables_flat_;
-  const int32_t *positions_dev_ = nullptr, *write_slot_dev_ = nullptr, *write_block_dev_ = nullptr;
-  const int32_t *lengths_dev_ = nullptr, *cu_dev_ = nullptr, *tables_dev_ = nullptr;
+  PassBinding binding_;
   size_t depth_index_ = 0;
 };
+
+// One captured recurrent pass.
+struct GpuModelRunner::Graph {
+  cudaGraphExec_t exec = nullptr;
+  ~Graph() {
+    if (exec) cudaGraphExecDestroy(exec);
+  }
+};
+
+Result<CudaGraphMode> parse_cuda_graph_mode(const std::string& text) {
+  if (text == "auto") return CudaGraphMode::kAuto;
+  if (text == "on") return CudaGraphMode::kOn;
+  if (text == "off") return CudaGraphMode::kOff;
+  return invalid_argument(fmt::format("CUDA graph mode '{}': expected auto, on or off", text));
+}
 
 GpuModelRunner::~GpuModelRunner() {
   if (stream_) (void)stream_->synchronize();
@@ -161,7 +221,7 @@ GpuModelRunner::~GpuModelRunner() {
 Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
     std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
     std::unique_ptr<attention::AttentionBackend> backend,
-    const attention::BackendCapabilities& caps, kv::KVLayout layout) {
+    const attention::BackendCapabilities& caps, kv::KVLayout layout, CudaGraphMode graphs) {
   if (!backend->reads_device_memory()) {
     return invalid_argument(
         fmt::format("attention backend {} runs on the CPU; the GPU runner needs a CUDA backend",
@@ -171,11 +231,20 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
   std::unique_ptr<GpuModelRunner> r(new GpuModelRunner());
   r->model_ = std::move(model);
   r->layout_ = layout;
+  r->graph_mode_ = graphs;
   RLT_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::create());
   r->stream_ = std::make_unique<cuda::Stream>(std::move(stream));
   RLT_ASSIGN_OR_RETURN(r->core_, GpuCore::create(*r->model_, r->stream_->handle()));
   RLT_ASSIGN_OR_RETURN(r->storage_, cuda::CudaKVStorage::create(geometry, r->stream_->handle()));
   r->attention_ = std::make_unique<Attention>(*r, std::move(backend), caps);
+  // The first slot holds no request: padding rows of graph buckets gather and scatter it.
+  RLT_RETURN_IF_ERROR(r->grow_states());
+  r->padding_slot_ = r->free_slots_.back();
+  r->free_slots_.pop_back();
+  // The metadata buffer the graphs point at, sized generously so that it rarely moves.
+  RLT_RETURN_IF_ERROR(r->staging_.reserve(size_t{4} << 20));
+  RLT_ASSIGN_OR_RETURN(r->metadata_,
+                       cuda::DeviceAllocation::allocate(size_t{4} << 20, "attention metadata"));
   return r;
 }
 
@@ -192,6 +261,7 @@ Status GpuModelRunner::upload(std::initializer_list<std::span<const int32_t>> ar
   RLT_RETURN_IF_ERROR(synchronize());
   RLT_RETURN_IF_ERROR(staging_.reserve(bytes));
   if (metadata_.bytes() < bytes) {
+    invalidate_graphs();
     metadata_ = cuda::DeviceAllocation();
     RLT_ASSIGN_OR_RETURN(metadata_,
                          cuda::DeviceAllocation::allocate(bytes * 2, "attention metadata"));
@@ -215,35 +285,43 @@ Status GpuModelRunner::ensure_rows(int64_t rows) {
   const io::ModelConfig& c = model_->config;
   const int64_t capacity = std::max<int64_t>(rows, 2 * row_capacity_);
   RLT_RETURN_IF_ERROR(synchronize());
+  invalidate_graphs();
   h_ = cuda::DeviceAllocation();
-  out_ = cuda::DeviceAllocation();
+  gates_ = cuda::DeviceAllocation();
   RLT_ASSIGN_OR_RETURN(h_, cuda::DeviceAllocation::allocate(
                                static_cast<size_t>(capacity * c.hidden_size) * 4, "hidden rows"));
-  RLT_ASSIGN_OR_RETURN(out_, cuda::DeviceAllocation::allocate(
-                                 static_cast<size_t>(capacity * c.vocab_size) * 4, "logits"));
+  RLT_ASSIGN_OR_RETURN(
+      gates_, cuda::DeviceAllocation::allocate(static_cast<size_t>(capacity) * 4, "gate logits"));
   RLT_RETURN_IF_ERROR(core_->reserve(capacity));
   row_capacity_ = capacity;
   return {};
 }
 
+Status GpuModelRunner::grow_states() {
+  const int64_t hidden = model_->config.hidden_size;
+  const int32_t grown = std::max(16, 2 * state_capacity_);
+  RLT_ASSIGN_OR_RETURN(
+      cuda::DeviceAllocation bigger,
+      cuda::DeviceAllocation::allocate(static_cast<size_t>(grown * hidden) * 4, "request states"));
+  // Zeroed: padding rows read the padding slot before anything wrote it.
+  RLT_RETURN_IF_ERROR(check(cudaMemsetAsync(bigger.data(), 0, bigger.bytes(), stream_->handle()),
+                            "clearing request states"));
+  if (state_capacity_ > 0) {
+    RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(bigger.data(), states_.data(), states_.bytes(),
+                                              cudaMemcpyDeviceToDevice, stream_->handle()),
+                              "growing request states"));
+  }
+  RLT_RETURN_IF_ERROR(synchronize());
+  invalidate_graphs();
+  states_ = std::move(bigger);
+  for (int32_t s = grown - 1; s >= state_capacity_; --s) free_slots_.push_back(s);
+  state_capacity_ = grown;
+  return {};
+}
+
 Result<int32_t> GpuModelRunner::slot(kv::RequestId id) {
   if (auto it = slot_of_.find(id); it != slot_of_.end()) return it->second;
-  if (free_slots_.empty()) {
-    const int64_t hidden = model_->config.hidden_size;
-    const int32_t grown = std::max(16, 2 * state_capacity_);
-    RLT_ASSIGN_OR_RETURN(cuda::DeviceAllocation bigger,
-                         cuda::DeviceAllocation::allocate(static_cast<size_t>(grown * hidden) * 4,
-                                                          "request states"));
-    if (state_capacity_ > 0) {
-      RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(bigger.data(), states_.data(), states_.bytes(),
-                                                cudaMemcpyDeviceToDevice, stream_->handle()),
-                                "growing request states"));
-      RLT_RETURN_IF_ERROR(synchronize());
-    }
-    states_ = std::move(bigger);
-    for (int32_t s = grown - 1; s >= state_capacity_; --s) free_slots_.push_back(s);
-    state_capacity_ = grown;
-  }
+  if (free_slots_.empty()) RLT_RETURN_IF_ERROR(grow_states());
   const int32_t s = free_slots_.back();
   free_slots_.pop_back();
   slot_of_[id] = s;
@@ -261,6 +339,7 @@ Status GpuModelRunner::run_loops(std::span<const attention::PlannedRow> rows,
                                  std::span<const int32_t> depths, const kv::KVCacheManager& kv,
                                  bool packed) {
   RLT_RETURN_IF_ERROR(attention_->plan(rows, depths, kv, packed));
+  RLT_RETURN_IF_ERROR(attention_->upload_and_bind());
   const auto n = static_cast<int64_t>(rows.size());
   for (size_t d = 0; d < std::max<size_t>(depths.size(), 1); ++d) {
     attention_->use_depth(d);
@@ -300,32 +379,9 @@ Status GpuModelRunner::execute(const sched::SchedulerOutput& batch,
           cuda::scatter_rows(floats(h_), dev[1], n, hidden, floats(states_), stream));
       return synchronize();
     }
-    case sched::Stage::kRecurrent: {
-      RLT_RETURN_IF_ERROR(ensure_rows(n));
-      slots_.clear();
-      rows_.clear();
-      for (const auto& item : batch.items) {
-        RLT_ASSIGN_OR_RETURN(int32_t s, slot(item.id));
-        slots_.push_back(s);
-        rows_.push_back({item.id, item.depth, item.position});
-      }
-      RLT_RETURN_IF_ERROR(upload({slots_}, dev));
-      RLT_RETURN_IF_ERROR(
-          cuda::gather_rows(floats(states_), dev[0], n, hidden, floats(h_), stream));
-      // The plan's upload reuses the metadata buffer once the gather has read it (upload waits),
-      // so the slots are uploaded again for the scatter.
-      RLT_RETURN_IF_ERROR(attention_->plan(rows_, {}, kv, /*packed=*/false));
-      RLT_RETURN_IF_ERROR(core_->run_loop(floats(h_), n, *attention_, floats(out_)));
-      RLT_RETURN_IF_ERROR(upload({slots_}, dev));
-      RLT_RETURN_IF_ERROR(
-          cuda::scatter_rows(floats(h_), dev[0], n, hidden, floats(states_), stream));
-      out->gate_logits.resize(static_cast<size_t>(n));
-      RLT_RETURN_IF_ERROR(
-          check(cudaMemcpyAsync(out->gate_logits.data(), out_.data(), static_cast<size_t>(n) * 4,
-                                cudaMemcpyDeviceToHost, stream),
-                "reading gate logits"));
+    case sched::Stage::kRecurrent:
+      RLT_RETURN_IF_ERROR(recurrent(batch, kv, out));
       return synchronize();
-    }
     case sched::Stage::kCoda: {
       RLT_RETURN_IF_ERROR(ensure_rows(n));
       slots_.clear();
@@ -336,12 +392,17 @@ Status GpuModelRunner::execute(const sched::SchedulerOutput& batch,
       RLT_RETURN_IF_ERROR(upload({slots_}, dev));
       RLT_RETURN_IF_ERROR(
           cuda::gather_rows(floats(states_), dev[0], n, hidden, floats(h_), stream));
-      RLT_RETURN_IF_ERROR(core_->lm_head(floats(h_), n, floats(out_)));
       const int64_t vocab = model_->config.vocab_size;
+      if (logits_.bytes() < static_cast<size_t>(n * vocab) * 4) {
+        logits_ = cuda::DeviceAllocation();
+        RLT_ASSIGN_OR_RETURN(logits_, cuda::DeviceAllocation::allocate(
+                                          static_cast<size_t>(n * vocab) * 4, "logits"));
+      }
+      RLT_RETURN_IF_ERROR(core_->lm_head(floats(h_), n, floats(logits_)));
       out->logits.resize(static_cast<size_t>(n * vocab));
       RLT_RETURN_IF_ERROR(
-          check(cudaMemcpyAsync(out->logits.data(), out_.data(), static_cast<size_t>(n * vocab) * 4,
-                                cudaMemcpyDeviceToHost, stream),
+          check(cudaMemcpyAsync(out->logits.data(), logits_.data(),
+                                static_cast<size_t>(n * vocab) * 4, cudaMemcpyDeviceToHost, stream),
                 "reading logits"));
       return synchronize();
     }
@@ -349,6 +410,118 @@ Status GpuModelRunner::execute(const sched::SchedulerOutput& batch,
       return internal_error(
           fmt::format("cannot execute a {} batch", sched::stage_name(batch.stage)));
   }
+}
+
+void GpuModelRunner::invalidate_graphs() {
+  graphs_.clear();
+}
+
+Status GpuModelRunner::recurrent_pass(int64_t rows, const int32_t* slots) {
+  const int64_t hidden = model_->config.hidden_size;
+  cudaStream_t stream = stream_->handle();
+  RLT_RETURN_IF_ERROR(cuda::gather_rows(floats(states_), slots, rows, hidden, floats(h_), stream));
+  RLT_RETURN_IF_ERROR(core_->run_loop(floats(h_), rows, *attention_, floats(gates_)));
+  return cuda::scatter_rows(floats(h_), slots, rows, hidden, floats(states_), stream);
+}
+
+Status GpuModelRunner::recurrent(const sched::SchedulerOutput& batch, const kv::KVCacheManager& kv,
+                                 BatchResult* out) {
+  const auto n = static_cast<int64_t>(batch.items.size());
+  // kOn captures every size; otherwise very large batches (already launch-efficient) run eagerly.
+  const bool graphs = graph_mode_ != CudaGraphMode::kOff && !graphs_disabled_ &&
+                      (n <= kMaxGraphRows || graph_mode_ == CudaGraphMode::kOn);
+  const int64_t rows = graphs ? next_power_of_two(n) : n;
+  RLT_RETURN_IF_ERROR(ensure_rows(rows));
+  slots_.clear();
+  rows_.clear();
+  for (const auto& item : batch.items) {
+    RLT_ASSIGN_OR_RETURN(int32_t s, slot(item.id));
+    slots_.push_back(s);
+    rows_.push_back({item.id, item.depth, item.position});
+  }
+  RLT_RETURN_IF_ERROR(attention_->plan(rows_, {}, kv, /*packed=*/false));
+  const attention::AttentionPlan& plan = attention_->host_plan();
+  // Padded to the bucket: rows past n read and write the padding block and slot.
+  const int32_t width =
+      graphs ? static_cast<int32_t>(next_power_of_two(plan.table_width)) : plan.table_width;
+  const kv::BlockId pad_block = storage_->padding_block();
+  const int32_t pad_slot = padding_slot_;
+  auto padded = [&](std::span<const int32_t> values, int32_t fill) {
+    std::vector<int32_t> v(values.begin(), values.end());
+    v.resize(static_cast<size_t>(rows), fill);
+    return v;
+  };
+  const std::vector<int32_t> slots = padded(slots_, pad_slot),
+                             positions = padded(attention_->positions(), 0);
+  const std::vector<int32_t> write_slot = padded(attention_->write_slots(), 0);
+  const std::vector<int32_t> write_block = padded(attention_->write_blocks(), pad_block);
+  const std::vector<int32_t> lengths = padded(plan.context_lengths, 1);
+  std::vector<int32_t> tables(static_cast<size_t>(rows * width), pad_block);
+  for (int64_t r = 0; r < n; ++r) {
+    std::copy(plan.block_tables[0].begin() + r * plan.table_width,
+              plan.block_tables[0].begin() + (r + 1) * plan.table_width,
+              tables.begin() + r * width);
+  }
+  std::vector<const int32_t*> dev;
+  RLT_RETURN_IF_ERROR(upload({slots, positions, write_slot, write_block, lengths, tables}, dev));
+  PassBinding b;
+  b.rows = b.num_seqs = rows;
+  b.table_width = width;
+  b.positions = dev[1];
+  b.write_slot = dev[2];
+  b.write_block = dev[3];
+  b.lengths = dev[4];
+  b.tables = dev[5];
+  b.host_lengths = lengths.data();
+  b.host_tables = tables.data();
+  attention_->bind(b);
+  attention_->use_depth(0);
+
+  const std::pair<int64_t, int32_t> key{rows, width};
+  auto it = graphs ? graphs_.find(key) : graphs_.end();
+  if (it != graphs_.end()) {
+    // The graph skips run_attention's checks: run them on this step's host metadata.
+    // (Every layer shares the metadata; q/out stand in for the layer buffers, never read here.)
+    const attention::AttentionParams p = attention_->params(0, floats(h_), floats(h_));
+    RLT_RETURN_IF_ERROR(
+        attention::validate_attention_params(p.host_metadata_view()).with_context("graph replay"));
+    RLT_RETURN_IF_ERROR(
+        check(cudaGraphLaunch(it->second->exec, stream_->handle()), "replaying a recurrent graph"));
+    ++graph_replays_;
+  } else {
+    RLT_RETURN_IF_ERROR(recurrent_pass(rows, dev[0]));
+    if (graphs) {
+      // Warmed up by the eager pass above: capture this bucket for the next steps.
+      cudaGraph_t graph = nullptr;
+      auto captured = std::make_unique<Graph>();
+      Status s = check(cudaStreamBeginCapture(stream_->handle(), cudaStreamCaptureModeThreadLocal),
+                       "starting capture");
+      if (s.ok()) {
+        Status pass = recurrent_pass(rows, dev[0]);
+        s = check(cudaStreamEndCapture(stream_->handle(), &graph), "ending capture");
+        if (s.ok()) s = pass;
+      }
+      if (s.ok())
+        s = check(cudaGraphInstantiate(&captured->exec, graph, 0),
+                  "instantiating a recurrent graph");
+      if (graph) cudaGraphDestroy(graph);
+      if (s.ok()) {
+        graphs_.emplace(key, std::move(captured));
+      } else if (graph_mode_ == CudaGraphMode::kOn) {
+        return s.with_context("CUDA graphs were required (--cuda-graphs)");
+      } else {
+        (void)cudaGetLastError();
+        graphs_disabled_ = true;
+        log_warn(fmt::format("CUDA graph capture failed, running eagerly from now on: {}",
+                             s.to_string()));
+      }
+    }
+  }
+  out->gate_logits.resize(static_cast<size_t>(n));
+  attention_->bind({});  // the binding points at this function's host vectors
+  return check(cudaMemcpyAsync(out->gate_logits.data(), gates_.data(), static_cast<size_t>(n) * 4,
+                               cudaMemcpyDeviceToHost, stream_->handle()),
+               "reading gate logits");
 }
 
 Status GpuModelRunner::prefill(const sched::SchedulerOutput& batch,

@@ -3,9 +3,19 @@
 // (attention metadata, K/V write slots), uploads it through pinned memory in one copy, and the
 // per-request hidden states stay on the device between stages. Every execute() ends with the
 // results on the host (gate logits, logits); one stream orders everything.
+//
+// CUDA graphs: a RECURRENT batch (one loop of the core: state gather, every layer, the gate, state
+// scatter) runs as a graph captured per bucket — batch size rounded up to a power of two, page
+// table width rounded up to a power of two. Padding rows read and write the storage's padding
+// block and a padding state slot. The plan of each step is uploaded into the same fixed device
+// buffer the graphs read, and validated on the host before every replay. A bucket runs eagerly
+// the first time (warming every buffer), then is captured. Mode kAuto falls back to eager
+// execution if capture fails (with a warning); kOn makes that an error; kOff never captures.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -18,13 +28,19 @@
 
 namespace rlt::engine {
 
+enum class CudaGraphMode { kAuto, kOn, kOff };
+
+// "auto", "on" or "off".
+Result<CudaGraphMode> parse_cuda_graph_mode(const std::string& text);
+
 class GpuModelRunner final : public ModelRunner {
  public:
-  // Creates the stream, uploads the model, allocates the KV pools with `geometry` on `device`.
+  // Creates the stream, uploads the model, allocates the KV pools with `geometry` (plus the
+  // padding block) on `device`.
   static Result<std::unique_ptr<GpuModelRunner>> create(
       std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
       std::unique_ptr<attention::AttentionBackend> backend,
-      const attention::BackendCapabilities& caps, kv::KVLayout layout);
+      const attention::BackendCapabilities& caps, kv::KVLayout layout, CudaGraphMode graphs);
   ~GpuModelRunner() override;
 
   Status execute(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
@@ -33,10 +49,21 @@ class GpuModelRunner final : public ModelRunner {
   void release(kv::RequestId id) override;
   size_t live_states() const override { return slot_of_.size(); }
   size_t weight_bytes() const { return core_->weight_bytes(); }
+  // Graphs captured so far (all buckets), and recurrent batches replayed from one.
+  size_t captured_graphs() const { return graphs_.size(); }
+  int64_t graph_replays() const override { return graph_replays_; }
 
  private:
   class Attention;
+  struct Graph;
   GpuModelRunner() = default;
+
+  Status recurrent(const sched::SchedulerOutput& batch, const kv::KVCacheManager& kv,
+                   BatchResult* out);
+  // The recurrent pass itself (gather, one loop, gate, scatter) over `rows` bound rows.
+  Status recurrent_pass(int64_t rows, const int32_t* slots);
+  // Drops every captured graph (a buffer they point at moved).
+  void invalidate_graphs();
 
   Status prefill(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
                  const kv::KVCacheManager& kv);
@@ -46,6 +73,7 @@ class GpuModelRunner final : public ModelRunner {
   Status run_loops(std::span<const attention::PlannedRow> rows, std::span<const int32_t> depths,
                    const kv::KVCacheManager& kv, bool packed);
   Result<int32_t> slot(kv::RequestId id);
+  Status grow_states();
   Status ensure_rows(int64_t rows);
   // Copies host int32 arrays to the device in one transfer; returns their device addresses.
   Status upload(std::initializer_list<std::span<const int32_t>> arrays,
@@ -63,14 +91,21 @@ class GpuModelRunner final : public ModelRunner {
   int32_t state_capacity_ = 0;
   std::unordered_map<kv::RequestId, int32_t> slot_of_;
   std::vector<int32_t> free_slots_;
+  int32_t padding_slot_ = 0;  // read and written by padding rows only
   // Per-batch device buffers and host staging.
   int64_t row_capacity_ = 0;
-  cuda::DeviceAllocation h_, out_;  // [rows, hidden], [rows, max(vocab, 1)]
+  cuda::DeviceAllocation h_, gates_;  // [rows, hidden], [rows]
+  cuda::DeviceAllocation logits_;     // [coda rows, vocab]
   cuda::DeviceAllocation metadata_;
   cuda::PinnedBuffer staging_;
   std::vector<int32_t> tokens_, positions_, slots_;
   std::vector<attention::PlannedRow> rows_;
   std::vector<int32_t> depths_;
+  // CUDA graphs, keyed by (rows bucket, table width bucket).
+  CudaGraphMode graph_mode_ = CudaGraphMode::kAuto;
+  bool graphs_disabled_ = false;  // kAuto after a failed capture
+  std::map<std::pair<int64_t, int32_t>, std::unique_ptr<Graph>> graphs_;
+  int64_t graph_replays_ = 0;
 };
 
 }  // namespace rlt::engine

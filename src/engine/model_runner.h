@@ -33,6 +33,8 @@ class ModelRunner {
   // Drops a finished or aborted request's recurrent state.
   virtual void release(kv::RequestId id) = 0;
   virtual size_t live_states() const = 0;
+  // Batches replayed from captured CUDA graphs (0 for runners without graphs).
+  virtual int64_t graph_replays() const { return 0; }
 };
 
 }  // namespace rlt::engine

@@ -18,18 +18,27 @@
 namespace rlt {
 namespace {
 
+std::filesystem::path test_dir() {
+  return std::filesystem::temp_directory_path() /
+         ("rlt_gpu_engine_test_" + std::to_string(::getpid()));
+}
+
+// The demo checkpoint as shipped (bf16 weights) under test_dir().
+std::string bf16_demo_dir() {
+  const auto dir = test_dir() / "bf16";
+  if (!model::write_demo_checkpoint(dir.string()).ok())
+    throw std::runtime_error("cannot write the demo");
+  return dir.string();
+}
+
 // The demo checkpoint with every tensor widened to f32 (config and tokenizer copied as they are).
 std::string f32_demo_dir() {
   namespace fs = std::filesystem;
-  const fs::path base =
-      fs::temp_directory_path() / ("rlt_gpu_engine_test_" + std::to_string(::getpid()));
-  const fs::path bf16 = base / "bf16", f32 = base / "f32";
-  if (!model::write_demo_checkpoint(bf16.string()).ok())
-    throw std::runtime_error("cannot write the demo");
+  const fs::path bf16 = bf16_demo_dir(), f32 = test_dir() / "f32";
   fs::create_directories(f32);
   for (const auto& e : fs::directory_iterator(bf16)) {
     if (e.path().filename() != "model.safetensors")
-      fs::copy_file(e.path(), f32 / e.path().filename());
+      fs::copy_file(e.path(), f32 / e.path().filename(), fs::copy_options::overwrite_existing);
   }
   auto ckpt = io::Checkpoint::open_dir(bf16.string());
   if (!ckpt.ok()) throw std::runtime_error(ckpt.status().to_string());
@@ -53,13 +62,16 @@ std::string f32_demo_dir() {
 struct Generation {
   std::vector<std::vector<int32_t>> tokens;
   std::vector<std::vector<int32_t>> depths;
+  int64_t graph_replays = 0;
 };
 
-Generation generate(const std::string& dir, const std::string& device, const std::string& layout) {
+Generation generate(const std::string& dir, const std::string& device, const std::string& layout,
+                    const std::string& graphs = "auto", const std::string& kv_dtype = "f32") {
   EngineConfig c;
   c.model_dir = dir;
   c.device = device;
-  c.kv_dtype = "f32";
+  c.cuda_graphs = graphs;
+  c.kv_dtype = kv_dtype;
   c.kv_layout = layout;
   c.max_num_seqs = 4;
   c.prefill_chunk_size = 7;  // several chunks per prompt
@@ -76,6 +88,10 @@ Generation generate(const std::string& dir, const std::string& device, const std
   p.max_tokens = 12;
   p.temperature = 0.0f;
   p.ignore_eos = true;
+  // Early exit on: the exit gate decides depths, and rows leave recurrent batches at different
+  // loops, so batches of 1..4 rows (padded buckets included) all occur.
+  p.exit_threshold = 0.5;
+  p.min_loops = 1;
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_TRUE((*engine)->add_request(10 + i, prompts[i], p).ok());
   }
@@ -94,6 +110,7 @@ Generation generate(const std::string& dir, const std::string& device, const std
     }
   }
   EXPECT_EQ(finished, prompts.size());
+  run.graph_replays = (*engine)->metrics().cuda_graph_replays;
   return run;
 }
 
@@ -103,10 +120,31 @@ TEST(GpuEngine, GreedyTokensEqualTheCpuEngineInF32) {
   const std::string dir = f32_demo_dir();
   for (const char* layout : {"last_exited", "shared"}) {
     const Generation cpu = generate(dir, "cpu", layout);
-    const Generation gpu = generate(dir, "cuda", layout);
-    EXPECT_EQ(gpu.tokens, cpu.tokens) << layout;
-    EXPECT_EQ(gpu.depths, cpu.depths) << layout;
+    for (const char* graphs : {"on", "off"}) {
+      const Generation gpu = generate(dir, "cuda", layout, graphs);
+      EXPECT_EQ(gpu.tokens, cpu.tokens) << layout << " graphs " << graphs;
+      EXPECT_EQ(gpu.depths, cpu.depths) << layout << " graphs " << graphs;
+      if (std::string(graphs) == "on") {
+        EXPECT_GT(gpu.graph_replays, 0) << "recurrent batches replay captured graphs";
+      } else {
+        EXPECT_EQ(gpu.graph_replays, 0);
+      }
+    }
   }
+}
+
+// bf16 weights and K/V (the demo as shipped): replaying graphs computes exactly what eager
+// execution computes, with early exit deciding depths.
+TEST(GpuEngine, Bf16GraphsReplayEagerResultsExactly) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  set_log_level(LogLevel::kWarn);
+  const std::string dir = bf16_demo_dir();
+  const Generation eager = generate(dir, "cuda", "last_exited", "off", "bf16");
+  const Generation graphs = generate(dir, "cuda", "last_exited", "on", "bf16");
+  EXPECT_EQ(graphs.tokens, eager.tokens);
+  EXPECT_EQ(graphs.depths, eager.depths);
+  EXPECT_GT(graphs.graph_replays, 0);
+  std::filesystem::remove_all(test_dir());
 }
 
 TEST(GpuEngine, BadDeviceChoicesAreClearErrors) {
