@@ -70,7 +70,8 @@ struct Load8<KVElement::kF16> {
 
 struct RowInfo {
   int32_t seq;
-  int32_t visible;  // keys this row attends to (bottom-right causal)
+  int32_t visible;   // keys this row attends to (bottom-right causal)
+  int32_t seq_rows;  // query rows of its sequence
 };
 
 __device__ __forceinline__ RowInfo locate_row(const PagedLaunch& p, int64_t row) {
@@ -90,19 +91,40 @@ __device__ __forceinline__ RowInfo locate_row(const PagedLaunch& p, int64_t row)
     end = p.cu_seqlens_q[seq + 1];
   }
   const int32_t len = p.context_lengths[seq];
-  return {seq, static_cast<int32_t>(len - (end - begin) + (row - begin) + 1)};
+  return {seq, static_cast<int32_t>(len - (end - begin) + (row - begin) + 1),
+          static_cast<int32_t>(end - begin)};
+}
+
+// The row of decode unit `unit`; false when the unit has none (a packed sequence with fewer rows,
+// or one long enough for the prefill kernel).
+__device__ __forceinline__ bool unit_row(const PagedLaunch& p, int64_t unit, int64_t& row,
+                                         RowInfo& r) {
+  if (!p.by_sequence) {
+    row = unit;
+    r = locate_row(p, row);
+    return true;
+  }
+  const auto seq = static_cast<int32_t>(unit / kMaxDecodeRows);
+  const auto j = static_cast<int32_t>(unit % kMaxDecodeRows);
+  const int32_t begin = p.cu_seqlens_q[seq], n = p.cu_seqlens_q[seq + 1] - begin;
+  if (n > kMaxDecodeRows || j >= n) return false;
+  row = begin + j;
+  r = {seq, p.context_lengths[seq] - n + j + 1, n};
+  return true;
 }
 
 template <KVElement E, int kLanesPerKey>
-__global__ void __launch_bounds__(kThreads) partition_kernel(PagedLaunch p, int64_t row_begin) {
+__global__ void __launch_bounds__(kThreads) partition_kernel(PagedLaunch p, int64_t unit_begin) {
   constexpr int kMaxHeadDim = kLanesPerKey * 8;
   constexpr int kGroups = kThreads / kLanesPerKey;
   __shared__ float group_acc[kGroups][kMaxHeadDim];
   __shared__ float group_max[kGroups], group_sum[kGroups], group_weight[kGroups];
 
-  const int64_t row = row_begin + blockIdx.x;
+  const int64_t unit = unit_begin + blockIdx.x;
   const int32_t head = blockIdx.y, part = blockIdx.z;
-  const RowInfo r = locate_row(p, row);
+  int64_t row;
+  RowInfo r;
+  if (!unit_row(p, unit, row, r)) return;  // uniform over the block
   const int32_t size = partition_tokens(r.visible);
   const int32_t parts = (r.visible + size - 1) / size;
   if (part >= parts) return;  // uniform over the block
@@ -177,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) partition_kernel(PagedLaunch p, int6
   for (int g = 0; g < kGroups; ++g) block_sum += group_weight[g] * group_sum[g];
 
   const int64_t out_index = (row * p.num_q_heads + head) * head_dim;
-  const int64_t state = ((row - row_begin) * p.num_q_heads + head) * p.max_partitions + part;
+  const int64_t state = ((unit - unit_begin) * p.num_q_heads + head) * p.max_partitions + part;
   for (int i = threadIdx.x; i < head_dim; i += kThreads) {
     float o = 0.0f;
     for (int g = 0; g < kGroups; ++g) o = fmaf(group_weight[g], group_acc[g][i], o);
@@ -193,13 +215,16 @@ __global__ void __launch_bounds__(kThreads) partition_kernel(PagedLaunch p, int6
 }
 
 // Merges the partitions of split rows (log-sum-exp, in partition order).
-__global__ void __launch_bounds__(kThreads) merge_kernel(PagedLaunch p, int64_t row_begin) {
+__global__ void __launch_bounds__(kThreads) merge_kernel(PagedLaunch p, int64_t unit_begin) {
   __shared__ float weight[kMaxPartitions];
-  const int64_t row = row_begin + blockIdx.x;
+  const int64_t unit = unit_begin + blockIdx.x;
   const int32_t head = blockIdx.y;
-  const int32_t parts = num_partitions(locate_row(p, row).visible);
+  int64_t row;
+  RowInfo r;
+  if (!unit_row(p, unit, row, r)) return;
+  const int32_t parts = num_partitions(r.visible);
   if (parts <= 1) return;
-  const int64_t first = ((row - row_begin) * p.num_q_heads + head) * p.max_partitions;
+  const int64_t first = ((unit - unit_begin) * p.num_q_heads + head) * p.max_partitions;
   float m = -CUDART_INF_F;
   for (int k = 0; k < parts; ++k) m = fmaxf(m, p.partial_ml[(first + k) * 2]);
   if (threadIdx.x < parts) weight[threadIdx.x] = expf(p.partial_ml[(first + threadIdx.x) * 2] - m);
@@ -212,6 +237,149 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(PagedLaunch p, int64_t 
     for (int k = 0; k < parts; ++k) o = fmaf(weight[k], p.partial_acc[(first + k) * d + i], o);
     p.out[(row * p.num_q_heads + head) * d + i] = o / sum;
   }
+}
+
+// Tiled prefill for sequences of several query rows: one 256-thread block per (sequence, tile of
+// 16 query rows, query head). Key tiles of 32 go through shared memory (widened to f32) and serve
+// all 16 rows; scores, the causal mask and an online softmax per row, then P·V into registers
+// (thread = row · 16 + lane, dims lane + 16k). CUDA cores; a tensor-core version is future work.
+constexpr int kQTile = 16, kKTile = 32, kPrefillThreads = 256;
+
+__host__ __device__ inline size_t prefill_smem_floats(int d) {
+  const int ds = d + 1;  // padded rows: the score loop reads K rows lane by lane without conflicts
+  return static_cast<size_t>(kQTile * ds + kKTile * ds + kKTile * d + kQTile * (kKTile + 1) +
+                             3 * kQTile);
+}
+
+template <KVElement E>
+__device__ __forceinline__ float load1(const void* base, int64_t offset) {
+  if constexpr (E == KVElement::kF32) return static_cast<const float*>(base)[offset];
+  const uint16_t bits = static_cast<const uint16_t*>(base)[offset];
+  if constexpr (E == KVElement::kBF16) return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+  return __half2float(__ushort_as_half(bits));
+}
+
+template <KVElement E>
+__global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(PagedLaunch p) {
+  extern __shared__ float smem[];
+  const int d = p.head_dim, ds = d + 1;
+  float* q_s = smem;               // [kQTile][ds]
+  float* k_s = q_s + kQTile * ds;  // [kKTile][ds]
+  float* v_s = k_s + kKTile * ds;  // [kKTile][d]
+  float* p_s = v_s + kKTile * d;   // [kQTile][kKTile + 1]
+  float* corr_s = p_s + kQTile * (kKTile + 1);
+  float* max_s = corr_s + kQTile;
+  float* sum_s = max_s + kQTile;
+
+  const int seq = blockIdx.x, head = blockIdx.z;
+  const int begin = p.cu_seqlens_q[seq], n = p.cu_seqlens_q[seq + 1] - begin;
+  const int q0 = blockIdx.y * kQTile;
+  if (n <= kMaxDecodeRows || q0 >= n) return;  // uniform over the block
+  const int q_rows = min(kQTile, n - q0);
+  const int first_pos = p.context_lengths[seq] - n;  // position of the sequence's first query row
+  const int keys_end = first_pos + q0 + q_rows;      // keys the tile's last row sees
+  const int kv_head = head / (p.num_q_heads / p.num_kv_heads);
+  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.table_width;
+  const float scale = 1.0f / sqrtf(static_cast<float>(d));
+
+  for (int idx = threadIdx.x; idx < kQTile * d; idx += kPrefillThreads) {
+    const int r = idx / d, c = idx % d;
+    q_s[r * ds + c] =
+        r < q_rows ? p.q[(static_cast<int64_t>(begin + q0 + r) * p.num_q_heads + head) * d + c]
+                   : 0.0f;
+  }
+  if (threadIdx.x < kQTile) {
+    max_s[threadIdx.x] = -CUDART_INF_F;
+    sum_s[threadIdx.x] = 0.0f;
+  }
+  const int my_row = threadIdx.x / 16, lane = threadIdx.x % 16;
+  float acc[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) acc[k] = 0.0f;
+
+  for (int k0 = 0; k0 < keys_end; k0 += kKTile) {
+    __syncthreads();  // the previous tile's K, V and P are no longer read
+    for (int idx = threadIdx.x; idx < kKTile * d; idx += kPrefillThreads) {
+      const int r = idx / d, c = idx % d, key = k0 + r;
+      float kv = 0.0f, vv = 0.0f;
+      if (key < keys_end) {
+        const int64_t block = table[key / p.block_size], slot = key % p.block_size;
+        kv = load1<E>(p.k, block * p.k_block_stride + slot * p.k_token_stride +
+                               kv_head * p.k_head_stride + c);
+        vv = load1<E>(p.v, block * p.v_block_stride + slot * p.v_token_stride +
+                               kv_head * p.v_head_stride + c);
+      }
+      k_s[r * ds + c] = kv;
+      v_s[r * d + c] = vv;
+    }
+    __syncthreads();
+    // Scores: 16 x 32 pairs, two per thread; a warp shares one query row.
+    for (int idx = threadIdx.x; idx < kQTile * kKTile; idx += kPrefillThreads) {
+      const int i = idx / kKTile, j = idx % kKTile, key = k0 + j;
+      float dot = 0.0f;
+      for (int c = 0; c < d; ++c) dot = fmaf(q_s[i * ds + c], k_s[j * ds + c], dot);
+      const bool visible = i < q_rows && key <= first_pos + q0 + i;
+      p_s[i * (kKTile + 1) + j] = visible ? dot * scale : -CUDART_INF_F;
+    }
+    __syncthreads();
+    // Online softmax: warp w updates rows 2w and 2w + 1, one key per lane.
+    const int warp = threadIdx.x / 32, key_lane = threadIdx.x % 32;
+    for (int i = warp * 2; i < warp * 2 + 2; ++i) {
+      const float s = p_s[i * (kKTile + 1) + key_lane];
+      float tile_max = s;
+      for (int o = 16; o > 0; o /= 2)
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
+      const float old_max = max_s[i], new_max = fmaxf(old_max, tile_max);
+      const bool any = new_max != -CUDART_INF_F;
+      const float pexp = (any && s != -CUDART_INF_F) ? expf(s - new_max) : 0.0f;
+      float tile_sum = pexp;
+      for (int o = 16; o > 0; o /= 2) tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, o);
+      __syncwarp();
+      p_s[i * (kKTile + 1) + key_lane] = pexp;
+      if (key_lane == 0) {
+        const float corr =
+            (any && old_max != -CUDART_INF_F) ? expf(old_max - new_max) : (any ? 0.0f : 1.0f);
+        corr_s[i] = corr;
+        sum_s[i] = sum_s[i] * corr + tile_sum;
+        max_s[i] = new_max;
+      }
+    }
+    __syncthreads();
+    const float corr = corr_s[my_row];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) acc[k] *= corr;
+    for (int j = 0; j < kKTile; ++j) {
+      const float pj = p_s[my_row * (kKTile + 1) + j];
+#pragma unroll
+      for (int k = 0; k < 16; ++k) {
+        const int c = lane + 16 * k;
+        if (c < d) acc[k] = fmaf(pj, v_s[j * d + c], acc[k]);
+      }
+    }
+  }
+  __syncthreads();
+  if (my_row < q_rows) {
+    const float inv = 1.0f / sum_s[my_row];
+    float* out = p.out + (static_cast<int64_t>(begin + q0 + my_row) * p.num_q_heads + head) * d;
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      const int c = lane + 16 * k;
+      if (c < d) out[c] = acc[k] * inv;
+    }
+  }
+}
+
+template <KVElement E>
+cudaError_t launch_prefill(const PagedLaunch& p, cudaStream_t stream) {
+  const size_t bytes = prefill_smem_floats(p.head_dim) * sizeof(float);
+  const cudaError_t e = cudaFuncSetAttribute(
+      prefill_kernel<E>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (e != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>(p.num_seqs),
+                  static_cast<unsigned>((p.max_seqlen_q + kQTile - 1) / kQTile),
+                  static_cast<unsigned>(p.num_q_heads));
+  prefill_kernel<E><<<grid, kPrefillThreads, bytes, stream>>>(p);
+  return cudaGetLastError();
 }
 
 template <KVElement E, int kLanesPerKey>
@@ -245,8 +413,8 @@ Status launch_paged_attention(const PagedLaunch& p, CUstream_st* stream) {
     return invalid_argument("cuda_paged: head_dim " + std::to_string(p.head_dim) +
                             " is not a multiple of 8 in [8, 256]");
   }
-  for (int64_t begin = 0; begin < p.rows; begin += p.rows_per_launch) {
-    const int64_t rows = p.rows - begin < p.rows_per_launch ? p.rows - begin : p.rows_per_launch;
+  for (int64_t begin = 0; begin < p.units; begin += p.rows_per_launch) {
+    const int64_t rows = p.units - begin < p.rows_per_launch ? p.units - begin : p.rows_per_launch;
     switch (p.kv_element) {
       case KVElement::kF32:
         launch_for_dtype<KVElement::kF32>(p, begin, rows, stream);
@@ -264,6 +432,21 @@ Status launch_paged_attention(const PagedLaunch& p, CUstream_st* stream) {
     }
     RLT_RETURN_IF_ERROR(
         ::rlt::cuda::cuda_status(static_cast<int>(cudaGetLastError()), "cuda_paged launch"));
+  }
+  if (p.by_sequence && p.max_seqlen_q > kMaxDecodeRows) {
+    cudaError_t e = cudaSuccess;
+    switch (p.kv_element) {
+      case KVElement::kF32:
+        e = launch_prefill<KVElement::kF32>(p, stream);
+        break;
+      case KVElement::kBF16:
+        e = launch_prefill<KVElement::kBF16>(p, stream);
+        break;
+      case KVElement::kF16:
+        e = launch_prefill<KVElement::kF16>(p, stream);
+        break;
+    }
+    RLT_RETURN_IF_ERROR(::rlt::cuda::cuda_status(static_cast<int>(e), "cuda_paged prefill launch"));
   }
   return {};
 }

@@ -83,11 +83,14 @@ class CudaPagedBackend final : public AttentionBackend {
     l.context_lengths = p.context_lengths;
     l.cu_seqlens_q = p.cu_seqlens_q;
     l.num_seqs = static_cast<int32_t>(p.num_seqs);
+    l.max_seqlen_q = p.max_seqlen_q;
+    l.by_sequence = p.cu_seqlens_q != nullptr;
+    l.units = l.by_sequence ? p.num_seqs * cuda_paged::kMaxDecodeRows : p.rows;
     l.rows = p.rows;
     // Sized from shapes only (capacity, not lengths), so the same call shape always launches the
     // same grid.
     l.max_partitions = cuda_paged::max_partitions(int64_t{p.table_width} * p.k.block_size);
-    l.rows_per_launch = p.rows;
+    l.rows_per_launch = l.units;
     if (l.max_partitions > 1) {
       const int64_t row_bytes =
           int64_t{p.num_q_heads} * l.max_partitions * (d + 2) * int64_t{sizeof(float)};
@@ -101,7 +104,7 @@ class CudaPagedBackend final : public AttentionBackend {
         RLT_ASSIGN_OR_RETURN(
             scratch_, cuda::DeviceAllocation::allocate(kScratchBytes, "cuda_paged split scratch"));
       }
-      l.rows_per_launch = std::min<int64_t>(kScratchBytes / row_bytes, p.rows);
+      l.rows_per_launch = std::min<int64_t>(kScratchBytes / row_bytes, l.units);
       const int64_t states = l.rows_per_launch * p.num_q_heads * l.max_partitions;
       l.partial_acc = static_cast<float*>(scratch_.data());
       l.partial_ml = l.partial_acc + states * d;

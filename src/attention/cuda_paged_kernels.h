@@ -26,12 +26,17 @@ struct PagedLaunch {
   const int32_t* context_lengths = nullptr;  // device
   const int32_t* cu_seqlens_q = nullptr;     // device, or null for one row per sequence
   int32_t num_seqs = 0;
+  int32_t max_seqlen_q = 1;
+  // Decode work units: rows (one row per sequence), or for packed calls kMaxDecodeRows slots per
+  // sequence (sequences longer than that go to the tiled prefill kernel instead).
+  bool by_sequence = false;
+  int64_t units = 0;
   int64_t rows = 0;
   // Partial states of split rows: per (launch row, head, partition) head_dim sums, then (max, sum).
-  float* partial_acc = nullptr;  // [rows_per_launch, num_q_heads, max_partitions, head_dim]
-  float* partial_ml = nullptr;   // [rows_per_launch, num_q_heads, max_partitions, 2]
+  float* partial_acc = nullptr;  // [rows_per_launch (units), num_q_heads, max_partitions, head_dim]
+  float* partial_ml = nullptr;   // [rows_per_launch (units), num_q_heads, max_partitions, 2]
   int32_t max_partitions = 1;
-  int64_t rows_per_launch = 0;  // the scratch holds this many rows' partial states
+  int64_t rows_per_launch = 0;  // the scratch holds this many units' partial states
 };
 
 // Launches the partition kernel and the merge kernel over every row, `rows_per_launch` rows at

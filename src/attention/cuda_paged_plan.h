@@ -37,6 +37,11 @@ RLT_HOST_DEVICE inline int32_t max_partitions(int64_t capacity) {
   return static_cast<int32_t>(quanta < kMaxPartitions ? (quanta > 0 ? quanta : 1) : kMaxPartitions);
 }
 
+// Packed sequences of at most this many query rows (decode-like: speculative verification, a
+// few rows per request) run on the flash-decoding kernels with split keys; longer ones on the
+// tiled prefill kernel. A function of the sequence's own row count, never of the batch.
+constexpr int32_t kMaxDecodeRows = 8;
+
 // head_dim values the kernels handle: 8 elements per lane, at most one warp per key.
 RLT_HOST_DEVICE inline bool head_dim_supported(int32_t head_dim) {
   return head_dim >= 8 && head_dim <= 256 && head_dim % 8 == 0;

@@ -21,6 +21,7 @@ struct Case {
   DType dtype;
   bool packed;
   int32_t pad;  // -1, 0, or -2 for stale-but-valid ids
+  int32_t max_q_rows = 9;  // packed: query rows per sequence drawn from 1 .. this
 };
 
 // Tolerance: both backends read identical K/V values (bf16/f16 widen exactly) and compute in f32;
@@ -36,7 +37,7 @@ inline float run_case(const Case& c, uint32_t seed, AttentionBackend& backend) {
   int64_t rows = 0, max_q = 1;
   for (size_t s = 0; s < lengths.size(); ++s) {
     lengths[s] = len_dist(rng);
-    q_rows[s] = c.packed ? std::uniform_int_distribution<int32_t>(1, std::min(lengths[s], 9))(rng) : 1;
+    q_rows[s] = c.packed ? std::uniform_int_distribution<int32_t>(1, std::min(lengths[s], c.max_q_rows))(rng) : 1;
     rows += q_rows[s];
     max_q = std::max<int64_t>(max_q, q_rows[s]);
   }
@@ -128,6 +129,27 @@ inline void check_long_rows(AttentionBackend& backend) {
   c.packed = false;
   c.pad = -1;
   EXPECT_LE(run_case(c, 77, backend), kTolerance);
+}
+
+// Packed sequences of up to 100 query rows (prefill chunks of every size around tile edges) over
+// head dims 8..256, GQA and every K/V dtype.
+inline void check_long_packed(AttentionBackend& backend) {
+  const int32_t head_dims[] = {8, 64, 136, 256};
+  const DType dtypes[] = {DType::kBF16, DType::kF16, DType::kF32, DType::kBF16};
+  for (int i = 0; i < 4; ++i) {
+    Case c;
+    c.head_dim = head_dims[i];
+    c.gqa = i % 2 == 0 ? 4 : 1;
+    c.kv_heads = 2;
+    c.block_size = i == 1 ? 1 : 16;
+    c.max_context = 700;
+    c.seqs = 4;
+    c.dtype = dtypes[i];
+    c.packed = true;
+    c.pad = -1;
+    c.max_q_rows = 100;
+    EXPECT_LE(run_case(c, 500 + static_cast<uint32_t>(i), backend), kTolerance) << "head_dim " << c.head_dim;
+  }
 }
 
 // The same query rows, once as one packed sequence and once as single-query rows with their

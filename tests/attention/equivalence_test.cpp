@@ -20,6 +20,10 @@ TEST_P(BackendEquivalence, MatchesCpuReferenceOnRandomPagedBatches) {
   testing::check_random_batches(entry->caps, *backend);
 }
 
+TEST_P(BackendEquivalence, LongPackedSequences) {
+  testing::check_long_packed(*find_backend(GetParam())->create());
+}
+
 TEST_P(BackendEquivalence, PackedPrefillEqualsPerRowDecode) {
   testing::check_packed_equals_per_row(*find_backend(GetParam())->create());
 }

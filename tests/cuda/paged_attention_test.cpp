@@ -41,6 +41,12 @@ TEST(CudaPaged, LongRowsInSeveralSlices) {
   testing::check_long_rows(*backend);
 }
 
+TEST(CudaPaged, LongPackedSequencesUseTheTiledKernel) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  auto backend = adapted();
+  testing::check_long_packed(*backend);
+}
+
 TEST(CudaPaged, PackedPrefillEqualsPerRowDecode) {
   RLT_REQUIRE_CUDA_DEVICE();
   auto backend = adapted();
