@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Device checks on a machine with an NVIDIA GPU: runs the GPU test suite and GPU benchmarks that
 # were built on the development machine (the GPU machine lacks several of rlt's build
-# dependencies, so it runs prebuilt binaries: carry build/release), prints a short table, and
-# writes every log to the folder given as argument.
+# dependencies, so it runs prebuilt binaries: make device-bundle/ with scripts/device_bundle.sh and
+# carry it, or point RLT_BUILD_DIR at a build), prints a short table, and writes every log to the
+# folder given as argument.
 # Usage: scripts/device_check.sh [LOG_DIR]     (default: device-logs)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=${1:-device-logs}
 mkdir -p "$logs"
-build=build/release
+build=${RLT_BUILD_DIR:-build/release}
+# A bundle from scripts/device_bundle.sh (binaries + the libraries this machine may lack) wins.
+# Its libraries apply to rlt's binaries only (never to python, whose torch wants its own).
+rlt_env=(env)
+if [ -z "${RLT_BUILD_DIR:-}" ] && [ -x device-bundle/src/cli/rlt ]; then
+  build=device-bundle
+  rlt_env=(env "LD_LIBRARY_PATH=$PWD/device-bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}")
+fi
 rows=()
 
 # run NAME COMMAND...: runs one check with its output in $logs/NAME.log and records a table row.
@@ -34,25 +42,29 @@ for binary in "$build/src/cli/rlt" "$build/tests/cuda/rlt_cuda_tests" "$build/be
     echo "missing $binary: build with CUDA on the development machine first (cmake --preset release)" >&2
     exit 2
   fi
-  ldd "$binary" | grep "not found" >>"$logs/missing-libraries.txt" || true
+  "${rlt_env[@]}" ldd "$binary" | grep "not found" >>"$logs/missing-libraries.txt" || true
 done
 
-run rlt_info "$build/src/cli/rlt" info
-run cuda_tests "$build/tests/cuda/rlt_cuda_tests"
-run bench_gemv "$build/bench/cuda/rlt_bench_cuda_gemv"
-run bench_attention "$build/bench/cuda/rlt_bench_cuda_attention" --json
+run rlt_info "${rlt_env[@]}" "$build/src/cli/rlt" info
+run cuda_tests "${rlt_env[@]}" "$build/tests/cuda/rlt_cuda_tests"
+run bench_gemv "${rlt_env[@]}" "$build/bench/cuda/rlt_bench_cuda_gemv"
+run bench_attention "${rlt_env[@]}" "$build/bench/cuda/rlt_bench_cuda_attention" --json
 run torch_sdpa python3 bench/peer/torch_sdpa_decode.py --json
 
 # End to end on an Ouro-1.4B-shape bf16 checkpoint (random weights: speed only), 1K context, all
 # loops: rlt's GPU engine and the plain PyTorch model with CUDA graphs, in this same run.
 e2e=${RLT_DEVICE_CHECK_MODEL:-/tmp/rlt-ouro-1.4b-bf16}
-if [ ! -f "$e2e/model.safetensors" ]; then
+if ! nvidia-smi >/dev/null 2>&1; then
+  echo "no GPU visible (nvidia-smi): skipping the end-to-end benchmarks" >&2
+  e2e=""
+fi
+if [ -n "$e2e" ] && [ ! -f "$e2e/model.safetensors" ]; then
   run make_model python3 tools/make_model.py "$e2e" --preset ouro-1.4b --dtype bf16
 fi
-if [ -f "$e2e/model.safetensors" ]; then
+if [ -n "$e2e" ] && [ -f "$e2e/model.safetensors" ]; then
   for batch in 1 32 128; do
     gib=$(( batch * 3 / 4 + 4 ))  # (1024 + 16) tokens x 4 planes x 0.19 MiB per token-plane, with room
-    run "rlt_e2e_b$batch" "$build/src/cli/rlt" bench --device cuda --model "$e2e" --num-requests "$batch" \
+    run "rlt_e2e_b$batch" "${rlt_env[@]}" "$build/src/cli/rlt" bench --device cuda --model "$e2e" --num-requests "$batch" \
       --concurrency "$batch" --prompt-len 1024 --output-len 16 --max-num-seqs "$batch" \
       --max-num-batched-tokens 8192 --prefill-chunk-size 1024 --kv-cache-gib "$gib"
   done

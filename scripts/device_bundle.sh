@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Packs what scripts/device_check.sh runs into device-bundle/ (ignored by git, well under the
+# 64 MiB a device run can carry): the prebuilt GPU binaries, laid out as in the build folder, and
+# every shared library they load that is neither glibc's nor CUDA's (the GPU machine lacks several
+# of rlt's Debian packages and has its own CUDA toolkit). Build first: cmake --preset release &&
+# cmake --build --preset release.
+# Usage: scripts/device_bundle.sh [BUILD_DIR]     (default: build/release)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build/release}
+out=device-bundle
+binaries=(src/cli/rlt tests/cuda/rlt_cuda_tests bench/cuda/rlt_bench_cuda_gemv bench/cuda/rlt_bench_cuda_attention)
+rm -rf "$out"
+mkdir -p "$out/lib"
+for b in "${binaries[@]}"; do
+  if [ ! -x "$build/$b" ]; then
+    echo "missing $build/$b: build with CUDA first (cmake --preset release && cmake --build --preset release)" >&2
+    exit 2
+  fi
+  mkdir -p "$out/$(dirname "$b")"
+  cp "$build/$b" "$out/$b"
+  # Libraries outside glibc, the loader and the CUDA toolkit.
+  ldd "$build/$b" | awk '/=> \// { print $3 }' | while read -r lib; do
+    case "$(basename "$lib")" in
+      # glibc and the compiler runtime: the GPU machine's (newer, gcc 13) serve our binaries too.
+      libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux* | libstdc++.so.* | libgcc_s.so.* | libgomp.so.*) continue ;;
+    esac
+    case "$lib" in /usr/local/cuda*) continue ;; esac
+    cp -Ln "$lib" "$out/lib/" 2>/dev/null || true
+  done
+done
+du -sh "$out"
+echo "carry device-bundle to the GPU machine; scripts/device_check.sh uses it when present"
