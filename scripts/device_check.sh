@@ -90,12 +90,18 @@ def rows(path):
             out[(r["batch"], r["context"], r["q_heads"], r["kv_heads"], r["head_dim"])] = r
     return out
 ours, peer = rows(sys.argv[1]), rows(sys.argv[2])
+prefill = [json.loads(l[5:]) for l in open(sys.argv[1], errors="replace")
+           if l.startswith("JSON ") and '"attention_prefill"' in l]
+ours = {k: v for k, v in ours.items() if v.get("bench") == "attention_decode"}
 print(f"{'case':<30} {'rlt GB/s':>9} {'of copy':>8} {'SDPA GB/s':>10} {'rlt/SDPA':>9}")
 for key, r in ours.items():
     p = peer.get(key)
     ratio = f"{r['gbps'] / p['gbps']:.2f}" if p else "-"
     print(f"b{key[0]} ctx{key[1]} heads {key[2]}/{key[3]} d{key[4]:<6} {r['gbps']:>9.0f} "
           f"{100 * r['gbps'] / r['copy_gbps']:>7.0f}% {p['gbps'] if p else '-':>10} {ratio:>9}")
+for r in prefill:
+    print(f"packed prefill {r['batch']}x{r['context']} heads {r['q_heads']}/{r['kv_heads']}: {r['tflops']:.1f} TFLOP/s "
+          f"= {100 * r['tflops'] / r['matmul_tflops']:.1f}% of the run's bf16 matmul ({r['matmul_tflops']:.0f})")
 PY
 echo "--- end to end, Ouro-1.4B shape, bf16, 1K context, all loops (rlt GPU engine vs PyTorch + CUDA graphs)"
 python3 - "$logs" <<'PY'

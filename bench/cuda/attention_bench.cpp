@@ -1,9 +1,11 @@
 // cuda_paged decode attention on the GPU: K/V read bandwidth at Ouro-1.4B's attention shape
 // (16 query and KV heads, head_dim 128, bf16, 16-token pages, fragmented page tables) and a GQA
-// shape, against the same run's device copy bandwidth. bench/peer/torch_sdpa_decode.py measures
+// shape, against the same run's device copy bandwidth; and packed causal prefill as TFLOP/s
+// against the same run's cuBLAS bf16 matmul rate. bench/peer/torch_sdpa_decode.py measures
 // PyTorch's SDPA on the same shapes; scripts/device_check.sh states the ratio.
 // Each timed pass walks enough distinct K/V (>= 512 MiB) that L2 serves none of it.
 // Usage: rlt_bench_cuda_attention [--json]
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -24,10 +26,11 @@ using rlt::bench_cuda::check;
 
 struct Case {
   int32_t batch, context, q_heads, kv_heads, head_dim;
+  bool prefill = false;  // every position of each sequence as one packed sequence (causal)
 };
 
 struct Measured {
-  double gbs = 0, us_per_call = 0;
+  double gbs = 0, us_per_call = 0, tflops = 0;
   bool ok = false;
 };
 
@@ -37,15 +40,16 @@ Measured measure(const Case& c, rlt::attention::AttentionBackend& backend) {
   const int64_t blocks_per_seq = (c.context + block_size - 1) / block_size;
   const int64_t call_bytes =
       int64_t{c.batch} * c.context * c.kv_heads * c.head_dim * 2 * 2;  // K + V, bf16
-  const int64_t sets =
-      std::max<int64_t>(1, (int64_t{512} << 20) / call_bytes);  // distinct K/V per pass
+  // Decode: distinct K/V per pass so that L2 serves none of it. Prefill is compute-bound: one set.
+  const int64_t sets = c.prefill ? 1 : std::max<int64_t>(1, (int64_t{512} << 20) / call_bytes);
+  const int64_t rows = c.prefill ? int64_t{c.batch} * c.context : c.batch;
   const int64_t num_blocks = sets * c.batch * blocks_per_seq;
   const int64_t block_elems = int64_t{block_size} * c.kv_heads * c.head_dim;
   Measured m;
   void *k = nullptr, *v = nullptr, *q = nullptr, *out = nullptr, *tables = nullptr,
-       *lengths = nullptr;
+       *lengths = nullptr, *cu = nullptr;
   const size_t pool_bytes = static_cast<size_t>(num_blocks * block_elems) * 2;
-  const size_t qo_bytes = static_cast<size_t>(c.batch) * c.q_heads * c.head_dim * sizeof(float);
+  const size_t qo_bytes = static_cast<size_t>(rows) * c.q_heads * c.head_dim * sizeof(float);
   if (!check(cudaMalloc(&k, pool_bytes), "K pool") ||
       !check(cudaMalloc(&v, pool_bytes), "V pool") || !check(cudaMalloc(&q, qo_bytes), "q") ||
       !check(cudaMalloc(&out, qo_bytes), "out"))
@@ -64,11 +68,21 @@ Measured measure(const Case& c, rlt::attention::AttentionBackend& backend) {
     return m;
   cudaMemcpy(tables, ids.data(), table_bytes, cudaMemcpyHostToDevice);
   cudaMemcpy(lengths, host_lengths.data(), c.batch * sizeof(int32_t), cudaMemcpyHostToDevice);
+  std::vector<int32_t> host_cu(static_cast<size_t>(c.batch) + 1);
+  for (int32_t s = 0; s <= c.batch; ++s) host_cu[static_cast<size_t>(s)] = s * c.context;
+  if (!check(cudaMalloc(&cu, host_cu.size() * sizeof(int32_t)), "cu_seqlens")) return m;
+  cudaMemcpy(cu, host_cu.data(), host_cu.size() * sizeof(int32_t), cudaMemcpyHostToDevice);
 
   attention::AttentionParams p;
   p.q = static_cast<const float*>(q);
   p.out = static_cast<float*>(out);
-  p.rows = p.num_seqs = c.batch;
+  p.rows = rows;
+  p.num_seqs = c.batch;
+  if (c.prefill) {
+    p.cu_seqlens_q = static_cast<const int32_t*>(cu);
+    p.host_cu_seqlens_q = host_cu.data();
+    p.max_seqlen_q = c.context;
+  }
   p.num_q_heads = c.q_heads;
   for (auto* view : {&p.k, &p.v}) {
     view->block_stride = block_elems;
@@ -96,7 +110,7 @@ Measured measure(const Case& c, rlt::attention::AttentionBackend& backend) {
       return m;
     }
   }
-  const float ms = best_ms(7, [&] {
+  const float ms = best_ms(c.prefill ? 3 : 7, [&] {
     for (int64_t s = 0; s < sets; ++s) {
       p.block_tables = static_cast<const int32_t*>(tables) + s * c.batch * blocks_per_seq;
       (void)backend.run(p);
@@ -105,8 +119,33 @@ Measured measure(const Case& c, rlt::attention::AttentionBackend& backend) {
   m.ok = check(cudaDeviceSynchronize(), "cuda_paged");
   m.gbs = static_cast<double>(sets * call_bytes) / (ms * 1e-3) / 1e9;
   m.us_per_call = ms * 1e3 / static_cast<double>(sets);
-  for (void* ptr : {k, v, q, out, tables, lengths}) cudaFree(ptr);
+  // Causal: row j sees j + 1 keys; 2 FLOPs per key and dim for Q·K, 2 for P·V, per query head.
+  const double pairs = c.prefill ? 0.5 * c.context * (c.context + 1.0) : static_cast<double>(c.context);
+  m.tflops = 4.0 * pairs * c.batch * c.q_heads * c.head_dim / (m.us_per_call * 1e-6) / 1e12;
+  for (void* ptr : {k, v, q, out, tables, lengths, cu}) cudaFree(ptr);
   return m;
+}
+
+// The run's bf16 matmul rate (cuBLAS, bf16 in and out, f32 accumulation), best of 5.
+double matmul_tflops() {
+  const int n = 8192;
+  void *a = nullptr, *c = nullptr;
+  const size_t bytes = size_t{2} * n * n;
+  if (!check(cudaMalloc(&a, bytes), "matmul A") || !check(cudaMalloc(&c, bytes), "matmul C")) return 0;
+  cudaMemset(a, 0x3c, bytes);
+  cublasHandle_t h = nullptr;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return 0;
+  const float one = 1.0f, zero = 0.0f;
+  auto gemm = [&] {
+    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, a, CUDA_R_16BF, n, &zero, c,
+                 CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  };
+  gemm();
+  const float ms = best_ms(5, gemm);
+  cublasDestroy(h);
+  cudaFree(a);
+  cudaFree(c);
+  return 2.0 * n * double(n) * n / (ms * 1e-3) / 1e12;
 }
 
 }  // namespace
@@ -138,6 +177,27 @@ int main(int argc, char** argv) {
           "{}, "
           "\"kv_heads\": {}, \"head_dim\": {}, \"gbps\": {:.1f}, \"copy_gbps\": {:.1f}}}\n",
           c.batch, c.context, c.q_heads, c.kv_heads, c.head_dim, m.gbs, copy_gbs);
+    }
+  }
+  const double matmul = matmul_tflops();
+  fmt::print("\nbf16 matmul (cuBLAS, 8192^3, bf16 out): {:.0f} TFLOP/s\n{:<34} {:>10} {:>9} {:>9}\n", matmul,
+             "packed prefill (cuda_paged, bf16)", "ms/call", "TFLOP/s", "of matmul");
+  const Case prefill_cases[] = {{1, 1024, 16, 16, 128, true}, {4, 4096, 16, 16, 128, true},
+                                {1, 4096, 32, 8, 128, true}};
+  for (const Case& c : prefill_cases) {
+    const Measured m = measure(c, *backend);
+    if (!m.ok) {
+      ++failures;
+      continue;
+    }
+    const std::string label =
+        fmt::format("{}x{} heads {}/{} d{}", c.batch, c.context, c.q_heads, c.kv_heads, c.head_dim);
+    fmt::print("{:<34} {:>10.2f} {:>9.1f} {:>8.1f}%\n", label, m.us_per_call / 1e3, m.tflops,
+               100.0 * m.tflops / matmul);
+    if (json) {
+      fmt::print("JSON {{\"bench\": \"attention_prefill\", \"batch\": {}, \"context\": {}, \"q_heads\": {}, "
+                 "\"kv_heads\": {}, \"head_dim\": {}, \"tflops\": {:.2f}, \"matmul_tflops\": {:.1f}}}\n",
+                 c.batch, c.context, c.q_heads, c.kv_heads, c.head_dim, m.tflops, matmul);
     }
   }
   return failures == 0 ? 0 : 1;
