@@ -120,7 +120,8 @@ Measured measure(const Case& c, rlt::attention::AttentionBackend& backend) {
   m.gbs = static_cast<double>(sets * call_bytes) / (ms * 1e-3) / 1e9;
   m.us_per_call = ms * 1e3 / static_cast<double>(sets);
   // Causal: row j sees j + 1 keys; 2 FLOPs per key and dim for Q·K, 2 for P·V, per query head.
-  const double pairs = c.prefill ? 0.5 * c.context * (c.context + 1.0) : static_cast<double>(c.context);
+  const double pairs =
+      c.prefill ? 0.5 * c.context * (c.context + 1.0) : static_cast<double>(c.context);
   m.tflops = 4.0 * pairs * c.batch * c.q_heads * c.head_dim / (m.us_per_call * 1e-6) / 1e12;
   for (void* ptr : {k, v, q, out, tables, lengths, cu}) cudaFree(ptr);
   return m;
@@ -131,14 +132,15 @@ double matmul_tflops() {
   const int n = 8192;
   void *a = nullptr, *c = nullptr;
   const size_t bytes = size_t{2} * n * n;
-  if (!check(cudaMalloc(&a, bytes), "matmul A") || !check(cudaMalloc(&c, bytes), "matmul C")) return 0;
+  if (!check(cudaMalloc(&a, bytes), "matmul A") || !check(cudaMalloc(&c, bytes), "matmul C"))
+    return 0;
   cudaMemset(a, 0x3c, bytes);
   cublasHandle_t h = nullptr;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return 0;
   const float one = 1.0f, zero = 0.0f;
   auto gemm = [&] {
-    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, a, CUDA_R_16BF, n, &zero, c,
-                 CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, a, CUDA_R_16BF, n,
+                 &zero, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   };
   gemm();
   const float ms = best_ms(5, gemm);
@@ -180,10 +182,11 @@ int main(int argc, char** argv) {
     }
   }
   const double matmul = matmul_tflops();
-  fmt::print("\nbf16 matmul (cuBLAS, 8192^3, bf16 out): {:.0f} TFLOP/s\n{:<34} {:>10} {:>9} {:>9}\n", matmul,
-             "packed prefill (cuda_paged, bf16)", "ms/call", "TFLOP/s", "of matmul");
-  const Case prefill_cases[] = {{1, 1024, 16, 16, 128, true}, {4, 4096, 16, 16, 128, true},
-                                {1, 4096, 32, 8, 128, true}};
+  fmt::print(
+      "\nbf16 matmul (cuBLAS, 8192^3, bf16 out): {:.0f} TFLOP/s\n{:<34} {:>10} {:>9} {:>9}\n",
+      matmul, "packed prefill (cuda_paged, bf16)", "ms/call", "TFLOP/s", "of matmul");
+  const Case prefill_cases[] = {
+      {1, 1024, 16, 16, 128, true}, {4, 4096, 16, 16, 128, true}, {1, 4096, 32, 8, 128, true}};
   for (const Case& c : prefill_cases) {
     const Measured m = measure(c, *backend);
     if (!m.ok) {
@@ -195,9 +198,11 @@ int main(int argc, char** argv) {
     fmt::print("{:<34} {:>10.2f} {:>9.1f} {:>8.1f}%\n", label, m.us_per_call / 1e3, m.tflops,
                100.0 * m.tflops / matmul);
     if (json) {
-      fmt::print("JSON {{\"bench\": \"attention_prefill\", \"batch\": {}, \"context\": {}, \"q_heads\": {}, "
-                 "\"kv_heads\": {}, \"head_dim\": {}, \"tflops\": {:.2f}, \"matmul_tflops\": {:.1f}}}\n",
-                 c.batch, c.context, c.q_heads, c.kv_heads, c.head_dim, m.tflops, matmul);
+      fmt::print(
+          "JSON {{\"bench\": \"attention_prefill\", \"batch\": {}, \"context\": {}, \"q_heads\": "
+          "{}, "
+          "\"kv_heads\": {}, \"head_dim\": {}, \"tflops\": {:.2f}, \"matmul_tflops\": {:.1f}}}\n",
+          c.batch, c.context, c.q_heads, c.kv_heads, c.head_dim, m.tflops, matmul);
     }
   }
   return failures == 0 ? 0 : 1;

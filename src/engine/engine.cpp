@@ -281,7 +281,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
       const uint64_t id = batch->items[i].id;
       LiveRequest& l = m.live.at(id);
       const sched::Request& r = *m.scheduler->find(id);
-      const std::span<const float> logits(result.logits.data() + static_cast<int64_t>(i) * vocab, static_cast<size_t>(vocab));
+      const std::span<const float> logits = result.all_logits().subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
       auto sampled = m.sampler.sample(logits, r.params, l.history, l.rng);
       if (!sampled.ok()) {
         // A broken logits row (NaN, inf) ends that request only.

@@ -399,11 +399,14 @@ Status GpuModelRunner::execute(const sched::SchedulerOutput& batch,
                                           static_cast<size_t>(n * vocab) * 4, "logits"));
       }
       RLT_RETURN_IF_ERROR(core_->lm_head(floats(h_), n, floats(logits_)));
-      out->logits.resize(static_cast<size_t>(n * vocab));
-      RLT_RETURN_IF_ERROR(
-          check(cudaMemcpyAsync(out->logits.data(), logits_.data(),
-                                static_cast<size_t>(n * vocab) * 4, cudaMemcpyDeviceToHost, stream),
-                "reading logits"));
+      // Into pinned memory (a fast DMA) that the sampler reads in place until the next execute().
+      const size_t bytes = static_cast<size_t>(n * vocab) * 4;
+      RLT_RETURN_IF_ERROR(host_logits_.reserve(bytes));
+      RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(host_logits_.data(), logits_.data(), bytes,
+                                                cudaMemcpyDeviceToHost, stream),
+                                "reading logits"));
+      out->runner_logits = {reinterpret_cast<const float*>(host_logits_.data()),
+                            static_cast<size_t>(n * vocab)};
       return synchronize();
     }
     default:

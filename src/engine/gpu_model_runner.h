@@ -96,6 +96,7 @@ class GpuModelRunner final : public ModelRunner {
   int64_t row_capacity_ = 0;
   cuda::DeviceAllocation h_, gates_;  // [rows, hidden], [rows]
   cuda::DeviceAllocation logits_;     // [coda rows, vocab]
+  cuda::PinnedBuffer host_logits_;    // their host copy, read by the sampler in place
   cuda::DeviceAllocation metadata_;
   cuda::PinnedBuffer staging_;
   std::vector<int32_t> tokens_, positions_, slots_;

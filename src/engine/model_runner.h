@@ -10,6 +10,7 @@
 //   CODA      the lm head on each row's hidden state; returns logits.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "common/status.h"
@@ -22,6 +23,13 @@ namespace rlt::engine {
 struct BatchResult {
   std::vector<float> gate_logits;  // RECURRENT: [items]
   std::vector<float> logits;       // CODA: [items, vocab]
+  // CODA from a runner that keeps the logits in its own (pinned) buffer instead: valid until its
+  // next execute(). Read through all_logits().
+  std::span<const float> runner_logits;
+
+  std::span<const float> all_logits() const {
+    return runner_logits.empty() ? std::span<const float>(logits) : runner_logits;
+  }
 };
 
 class ModelRunner {
