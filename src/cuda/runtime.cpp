@@ -148,49 +148,4 @@ Status PinnedBuffer::reserve(size_t bytes) {
   return {};
 }
 
-PoolBlock& PoolBlock::operator=(PoolBlock&& other) noexcept {
-  if (this != &other) {
-    if (pool_) pool_->release(offset_);
-    pool_ = std::exchange(other.pool_, nullptr);
-    data_ = std::exchange(other.data_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-    offset_ = other.offset_;
-  }
-  return *this;
-}
-
-PoolBlock::~PoolBlock() {
-  if (pool_) pool_->release(offset_);
-}
-
-DevicePool::DevicePool(DeviceAllocation slab) : slab_(std::move(slab)), allocator_(slab_.bytes()) {}
-
-Result<std::unique_ptr<DevicePool>> DevicePool::create(size_t bytes) {
-  RLT_ASSIGN_OR_RETURN(DeviceAllocation slab, DeviceAllocation::allocate(bytes, "the device pool"));
-  return std::unique_ptr<DevicePool>(new DevicePool(std::move(slab)));
-}
-
-Result<PoolBlock> DevicePool::allocate(size_t bytes, const std::string& what, size_t alignment) {
-  auto offset = allocator_.allocate(bytes, alignment);
-  if (!offset.ok()) return offset.status().with_context(what);
-  PoolBlock b;
-  b.pool_ = this;
-  b.offset_ = *offset;
-  b.data_ = static_cast<std::byte*>(slab_.data()) + *offset;
-  b.bytes_ = bytes;
-  return b;
-}
-
-void DevicePool::release(uint64_t offset) {
-  // Only PoolBlock calls this, with the offset it was given: it cannot fail.
-  (void)allocator_.release(offset);
-}
-
-Status GrowableBuffer::ensure(DevicePool& pool, size_t bytes, const std::string& what) {
-  if (bytes <= block_.bytes()) return {};
-  block_ = PoolBlock();  // give the old range back first so it can merge into the new one
-  RLT_ASSIGN_OR_RETURN(block_, pool.allocate(bytes, what));
-  return {};
-}
-
 }  // namespace rlt::cuda

@@ -1,7 +1,8 @@
-// Owners for CUDA runtime objects: streams, events, device allocations, pinned host staging and
-// a device pool that carves one reservation so steady-state steps never call cudaMalloc. No CUDA
-// header here (handles are the runtime's opaque struct pointers), so host code stays light.
-// Every operation that can fail returns Status naming what it was doing.
+// Owners for CUDA runtime objects: streams, events, device allocations and pinned host staging.
+// Device buffers follow one policy everywhere: allocated once at their first size and only ever
+// grown (never per step), so steady-state steps do not call cudaMalloc. No CUDA header here
+// (handles are the runtime's opaque struct pointers), so host code stays light. Every operation
+// that can fail returns Status naming what it was doing.
 #pragma once
 
 #include <cstddef>
@@ -9,7 +10,6 @@
 #include <memory>
 #include <string>
 
-#include "common/offset_allocator.h"
 #include "common/status.h"
 
 struct CUstream_st;
@@ -104,60 +104,6 @@ class PinnedBuffer {
  private:
   std::byte* data_ = nullptr;
   size_t capacity_ = 0;
-};
-
-class DevicePool;
-
-// A range of a DevicePool, returned to it on destruction. The pool must outlive it.
-class PoolBlock {
- public:
-  PoolBlock() = default;
-  PoolBlock(PoolBlock&& other) noexcept { *this = std::move(other); }
-  PoolBlock& operator=(PoolBlock&& other) noexcept;
-  ~PoolBlock();
-
-  void* data() const { return data_; }
-  size_t bytes() const { return bytes_; }
-  explicit operator bool() const { return data_ != nullptr; }
-
- private:
-  friend class DevicePool;
-  DevicePool* pool_ = nullptr;
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-  uint64_t offset_ = 0;
-};
-
-// One device reservation carved into aligned blocks (best fit, merged on release): the buffers a
-// runner needs per step come from here, so no step calls cudaMalloc or cudaFree.
-class DevicePool {
- public:
-  static Result<std::unique_ptr<DevicePool>> create(size_t bytes);
-
-  // Errors: the pool has no free range that fits (resource_exhausted, with the pool's state).
-  Result<PoolBlock> allocate(size_t bytes, const std::string& what, size_t alignment = 256);
-  size_t capacity() const { return static_cast<size_t>(allocator_.capacity()); }
-  size_t used() const { return static_cast<size_t>(allocator_.used()); }
-
- private:
-  friend class PoolBlock;
-  explicit DevicePool(DeviceAllocation slab);
-  void release(uint64_t offset);
-
-  DeviceAllocation slab_;
-  OffsetAllocator allocator_;
-};
-
-// A device buffer that grows (from a pool) when a larger shape arrives; callers size it before
-// graph capture so captured steps never allocate.
-class GrowableBuffer {
- public:
-  Status ensure(DevicePool& pool, size_t bytes, const std::string& what);
-  void* data() const { return block_.data(); }
-  size_t bytes() const { return block_.bytes(); }
-
- private:
-  PoolBlock block_;
 };
 
 }  // namespace rlt::cuda

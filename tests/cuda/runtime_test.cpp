@@ -10,29 +10,6 @@
 namespace rlt::cuda {
 namespace {
 
-TEST(DevicePool, CarvesAlignedBlocksAndReusesThem) {
-  RLT_REQUIRE_CUDA_DEVICE();
-  auto pool = DevicePool::create(size_t{1} << 20);
-  ASSERT_TRUE(pool.ok()) << pool.status().to_string();
-  {
-    auto a = (*pool)->allocate(1000, "a");
-    auto b = (*pool)->allocate(5000, "b");
-    ASSERT_TRUE(a.ok() && b.ok());
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(a->data()) % 256, 0u);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data()) % 256, 0u);
-    // The blocks are real device memory: a round trip through b keeps the bytes.
-    std::vector<unsigned char> in(5000), out(5000);
-    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<unsigned char>(i * 7);
-    ASSERT_EQ(cudaMemcpy(b->data(), in.data(), in.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(out.data(), b->data(), out.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-    EXPECT_EQ(in, out);
-    auto too_big = (*pool)->allocate(size_t{2} << 20, "the oversized buffer");
-    ASSERT_FALSE(too_big.ok());
-    EXPECT_NE(too_big.status().message().find("the oversized buffer"), std::string::npos);
-  }
-  EXPECT_EQ((*pool)->used(), 0u) << "blocks return to the pool when they go out of scope";
-}
-
 TEST(DeviceRuntime, StreamsEventsAndPinnedStaging) {
   RLT_REQUIRE_CUDA_DEVICE();
   auto stream = Stream::create();
