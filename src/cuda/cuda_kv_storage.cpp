@@ -42,6 +42,8 @@ bool needs_ordering(std::span<const kv::SlotCopy> copies, int32_t block_size) {
 
 Result<std::unique_ptr<CudaKVStorage>> CudaKVStorage::create(const kv::KVGeometry& geometry,
                                                              StreamHandle stream) {
+  int device = 0;
+  RLT_RETURN_IF_ERROR(check(cudaGetDevice(&device), "reading the current device"));
   RLT_RETURN_IF_ERROR(geometry.validate());
   const auto block_bytes =
       static_cast<uint64_t>(geometry.block_elems()) * dtype_size(geometry.dtype);
@@ -62,14 +64,15 @@ Result<std::unique_ptr<CudaKVStorage>> CudaKVStorage::create(const kv::KVGeometr
   RLT_RETURN_IF_ERROR(
       check(cudaMemsetAsync(values.data(), 0, bytes, stream), "zeroing the V cache"));
   RLT_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), "zeroing the KV cache"));
-  return std::unique_ptr<CudaKVStorage>(
-      new CudaKVStorage(geometry, stream, std::move(keys), std::move(values), std::move(list)));
+  return std::unique_ptr<CudaKVStorage>(new CudaKVStorage(geometry, device, stream, std::move(keys),
+                                                          std::move(values), std::move(list)));
 }
 
-CudaKVStorage::CudaKVStorage(const kv::KVGeometry& geometry, StreamHandle stream,
+CudaKVStorage::CudaKVStorage(const kv::KVGeometry& geometry, int device, StreamHandle stream,
                              DeviceAllocation keys, DeviceAllocation values,
                              DeviceAllocation copy_list)
     : geometry_(geometry),
+      device_(device),
       stream_(stream),
       keys_(std::move(keys)),
       values_(std::move(values)),
@@ -92,6 +95,7 @@ kv::PagedKVLayerView CudaKVStorage::layer_view(kv::KVPool pool, int32_t layer) c
 }
 
 Status CudaKVStorage::copy_slots(std::span<const kv::SlotCopy> copies) {
+  RLT_RETURN_IF_ERROR(set_device(device_));
   RLT_RETURN_IF_ERROR(kv::validate_slot_copies(geometry_, copies));
   if (copies.empty()) return {};
   const size_t elem = dtype_size(geometry_.dtype);
@@ -184,6 +188,7 @@ Status CudaKVStorage::read_blocks(std::span<const kv::BlockId> blocks, std::span
                                   std::span<std::byte> values) const {
   RLT_RETURN_IF_ERROR(
       kv::validate_block_transfer(geometry_, blocks, keys.size(), values.size(), "reading"));
+  RLT_RETURN_IF_ERROR(set_device(device_));
   return transfer(blocks, keys.data(), values.data(), nullptr, nullptr, /*to_host=*/true);
 }
 
@@ -192,6 +197,7 @@ Status CudaKVStorage::write_blocks(std::span<const kv::BlockId> blocks,
                                    std::span<const std::byte> values) {
   RLT_RETURN_IF_ERROR(
       kv::validate_block_transfer(geometry_, blocks, keys.size(), values.size(), "writing"));
+  RLT_RETURN_IF_ERROR(set_device(device_));
   return transfer(blocks, nullptr, nullptr, keys.data(), values.data(), /*to_host=*/false);
 }
 

@@ -39,13 +39,14 @@ class CudaKVStorage final : public kv::KVStorage {
   StreamHandle stream() const { return stream_; }
 
  private:
-  CudaKVStorage(const kv::KVGeometry& geometry, StreamHandle stream, DeviceAllocation keys,
-                DeviceAllocation values, DeviceAllocation copy_list);
+  CudaKVStorage(const kv::KVGeometry& geometry, int device, StreamHandle stream,
+                DeviceAllocation keys, DeviceAllocation values, DeviceAllocation copy_list);
   // Copies whole blocks between the pools and host buffers, chunk by chunk through staging.
   Status transfer(std::span<const kv::BlockId> blocks, std::byte* keys_host, std::byte* values_host,
                   const std::byte* keys_src, const std::byte* values_src, bool to_host) const;
 
   kv::KVGeometry geometry_;
+  int device_ = 0;  // the current device at creation; made current again by every call
   StreamHandle stream_;
   DeviceAllocation keys_, values_;
   DeviceAllocation copy_list_;  // device records for one copy_slots chunk

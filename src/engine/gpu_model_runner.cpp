@@ -229,6 +229,7 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
   }
   RLT_RETURN_IF_ERROR(cuda::set_device(device));
   std::unique_ptr<GpuModelRunner> r(new GpuModelRunner());
+  r->device_ = device;
   r->model_ = std::move(model);
   r->layout_ = layout;
   r->graph_mode_ = graphs;
@@ -357,6 +358,9 @@ Status GpuModelRunner::execute(const sched::SchedulerOutput& batch,
     if (scheduler.find(item.id) == nullptr)
       return internal_error(fmt::format("batch names unknown request {}", item.id));
   }
+  // The current device is per thread, and the engine may step from another thread (the server's
+  // worker) than the one that created it.
+  RLT_RETURN_IF_ERROR(cuda::set_device(device_));
   cudaStream_t stream = stream_->handle();
   std::vector<const int32_t*> dev;
   switch (batch.stage) {

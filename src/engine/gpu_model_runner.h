@@ -82,6 +82,7 @@ class GpuModelRunner final : public ModelRunner {
 
   std::shared_ptr<const model::OuroModel> model_;
   kv::KVLayout layout_ = kv::KVLayout::kLastExited;
+  int device_ = 0;
   std::unique_ptr<cuda::Stream> stream_;
   std::unique_ptr<GpuCore> core_;
   std::unique_ptr<cuda::CudaKVStorage> storage_;
