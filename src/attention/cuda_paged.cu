@@ -113,15 +113,20 @@ __device__ __forceinline__ bool unit_row(const PagedLaunch& p, int64_t unit, int
   return true;
 }
 
-template <KVElement E, int kLanesPerKey>
+// kHeads query heads of one KV group per block: each key's K and V are loaded once for all of
+// them (GQA), with an online-softmax state per head.
+template <KVElement E, int kLanesPerKey, int kHeads>
 __global__ void __launch_bounds__(kThreads) partition_kernel(PagedLaunch p, int64_t unit_begin) {
   constexpr int kMaxHeadDim = kLanesPerKey * 8;
   constexpr int kGroups = kThreads / kLanesPerKey;
-  __shared__ float group_acc[kGroups][kMaxHeadDim];
-  __shared__ float group_max[kGroups], group_sum[kGroups], group_weight[kGroups];
+  constexpr int kKeysInFlight = kHeads >= 4 ? 2 : kUnroll;  // bounds registers with many heads
+  __shared__ float group_acc[kGroups][kHeads][kMaxHeadDim];
+  __shared__ float group_max[kGroups][kHeads], group_sum[kGroups][kHeads],
+      group_weight[kGroups][kHeads];
+  __shared__ float head_max[kHeads], head_sum[kHeads];
 
   const int64_t unit = unit_begin + blockIdx.x;
-  const int32_t head = blockIdx.y, part = blockIdx.z;
+  const int32_t head0 = blockIdx.y * kHeads, part = blockIdx.z;
   int64_t row;
   RowInfo r;
   if (!unit_row(p, unit, row, r)) return;  // uniform over the block
@@ -133,23 +138,30 @@ __global__ void __launch_bounds__(kThreads) partition_kernel(PagedLaunch p, int6
   const int head_dim = p.head_dim;
   const int lane = threadIdx.x % kLanesPerKey, group = threadIdx.x / kLanesPerKey;
   const bool active = lane * 8 < head_dim;  // lanes past head_dim load zeros
-  const int32_t kv_head = head / (p.num_q_heads / p.num_kv_heads);
+  const int32_t kv_head = head0 / (p.num_q_heads / p.num_kv_heads);
   const int32_t* table = p.block_tables + static_cast<int64_t>(r.seq) * p.table_width;
   const float scale = 1.0f / sqrtf(static_cast<float>(head_dim));
   const int64_t k_head = kv_head * p.k_head_stride + lane * 8,
                 v_head = kv_head * p.v_head_stride + lane * 8;
 
-  float q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  if (active)
-    Load8<KVElement::kF32>::run(p.q, (row * p.num_q_heads + head) * head_dim + lane * 8, q);
-  float running_max = -CUDART_INF_F, running_sum = 0.0f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float q[kHeads][8], acc[kHeads][8], running_max[kHeads], running_sum[kHeads];
+#pragma unroll
+  for (int h = 0; h < kHeads; ++h) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q[h][i] = acc[h][i] = 0.0f;
+    if (active)
+      Load8<KVElement::kF32>::run(p.q, (row * p.num_q_heads + head0 + h) * head_dim + lane * 8,
+                                  q[h]);
+    running_max[h] = -CUDART_INF_F;
+    running_sum[h] = 0.0f;
+  }
 
   // Every thread runs the same trip count (shuffles need whole warps); keys past the partition
   // are loaded as zeros and skipped.
-  for (int32_t base = t_begin; base < t_end; base += kGroups * kUnroll) {
-    float kx[kUnroll][8], vx[kUnroll][8];
+  for (int32_t base = t_begin; base < t_end; base += kGroups * kKeysInFlight) {
+    float kx[kKeysInFlight][8], vx[kKeysInFlight][8];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kKeysInFlight; ++u) {
       const int32_t t = base + u * kGroups + group;
       if (t < t_end && active) {
         const int64_t block = table[t / p.block_size], slot = t % p.block_size;
@@ -161,56 +173,78 @@ __global__ void __launch_bounds__(kThreads) partition_kernel(PagedLaunch p, int6
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      float dot = 0.0f;
+    for (int u = 0; u < kKeysInFlight; ++u) {
+      const bool in_partition = base + u * kGroups + group < t_end;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) dot = fmaf(q[i], kx[u][i], dot);
-        // Butterfly: every lane of the key ends with the bit-identical total.
+      for (int h = 0; h < kHeads; ++h) {
+        float dot = 0.0f;
 #pragma unroll
-      for (int offset = kLanesPerKey / 2; offset > 0; offset /= 2)
-        dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-      if (base + u * kGroups + group < t_end) {
-        const float score = dot * scale;
-        const float new_max = fmaxf(running_max, score);
-        const float correction = expf(running_max - new_max), weight = expf(score - new_max);
-        running_sum = running_sum * correction + weight;
+        for (int i = 0; i < 8; ++i) dot = fmaf(q[h][i], kx[u][i], dot);
+          // Butterfly: every lane of the key ends with the bit-identical total.
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] = fmaf(weight, vx[u][i], acc[i] * correction);
-        running_max = new_max;
+        for (int offset = kLanesPerKey / 2; offset > 0; offset /= 2)
+          dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+        if (in_partition) {
+          const float score = dot * scale;
+          const float new_max = fmaxf(running_max[h], score);
+          const float correction = expf(running_max[h] - new_max), weight = expf(score - new_max);
+          running_sum[h] = running_sum[h] * correction + weight;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[h][i] = fmaf(weight, vx[u][i], acc[h][i] * correction);
+          running_max[h] = new_max;
+        }
       }
     }
   }
 
+  // Merge the lane groups per head, in group order.
 #pragma unroll
-  for (int i = 0; i < 8; ++i) group_acc[group][lane * 8 + i] = acc[i];
-  if (lane == 0) {
-    group_max[group] = running_max;
-    group_sum[group] = running_sum;
+  for (int h = 0; h < kHeads; ++h) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) group_acc[group][h][lane * 8 + i] = acc[h][i];
+    if (lane == 0) {
+      group_max[group][h] = running_max[h];
+      group_sum[group][h] = running_sum[h];
+    }
   }
   __syncthreads();
-  float block_max = -CUDART_INF_F;
-  for (int g = 0; g < kGroups; ++g) block_max = fmaxf(block_max, group_max[g]);
-  if (threadIdx.x < kGroups) {
-    const float m = group_max[threadIdx.x];
-    group_weight[threadIdx.x] = m == -CUDART_INF_F ? 0.0f : expf(m - block_max);
+  if (threadIdx.x < kHeads) {
+    float m = -CUDART_INF_F;
+    for (int g = 0; g < kGroups; ++g) m = fmaxf(m, group_max[g][threadIdx.x]);
+    head_max[threadIdx.x] = m;
   }
   __syncthreads();
-  float block_sum = 0.0f;
-  for (int g = 0; g < kGroups; ++g) block_sum += group_weight[g] * group_sum[g];
+  for (int idx = threadIdx.x; idx < kGroups * kHeads; idx += kThreads) {
+    const int g = idx / kHeads, h = idx % kHeads;
+    const float m = group_max[g][h];
+    group_weight[g][h] = m == -CUDART_INF_F ? 0.0f : expf(m - head_max[h]);
+  }
+  __syncthreads();
+  if (threadIdx.x < kHeads) {
+    float sum = 0.0f;
+    for (int g = 0; g < kGroups; ++g)
+      sum += group_weight[g][threadIdx.x] * group_sum[g][threadIdx.x];
+    head_sum[threadIdx.x] = sum;
+  }
+  __syncthreads();
 
-  const int64_t out_index = (row * p.num_q_heads + head) * head_dim;
-  const int64_t state = ((unit - unit_begin) * p.num_q_heads + head) * p.max_partitions + part;
-  for (int i = threadIdx.x; i < head_dim; i += kThreads) {
+  for (int idx = threadIdx.x; idx < kHeads * head_dim; idx += kThreads) {
+    const int h = idx / head_dim, i = idx % head_dim;
     float o = 0.0f;
-    for (int g = 0; g < kGroups; ++g) o = fmaf(group_weight[g], group_acc[g][i], o);
-    if (parts == 1)
-      p.out[out_index + i] = o / block_sum;
-    else
+    for (int g = 0; g < kGroups; ++g) o = fmaf(group_weight[g][h], group_acc[g][h][i], o);
+    const int64_t head = head0 + h;
+    if (parts == 1) {
+      p.out[(row * p.num_q_heads + head) * head_dim + i] = o / head_sum[h];
+    } else {
+      const int64_t state = ((unit - unit_begin) * p.num_q_heads + head) * p.max_partitions + part;
       p.partial_acc[state * head_dim + i] = o;
+    }
   }
-  if (parts > 1 && threadIdx.x == 0) {
-    p.partial_ml[state * 2] = block_max;
-    p.partial_ml[state * 2 + 1] = block_sum;
+  if (parts > 1 && threadIdx.x < kHeads) {
+    const int64_t state =
+        ((unit - unit_begin) * p.num_q_heads + head0 + threadIdx.x) * p.max_partitions + part;
+    p.partial_ml[state * 2] = head_max[threadIdx.x];
+    p.partial_ml[state * 2 + 1] = head_sum[threadIdx.x];
   }
 }
 
@@ -382,11 +416,25 @@ cudaError_t launch_prefill(const PagedLaunch& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <KVElement E, int kLanesPerKey>
-void launch_partitions(const PagedLaunch& p, int64_t row_begin, int64_t rows, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(p.num_q_heads),
+template <KVElement E, int kLanesPerKey, int kHeads>
+void launch_heads(const PagedLaunch& p, int64_t unit_begin, int64_t units, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(units), static_cast<unsigned>(p.num_q_heads / kHeads),
                   static_cast<unsigned>(p.max_partitions));
-  partition_kernel<E, kLanesPerKey><<<grid, kThreads, 0, stream>>>(p, row_begin);
+  partition_kernel<E, kLanesPerKey, kHeads><<<grid, kThreads, 0, stream>>>(p, unit_begin);
+}
+
+// Query heads per block: the largest of 4, 2, 1 that divides the GQA ratio (a function of the
+// model, so a row's arithmetic never depends on the batch).
+template <KVElement E, int kLanesPerKey>
+void launch_partitions(const PagedLaunch& p, int64_t unit_begin, int64_t units,
+                       cudaStream_t stream) {
+  const int32_t ratio = p.num_q_heads / p.num_kv_heads;
+  if (ratio % 4 == 0)
+    launch_heads<E, kLanesPerKey, 4>(p, unit_begin, units, stream);
+  else if (ratio % 2 == 0)
+    launch_heads<E, kLanesPerKey, 2>(p, unit_begin, units, stream);
+  else
+    launch_heads<E, kLanesPerKey, 1>(p, unit_begin, units, stream);
 }
 
 template <KVElement E>
