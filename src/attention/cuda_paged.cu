@@ -1,13 +1,15 @@
-// cuda_paged kernels: flash-decoding over paged K/V (sm_80+).
+// cuda_paged kernels: flash-decoding over paged K/V (sm_80+), and a tiled kernel for packed
+// prefill sequences.
 //
-// One block of 128 threads per (query row, query head, key partition). A key's head_dim
-// elements are spread over consecutive lanes, 8 each (one 16-byte load for 16-bit K/V; the lane
-// count is the power of two that covers head_dim / 8, extra lanes idle); the block's lane groups
-// take keys round-robin, four at a time so that eight loads per thread are in flight, and keep
-// their own online-softmax state. Groups merge through shared memory in a fixed order; rows with
-// several partitions are merged by a second kernel, again in partition order. Every decision
-// depends on the row's own length only, so a row's output is the same in any batch, and the grid
-// depends on shapes only (CUDA-graph safe).
+// Decode: one block of 128 threads per (query row, group of 1/2/4 query heads sharing a KV head,
+// key partition). A key's head_dim elements are spread over consecutive lanes, 8 each (one
+// 16-byte load for 16-bit K/V; the lane count is the power of two that covers head_dim / 8, extra
+// lanes idle); the block's lane groups take keys round-robin, several at a time so that many
+// loads per thread are in flight, and keep their own online-softmax state per head. Groups merge
+// through shared memory in a fixed order; rows with several partitions are merged by a second
+// kernel, again in partition order. Every decision depends on the row's own length and the
+// model's shape only, so a row's output is the same in any batch, and the grid depends on shapes
+// only (CUDA-graph safe).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math_constants.h>
