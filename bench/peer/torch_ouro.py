@@ -20,6 +20,8 @@ import os
 import struct
 import sys
 
+from torch_gpu import cuda_torch, timed_ms
+
 
 def load_checkpoint(model_dir, torch):
     with open(os.path.join(model_dir, "config.json")) as f:
@@ -118,16 +120,6 @@ class Ouro:
         return 2 * self.loops * core
 
 
-def timed_ms(torch, fn, reps):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / reps
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
@@ -137,13 +129,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20, help="graph replays timed per batch size")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("PyTorch is not installed: nothing to compare")
-        return 0
-    if not torch.cuda.is_available():
-        print("PyTorch sees no CUDA device: nothing to compare")
+    torch = cuda_torch()
+    if torch is None:
         return 0
     torch.backends.cuda.matmul.allow_tf32 = False
     config, w = load_checkpoint(args.model, torch)

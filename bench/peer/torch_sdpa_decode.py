@@ -11,6 +11,8 @@ import argparse
 import json
 import sys
 
+from torch_gpu import cuda_torch
+
 CASES = [(1, 1024, 16, 16, 128), (32, 1024, 16, 16, 128), (128, 1024, 16, 16, 128),
          (32, 4096, 16, 16, 128), (128, 4096, 16, 16, 128), (32, 4096, 32, 8, 128)]
 
@@ -19,15 +21,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
-        print("PyTorch is not installed: nothing to compare")
+    torch = cuda_torch()
+    if torch is None:
         return 0
-    if not torch.cuda.is_available():
-        print("PyTorch sees no CUDA device: nothing to compare")
-        return 0
+    F = torch.nn.functional
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
     print(f"{'decode attention (torch SDPA, bf16)':<34} {'us/call':>10} {'GB/s':>9}")
     for batch, context, q_heads, kv_heads, head_dim in CASES:

@@ -26,11 +26,11 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kUnroll = 4;
 
-template <KVElement E>
+template <ElementType E>
 struct Load8;
 
 template <>
-struct Load8<KVElement::kF32> {
+struct Load8<ElementType::kF32> {
   __device__ static void run(const void* base, int64_t offset, float (&x)[8]) {
     const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(base) + offset);
     const float4 a = p[0], b = p[1];
@@ -49,7 +49,7 @@ __device__ __forceinline__ void widen_f16(uint32_t w, float& lo, float& hi) {
 }
 
 template <>
-struct Load8<KVElement::kBF16> {
+struct Load8<ElementType::kBF16> {
   __device__ static void run(const void* base, int64_t offset, float (&x)[8]) {
     const uint4 w = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + offset);
     widen_bf16(w.x, x[0], x[1]);
@@ -60,7 +60,7 @@ struct Load8<KVElement::kBF16> {
 };
 
 template <>
-struct Load8<KVElement::kF16> {
+struct Load8<ElementType::kF16> {
   __device__ static void run(const void* base, int64_t offset, float (&x)[8]) {
     const uint4 w = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + offset);
     widen_f16(w.x, x[0], x[1]);
@@ -117,7 +117,7 @@ __device__ __forceinline__ bool unit_row(const PagedLaunch& p, int64_t unit, int
 
 // kHeads query heads of one KV group per block: each key's K and V are loaded once for all of
 // them (GQA), with an online-softmax state per head.
-template <KVElement E, int kLanesPerKey, int kHeads>
+template <ElementType E, int kLanesPerKey, int kHeads>
 __global__ void __launch_bounds__(kThreads) partition_kernel(PagedLaunch p, int64_t unit_begin) {
   constexpr int kMaxHeadDim = kLanesPerKey * 8;
   constexpr int kGroups = kThreads / kLanesPerKey;
@@ -152,8 +152,8 @@ __global__ void __launch_bounds__(kThreads) partition_kernel(PagedLaunch p, int6
 #pragma unroll
     for (int i = 0; i < 8; ++i) q[h][i] = acc[h][i] = 0.0f;
     if (active)
-      Load8<KVElement::kF32>::run(p.q, (row * p.num_q_heads + head0 + h) * head_dim + lane * 8,
-                                  q[h]);
+      Load8<ElementType::kF32>::run(p.q, (row * p.num_q_heads + head0 + h) * head_dim + lane * 8,
+                                    q[h]);
     running_max[h] = -CUDART_INF_F;
     running_sum[h] = 0.0f;
   }
@@ -287,15 +287,15 @@ __host__ __device__ inline size_t prefill_smem_floats(int d) {
                              3 * kQTile);
 }
 
-template <KVElement E>
+template <ElementType E>
 __device__ __forceinline__ float load1(const void* base, int64_t offset) {
-  if constexpr (E == KVElement::kF32) return static_cast<const float*>(base)[offset];
+  if constexpr (E == ElementType::kF32) return static_cast<const float*>(base)[offset];
   const uint16_t bits = static_cast<const uint16_t*>(base)[offset];
-  if constexpr (E == KVElement::kBF16) return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+  if constexpr (E == ElementType::kBF16) return __uint_as_float(static_cast<uint32_t>(bits) << 16);
   return __half2float(__ushort_as_half(bits));
 }
 
-template <KVElement E>
+template <ElementType E>
 __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(PagedLaunch p) {
   extern __shared__ float smem[];
   const int d = p.head_dim, ds = d + 1;
@@ -405,7 +405,7 @@ __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(PagedLaunch p)
   }
 }
 
-template <KVElement E>
+template <ElementType E>
 cudaError_t launch_prefill(const PagedLaunch& p, cudaStream_t stream) {
   const size_t bytes = prefill_smem_floats(p.head_dim) * sizeof(float);
   const cudaError_t e = cudaFuncSetAttribute(
@@ -418,7 +418,7 @@ cudaError_t launch_prefill(const PagedLaunch& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <KVElement E, int kLanesPerKey, int kHeads>
+template <ElementType E, int kLanesPerKey, int kHeads>
 void launch_heads(const PagedLaunch& p, int64_t unit_begin, int64_t units, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(units), static_cast<unsigned>(p.num_q_heads / kHeads),
                   static_cast<unsigned>(p.max_partitions));
@@ -427,7 +427,7 @@ void launch_heads(const PagedLaunch& p, int64_t unit_begin, int64_t units, cudaS
 
 // Query heads per block: the largest of 4, 2, 1 that divides the GQA ratio (a function of the
 // model, so a row's arithmetic never depends on the batch).
-template <KVElement E, int kLanesPerKey>
+template <ElementType E, int kLanesPerKey>
 void launch_partitions(const PagedLaunch& p, int64_t unit_begin, int64_t units,
                        cudaStream_t stream) {
   const int32_t ratio = p.num_q_heads / p.num_kv_heads;
@@ -439,7 +439,7 @@ void launch_partitions(const PagedLaunch& p, int64_t unit_begin, int64_t units,
     launch_heads<E, kLanesPerKey, 1>(p, unit_begin, units, stream);
 }
 
-template <KVElement E>
+template <ElementType E>
 void launch_for_dtype(const PagedLaunch& p, int64_t row_begin, int64_t rows, cudaStream_t stream) {
   const int lanes = p.head_dim / 8;
   if (lanes <= 1)
@@ -466,14 +466,14 @@ Status launch_paged_attention(const PagedLaunch& p, CUstream_st* stream) {
   for (int64_t begin = 0; begin < p.units; begin += p.rows_per_launch) {
     const int64_t rows = p.units - begin < p.rows_per_launch ? p.units - begin : p.rows_per_launch;
     switch (p.kv_element) {
-      case KVElement::kF32:
-        launch_for_dtype<KVElement::kF32>(p, begin, rows, stream);
+      case ElementType::kF32:
+        launch_for_dtype<ElementType::kF32>(p, begin, rows, stream);
         break;
-      case KVElement::kBF16:
-        launch_for_dtype<KVElement::kBF16>(p, begin, rows, stream);
+      case ElementType::kBF16:
+        launch_for_dtype<ElementType::kBF16>(p, begin, rows, stream);
         break;
-      case KVElement::kF16:
-        launch_for_dtype<KVElement::kF16>(p, begin, rows, stream);
+      case ElementType::kF16:
+        launch_for_dtype<ElementType::kF16>(p, begin, rows, stream);
         break;
     }
     if (p.max_partitions > 1) {
@@ -486,14 +486,14 @@ Status launch_paged_attention(const PagedLaunch& p, CUstream_st* stream) {
   if (p.by_sequence && p.max_seqlen_q > kMaxDecodeRows) {
     cudaError_t e = cudaSuccess;
     switch (p.kv_element) {
-      case KVElement::kF32:
-        e = launch_prefill<KVElement::kF32>(p, stream);
+      case ElementType::kF32:
+        e = launch_prefill<ElementType::kF32>(p, stream);
         break;
-      case KVElement::kBF16:
-        e = launch_prefill<KVElement::kBF16>(p, stream);
+      case ElementType::kBF16:
+        e = launch_prefill<ElementType::kBF16>(p, stream);
         break;
-      case KVElement::kF16:
-        e = launch_prefill<KVElement::kF16>(p, stream);
+      case ElementType::kF16:
+        e = launch_prefill<ElementType::kF16>(p, stream);
         break;
     }
     RLT_RETURN_IF_ERROR(::rlt::cuda::cuda_status(static_cast<int>(e), "cuda_paged prefill launch"));

@@ -8,29 +8,14 @@
 #include "attention/backend.h"
 #include "attention/cuda_paged_kernels.h"
 #include "attention/cuda_paged_plan.h"
+#include "cuda/element_type.h"
 #include "cuda/runtime.h"
 
 namespace rlt::attention {
 namespace {
 
-using cuda_paged::KVElement;
-
 // The partial-state scratch; calls whose split rows need more run in row slices under it.
 constexpr int64_t kScratchBytes = int64_t{128} << 20;
-
-Result<KVElement> kv_element(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return KVElement::kF32;
-    case DType::kBF16:
-      return KVElement::kBF16;
-    case DType::kF16:
-      return KVElement::kF16;
-    default:
-      return invalid_argument(
-          fmt::format("cuda_paged: K/V dtype {} is not f32, bf16 or f16", dtype_name(dtype)));
-  }
-}
 
 // The kernels load 8 elements per lane with 16-byte loads.
 Status check_view(const PagedKVLayerView& v, const char* which) {
@@ -60,7 +45,8 @@ class CudaPagedBackend final : public AttentionBackend {
     RLT_RETURN_IF_ERROR(check_view(p.v, "V"));
     if (reinterpret_cast<uintptr_t>(p.q) % 16 != 0)
       return invalid_argument("cuda_paged: q must be 16-byte aligned");
-    RLT_ASSIGN_OR_RETURN(KVElement element, kv_element(p.k.dtype));
+    RLT_ASSIGN_OR_RETURN(cuda::ElementType element,
+                         cuda::element_type_of(p.k.dtype, "cuda_paged: the K/V cache"));
 
     cuda_paged::PagedLaunch l;
     l.q = p.q;

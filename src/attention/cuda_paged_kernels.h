@@ -5,12 +5,13 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "cuda/model_kernels.h"
 
 struct CUstream_st;
 
 namespace rlt::attention::cuda_paged {
 
-enum class KVElement : int32_t { kF32 = 0, kBF16 = 1, kF16 = 2 };
+using cuda::ElementType;
 
 struct PagedLaunch {
   const float* q = nullptr;  // [rows, num_q_heads, head_dim]
@@ -19,7 +20,7 @@ struct PagedLaunch {
   const void* v = nullptr;
   int64_t k_block_stride = 0, k_token_stride = 0, k_head_stride = 0;  // elements
   int64_t v_block_stride = 0, v_token_stride = 0, v_head_stride = 0;
-  KVElement kv_element = KVElement::kF32;
+  ElementType kv_element = ElementType::kF32;
   int32_t num_q_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
   const int32_t* block_tables = nullptr;  // device
   int32_t table_width = 0;

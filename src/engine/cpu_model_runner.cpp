@@ -5,15 +5,19 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/prefill_rows.h"
+
 namespace rlt::engine {
 
-CpuModelRunner::CpuModelRunner(std::shared_ptr<const model::OuroModel> model, std::unique_ptr<kv::CpuKVStorage> storage,
+CpuModelRunner::CpuModelRunner(std::shared_ptr<const model::OuroModel> model,
+                               std::unique_ptr<kv::CpuKVStorage> storage,
                                std::unique_ptr<attention::AttentionBackend> backend,
                                const attention::BackendCapabilities& caps, kv::KVLayout layout)
     : model_(std::move(model)),
       core_(*model_),
       storage_(std::move(storage)),
-      attention_(*storage_, std::move(backend), caps, static_cast<int32_t>(model_->config.num_heads)),
+      attention_(*storage_, std::move(backend), caps,
+                 static_cast<int32_t>(model_->config.num_heads)),
       layout_(layout) {}
 
 std::vector<float>& CpuModelRunner::state(kv::RequestId id) {
@@ -22,16 +26,19 @@ std::vector<float>& CpuModelRunner::state(kv::RequestId id) {
   return h;
 }
 
-Status CpuModelRunner::execute(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                               const kv::KVCacheManager& kv, BatchResult* out) {
+Status CpuModelRunner::execute(const sched::SchedulerOutput& batch,
+                               const sched::Scheduler& scheduler, const kv::KVCacheManager& kv,
+                               BatchResult* out) {
   const int64_t hidden = model_->config.hidden_size;
   const auto n = static_cast<int64_t>(batch.items.size());
   for (const auto& item : batch.items) {
-    if (scheduler.find(item.id) == nullptr) return internal_error(fmt::format("batch names unknown request {}", item.id));
+    if (scheduler.find(item.id) == nullptr)
+      return internal_error(fmt::format("batch names unknown request {}", item.id));
   }
   switch (batch.stage) {
     case sched::Stage::kPrefill:
-      return layout_ == kv::KVLayout::kShared ? prefill_waves(batch, scheduler, kv) : prefill(batch, scheduler, kv);
+      return layout_ == kv::KVLayout::kShared ? prefill_waves(batch, scheduler, kv)
+                                              : prefill(batch, scheduler, kv);
     case sched::Stage::kPrelude:
       for (const auto& item : batch.items) {
         const sched::Request& r = *scheduler.find(item.id);
@@ -52,7 +59,8 @@ Status CpuModelRunner::execute(const sched::SchedulerOutput& batch, const sched:
       }
       RLT_RETURN_IF_ERROR(attention_.plan(rows_, {}, kv, /*packed=*/false));
       out->gate_logits.resize(static_cast<size_t>(n));
-      core_.run_loop(h_.data(), positions_.data(), n, attention_, scratch_, out->gate_logits.data());
+      core_.run_loop(h_.data(), positions_.data(), n, attention_, scratch_,
+                     out->gate_logits.data());
       RLT_RETURN_IF_ERROR(attention_.status());
       for (int64_t i = 0; i < n; ++i) {
         auto& s = state(batch.items[static_cast<size_t>(i)].id);
@@ -71,27 +79,33 @@ Status CpuModelRunner::execute(const sched::SchedulerOutput& batch, const sched:
       return {};
     }
     default:
-      return internal_error(fmt::format("cannot execute a {} batch", sched::stage_name(batch.stage)));
+      return internal_error(
+          fmt::format("cannot execute a {} batch", sched::stage_name(batch.stage)));
   }
 }
 
-Status CpuModelRunner::prefill(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                               const kv::KVCacheManager& kv) {
-  const int64_t hidden = model_->config.hidden_size;
-  const int64_t rows = batch.rows();
-  tokens_.clear();
+void CpuModelRunner::stage_rows() {
   positions_.clear();
-  rows_.clear();
-  for (const auto& item : batch.items) {
-    const sched::Request& r = *scheduler.find(item.id);
-    for (int32_t p = item.token_start; p < item.token_start + item.token_count; ++p) {
-      tokens_.push_back(r.prompt[static_cast<size_t>(p)]);
-      positions_.push_back(p);
-      rows_.push_back({item.id, 0, p});
-    }
+  for (const auto& r : rows_) positions_.push_back(r.position);
+  h_.resize(static_cast<size_t>(static_cast<int64_t>(rows_.size()) * model_->config.hidden_size));
+  core_.embed(tokens_.data(), static_cast<int64_t>(rows_.size()), h_.data());
+}
+
+void CpuModelRunner::keep_prompt_states(const sched::Scheduler& scheduler) {
+  const int64_t hidden = model_->config.hidden_size;
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    if (!ends_prompt(rows_[i], scheduler)) continue;
+    auto& s = state(rows_[i].request);
+    std::copy(h_.begin() + static_cast<int64_t>(i) * hidden,
+              h_.begin() + static_cast<int64_t>(i + 1) * hidden, s.begin());
   }
-  h_.resize(static_cast<size_t>(rows * hidden));
-  core_.embed(tokens_.data(), rows, h_.data());
+}
+
+Status CpuModelRunner::prefill(const sched::SchedulerOutput& batch,
+                               const sched::Scheduler& scheduler, const kv::KVCacheManager& kv) {
+  collect_prefill_rows(batch, scheduler, tokens_, rows_);
+  stage_rows();
+  const auto rows = static_cast<int64_t>(rows_.size());
   // Loop-major: loop t of every chunk row needs only loop-t K/V, so chunks are exact.
   depths_.resize(static_cast<size_t>(model_->config.total_ut_steps));
   std::iota(depths_.begin(), depths_.end(), 0);
@@ -101,54 +115,26 @@ Status CpuModelRunner::prefill(const sched::SchedulerOutput& batch, const sched:
     core_.run_loop(h_.data(), positions_.data(), rows, attention_, scratch_, nullptr);
     RLT_RETURN_IF_ERROR(attention_.status());
   }
-  int64_t row = 0;
-  for (const auto& item : batch.items) {
-    row += item.token_count;
-    const sched::Request& r = *scheduler.find(item.id);
-    if (item.token_start + item.token_count == r.prompt_len()) {
-      auto& s = state(item.id);
-      std::copy(h_.begin() + (row - 1) * hidden, h_.begin() + row * hidden, s.begin());
-    }
-  }
+  keep_prompt_states(scheduler);
   return {};
 }
 
-Status CpuModelRunner::prefill_waves(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+Status CpuModelRunner::prefill_waves(const sched::SchedulerOutput& batch,
+                                     const sched::Scheduler& scheduler,
                                      const kv::KVCacheManager& kv) {
   // `shared` keeps one plane that every loop overwrites, so a position must finish all its loops
   // before the next position attends to it: one wave per position offset.
-  const int64_t hidden = model_->config.hidden_size;
-  int32_t longest = 0;
-  for (const auto& item : batch.items) longest = std::max(longest, item.token_count);
-  for (int32_t offset = 0; offset < longest; ++offset) {
-    tokens_.clear();
-    positions_.clear();
-    rows_.clear();
-    std::vector<kv::RequestId> ids;
-    for (const auto& item : batch.items) {
-      if (offset >= item.token_count) continue;
-      const int32_t p = item.token_start + offset;
-      tokens_.push_back(scheduler.find(item.id)->prompt[static_cast<size_t>(p)]);
-      positions_.push_back(p);
-      rows_.push_back({item.id, 0, p});
-      ids.push_back(item.id);
-    }
+  for (int32_t offset = 0; offset < longest_chunk(batch); ++offset) {
+    collect_wave_rows(batch, scheduler, offset, tokens_, rows_);
+    stage_rows();
     const auto rows = static_cast<int64_t>(rows_.size());
-    h_.resize(static_cast<size_t>(rows * hidden));
-    core_.embed(tokens_.data(), rows, h_.data());
     for (int32_t d = 0; d < model_->config.total_ut_steps; ++d) {
       for (auto& r : rows_) r.depth = d;
       RLT_RETURN_IF_ERROR(attention_.plan(rows_, {}, kv, /*packed=*/false));
       core_.run_loop(h_.data(), positions_.data(), rows, attention_, scratch_, nullptr);
       RLT_RETURN_IF_ERROR(attention_.status());
     }
-    for (int64_t i = 0; i < rows; ++i) {
-      const sched::Request& r = *scheduler.find(ids[static_cast<size_t>(i)]);
-      if (positions_[static_cast<size_t>(i)] == r.prompt_len() - 1) {
-        auto& s = state(r.id);
-        std::copy(h_.begin() + i * hidden, h_.begin() + (i + 1) * hidden, s.begin());
-      }
-    }
+    keep_prompt_states(scheduler);
   }
   return {};
 }

@@ -17,9 +17,10 @@ namespace rlt::engine {
 
 class CpuModelRunner final : public ModelRunner {
  public:
-  CpuModelRunner(std::shared_ptr<const model::OuroModel> model, std::unique_ptr<kv::CpuKVStorage> storage,
-                 std::unique_ptr<attention::AttentionBackend> backend, const attention::BackendCapabilities& caps,
-                 kv::KVLayout layout);
+  CpuModelRunner(std::shared_ptr<const model::OuroModel> model,
+                 std::unique_ptr<kv::CpuKVStorage> storage,
+                 std::unique_ptr<attention::AttentionBackend> backend,
+                 const attention::BackendCapabilities& caps, kv::KVLayout layout);
 
   Status execute(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
                  const kv::KVCacheManager& kv, BatchResult* out) override;
@@ -29,10 +30,15 @@ class CpuModelRunner final : public ModelRunner {
   size_t live_states() const override { return hidden_.size(); }
 
  private:
-  Status prefill(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler, const kv::KVCacheManager& kv);
+  Status prefill(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                 const kv::KVCacheManager& kv);
   Status prefill_waves(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
                        const kv::KVCacheManager& kv);
   std::vector<float>& state(kv::RequestId id);
+  // Embeds the staged rows (tokens_, rows_) into h_ and fills positions_.
+  void stage_rows();
+  // Copies the hidden row of every staged row that ends its prompt into its request's state.
+  void keep_prompt_states(const sched::Scheduler& scheduler);
 
   std::shared_ptr<const model::OuroModel> model_;
   model::OuroCore core_;

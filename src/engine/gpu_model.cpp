@@ -6,24 +6,11 @@
 #include <algorithm>
 
 #include "cuda/device.h"
+#include "cuda/element_type.h"
 #include "model/rope_scaling.h"
 
 namespace rlt::engine {
 namespace {
-
-Result<cuda::ElementType> element_type(DType d, const std::string& name) {
-  switch (d) {
-    case DType::kF32:
-      return cuda::ElementType::kF32;
-    case DType::kBF16:
-      return cuda::ElementType::kBF16;
-    case DType::kF16:
-      return cuda::ElementType::kF16;
-    default:
-      return invalid_argument(fmt::format(
-          "{} is stored as {}; the GPU path takes f32, bf16 or f16 weights", name, dtype_name(d)));
-  }
-}
 
 Status copy_to_device(void* dst, const void* src, size_t bytes, cuda::StreamHandle stream) {
   // The source is the checkpoint's file mapping (pageable): the copy completes before return.
@@ -50,7 +37,7 @@ Result<cuda::DeviceMatrix> stacked(const io::Checkpoint& ckpt,
     m.rows += t->shape[0];
   }
   m.cols = views.front()->shape[1];
-  RLT_ASSIGN_OR_RETURN(m.type, element_type(views.front()->dtype, names.front()));
+  RLT_ASSIGN_OR_RETURN(m.type, cuda::element_type_of(views.front()->dtype, names.front()));
   RLT_ASSIGN_OR_RETURN(cuda::DeviceAllocation a,
                        cuda::DeviceAllocation::allocate(m.bytes(), names.front()));
   m.storage = std::make_shared<cuda::DeviceAllocation>(std::move(a));

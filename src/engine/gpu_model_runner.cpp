@@ -9,6 +9,8 @@
 
 #include "common/log.h"
 #include "cuda/device.h"
+#include "cuda/element_type.h"
+#include "engine/prefill_rows.h"
 
 namespace rlt::engine {
 namespace {
@@ -29,19 +31,6 @@ int64_t next_power_of_two(int64_t v) {
 
 // Largest recurrent batch run as a graph; bigger batches run eagerly.
 constexpr int64_t kMaxGraphRows = 1024;
-
-Result<cuda::ElementType> cache_type(DType d) {
-  switch (d) {
-    case DType::kF32:
-      return cuda::ElementType::kF32;
-    case DType::kBF16:
-      return cuda::ElementType::kBF16;
-    case DType::kF16:
-      return cuda::ElementType::kF16;
-    default:
-      return invalid_argument(fmt::format("KV dtype {} is not f32, bf16 or f16", dtype_name(d)));
-  }
-}
 
 }  // namespace
 
@@ -179,7 +168,7 @@ class GpuModelRunner::Attention final : public GpuCoreAttention {
     w.q_out = q;
     w.k_cache = p.k.base;
     w.v_cache = p.v.base;
-    RLT_ASSIGN_OR_RETURN(w.cache_type, cache_type(p.k.dtype));
+    RLT_ASSIGN_OR_RETURN(w.cache_type, cuda::element_type_of(p.k.dtype, "the KV cache"));
     w.block_stride = p.k.block_stride;
     w.token_stride = p.k.token_stride;
     w.head_stride = p.k.head_stride;
@@ -531,41 +520,37 @@ Status GpuModelRunner::recurrent(const sched::SchedulerOutput& batch, const kv::
                "reading gate logits");
 }
 
+Status GpuModelRunner::stage_rows() {
+  std::vector<const int32_t*> dev;
+  const auto rows = static_cast<int64_t>(rows_.size());
+  RLT_RETURN_IF_ERROR(ensure_rows(rows));
+  RLT_RETURN_IF_ERROR(upload({tokens_}, dev));
+  return core_->embed(dev[0], rows, floats(h_));
+}
+
+Status GpuModelRunner::keep_prompt_states(const sched::Scheduler& scheduler) {
+  const int64_t hidden = model_->config.hidden_size;
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    if (!ends_prompt(rows_[i], scheduler)) continue;
+    RLT_ASSIGN_OR_RETURN(int32_t s, slot(rows_[i].request));
+    RLT_RETURN_IF_ERROR(check(
+        cudaMemcpyAsync(floats(states_) + s * hidden, floats(h_) + static_cast<int64_t>(i) * hidden,
+                        static_cast<size_t>(hidden) * 4, cudaMemcpyDeviceToDevice,
+                        stream_->handle()),
+        "saving the prompt state"));
+  }
+  return {};
+}
+
 Status GpuModelRunner::prefill(const sched::SchedulerOutput& batch,
                                const sched::Scheduler& scheduler, const kv::KVCacheManager& kv) {
-  const int64_t hidden = model_->config.hidden_size;
-  const int64_t rows = batch.rows();
-  RLT_RETURN_IF_ERROR(ensure_rows(rows));
-  tokens_.clear();
-  rows_.clear();
-  for (const auto& item : batch.items) {
-    const sched::Request& r = *scheduler.find(item.id);
-    for (int32_t p = item.token_start; p < item.token_start + item.token_count; ++p) {
-      tokens_.push_back(r.prompt[static_cast<size_t>(p)]);
-      rows_.push_back({item.id, 0, p});
-    }
-  }
-  std::vector<const int32_t*> dev;
-  RLT_RETURN_IF_ERROR(upload({tokens_}, dev));
-  RLT_RETURN_IF_ERROR(core_->embed(dev[0], rows, floats(h_)));
+  collect_prefill_rows(batch, scheduler, tokens_, rows_);
+  RLT_RETURN_IF_ERROR(stage_rows());
   // Loop-major: loop t of every chunk row needs only loop-t K/V, so chunks are exact.
   depths_.resize(static_cast<size_t>(model_->config.total_ut_steps));
   std::iota(depths_.begin(), depths_.end(), 0);
   RLT_RETURN_IF_ERROR(run_loops(rows_, depths_, kv, /*packed=*/true));
-  int64_t row = 0;
-  for (const auto& item : batch.items) {
-    row += item.token_count;
-    const sched::Request& r = *scheduler.find(item.id);
-    if (item.token_start + item.token_count == r.prompt_len()) {
-      RLT_ASSIGN_OR_RETURN(int32_t s, slot(item.id));
-      RLT_RETURN_IF_ERROR(
-          check(cudaMemcpyAsync(floats(states_) + s * hidden, floats(h_) + (row - 1) * hidden,
-                                static_cast<size_t>(hidden) * 4, cudaMemcpyDeviceToDevice,
-                                stream_->handle()),
-                "saving the prompt state"));
-    }
-  }
-  return {};
+  return keep_prompt_states(scheduler);
 }
 
 Status GpuModelRunner::prefill_waves(const sched::SchedulerOutput& batch,
@@ -573,40 +558,14 @@ Status GpuModelRunner::prefill_waves(const sched::SchedulerOutput& batch,
                                      const kv::KVCacheManager& kv) {
   // `shared` keeps one plane that every loop overwrites, so a position finishes all its loops
   // before the next position attends to it: one wave per position offset.
-  const int64_t hidden = model_->config.hidden_size;
-  int32_t longest = 0;
-  for (const auto& item : batch.items) longest = std::max(longest, item.token_count);
-  RLT_RETURN_IF_ERROR(ensure_rows(static_cast<int64_t>(batch.items.size())));
-  std::vector<const int32_t*> dev;
-  for (int32_t offset = 0; offset < longest; ++offset) {
-    tokens_.clear();
-    rows_.clear();
-    std::vector<kv::RequestId> ids;
-    for (const auto& item : batch.items) {
-      if (offset >= item.token_count) continue;
-      const int32_t p = item.token_start + offset;
-      tokens_.push_back(scheduler.find(item.id)->prompt[static_cast<size_t>(p)]);
-      rows_.push_back({item.id, 0, p});
-      ids.push_back(item.id);
-    }
-    const auto rows = static_cast<int64_t>(rows_.size());
-    RLT_RETURN_IF_ERROR(upload({tokens_}, dev));
-    RLT_RETURN_IF_ERROR(core_->embed(dev[0], rows, floats(h_)));
+  for (int32_t offset = 0; offset < longest_chunk(batch); ++offset) {
+    collect_wave_rows(batch, scheduler, offset, tokens_, rows_);
+    RLT_RETURN_IF_ERROR(stage_rows());
     for (int32_t d = 0; d < model_->config.total_ut_steps; ++d) {
       for (auto& r : rows_) r.depth = d;
       RLT_RETURN_IF_ERROR(run_loops(rows_, {}, kv, /*packed=*/false));
     }
-    for (int64_t i = 0; i < rows; ++i) {
-      const sched::Request& r = *scheduler.find(ids[static_cast<size_t>(i)]);
-      if (rows_[static_cast<size_t>(i)].position == r.prompt_len() - 1) {
-        RLT_ASSIGN_OR_RETURN(int32_t s, slot(r.id));
-        RLT_RETURN_IF_ERROR(
-            check(cudaMemcpyAsync(floats(states_) + s * hidden, floats(h_) + i * hidden,
-                                  static_cast<size_t>(hidden) * 4, cudaMemcpyDeviceToDevice,
-                                  stream_->handle()),
-                  "saving the prompt state"));
-      }
-    }
+    RLT_RETURN_IF_ERROR(keep_prompt_states(scheduler));
   }
   return {};
 }

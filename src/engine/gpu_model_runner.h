@@ -73,6 +73,10 @@ class GpuModelRunner final : public ModelRunner {
   Status run_loops(std::span<const attention::PlannedRow> rows, std::span<const int32_t> depths,
                    const kv::KVCacheManager& kv, bool packed);
   Result<int32_t> slot(kv::RequestId id);
+  // Uploads and embeds the staged rows' tokens (tokens_, rows_) into h_.
+  Status stage_rows();
+  // Saves the hidden row of every staged row that ends its prompt into its request's slot.
+  Status keep_prompt_states(const sched::Scheduler& scheduler);
   Status grow_states();
   Status ensure_rows(int64_t rows);
   // Copies host int32 arrays to the device in one transfer; returns their device addresses.
