@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "engine/prefill_rows.h"
+#include "engine/batch_rows.h"
 
 namespace rlt::engine {
 
@@ -31,10 +31,7 @@ Status CpuModelRunner::execute(const sched::SchedulerOutput& batch,
                                BatchResult* out) {
   const int64_t hidden = model_->config.hidden_size;
   const auto n = static_cast<int64_t>(batch.items.size());
-  for (const auto& item : batch.items) {
-    if (scheduler.find(item.id) == nullptr)
-      return internal_error(fmt::format("batch names unknown request {}", item.id));
-  }
+  RLT_RETURN_IF_ERROR(check_batch_requests(batch, scheduler));
   switch (batch.stage) {
     case sched::Stage::kPrefill:
       return layout_ == kv::KVLayout::kShared ? prefill_waves(batch, scheduler, kv)

@@ -10,7 +10,7 @@
 #include "common/log.h"
 #include "cuda/device.h"
 #include "cuda/element_type.h"
-#include "engine/prefill_rows.h"
+#include "engine/batch_rows.h"
 
 namespace rlt::engine {
 namespace {
@@ -343,10 +343,7 @@ Status GpuModelRunner::execute(const sched::SchedulerOutput& batch,
                                BatchResult* out) {
   const int64_t hidden = model_->config.hidden_size;
   const auto n = static_cast<int64_t>(batch.items.size());
-  for (const auto& item : batch.items) {
-    if (scheduler.find(item.id) == nullptr)
-      return internal_error(fmt::format("batch names unknown request {}", item.id));
-  }
+  RLT_RETURN_IF_ERROR(check_batch_requests(batch, scheduler));
   // The current device is per thread, and the engine may step from another thread (the server's
   // worker) than the one that created it.
   RLT_RETURN_IF_ERROR(cuda::set_device(device_));

@@ -1,14 +1,27 @@
-// The rows a prefill batch runs, shared by the CPU and GPU runners: every item's chunk in order
-// (loop-major prefill), or under the `shared` layout one wave per position offset.
+// What the CPU and GPU runners both derive from a scheduled batch: that every item is a known
+// request, and the rows a prefill runs — every item's chunk in order (loop-major prefill), or
+// under the `shared` layout one wave per position offset.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "attention/metadata_planner.h"
 #include "sched/scheduler.h"
 
 namespace rlt::engine {
+
+// An error naming the first item whose request the scheduler does not know.
+inline Status check_batch_requests(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler) {
+  for (const auto& item : batch.items) {
+    if (scheduler.find(item.id) == nullptr) {
+      return internal_error("batch names unknown request " + std::to_string(item.id));
+    }
+  }
+  return {};
+}
 
 // Tokens and planned rows (depth 0) of every item's prompt chunk, item by item.
 inline void collect_prefill_rows(const sched::SchedulerOutput& batch,
