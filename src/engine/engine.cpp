@@ -120,6 +120,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   RLT_ASSIGN_OR_RETURN(model::LoadOptions load, model::parse_activation_dtype(config.activation_dtype));
   // The device first: a wrong --device fails before the model is read.
   RLT_ASSIGN_OR_RETURN(engine::DeviceChoice device, engine::choose_device(config.device));
+  if (device.cuda && load.bf16_activations) {
+    return invalid_argument("--activation-dtype bf16 selects the CPU kernels' activations; GPU runs round "
+                            "activations to the weight type inside their GEMMs already: drop it with --device cuda");
+  }
+  load.pack_for_cpu = !device.cuda;  // the GPU uploads the checkpoint's tensors itself
   RLT_ASSIGN_OR_RETURN(impl->model, model::load_ouro_model(config.model_dir, load));
   const io::ModelConfig& mc = impl->model->config;
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));

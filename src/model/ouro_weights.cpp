@@ -59,13 +59,16 @@ std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& c) 
 }
 
 Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& c,
-                                      kernels::PackOptions pack) {
+                                      kernels::PackOptions pack, bool pack_linear) {
   RLT_RETURN_IF_ERROR(io::validate_tensor_set(ckpt, ouro_expected_tensors(c)));
   auto get = [&](const std::string& name) -> const io::TensorView& { return *ckpt.find(name); };
   using kernels::PackedMatrix;
   OuroWeights w;
   w.embed_tokens = matrix(get("model.embed_tokens.weight"));
-  w.lm_head = PackedMatrix::pack(c.tie_word_embeddings ? w.embed_tokens : matrix(get("lm_head.weight")), pack);
+  if (pack_linear) {
+    w.lm_head = PackedMatrix::pack(
+        c.tie_word_embeddings ? w.embed_tokens : matrix(get("lm_head.weight")), pack);
+  }
   w.final_norm = widen(get("model.norm.weight"));
   if (c.has_exit_gate()) {
     w.exit_gate_weight = widen(get("model.early_exit_gate.weight"));
@@ -75,11 +78,15 @@ Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::Mode
   for (int64_t i = 0; i < c.num_layers; ++i) {
     OuroLayerWeights& l = w.layers[static_cast<size_t>(i)];
     auto m = [&](const char* suffix) { return matrix(get(layer_name(i, suffix))); };
-    l.qkv = PackedMatrix::pack_concat(
-        {m("self_attn.q_proj.weight"), m("self_attn.k_proj.weight"), m("self_attn.v_proj.weight")}, pack);
-    l.o_proj = PackedMatrix::pack(m("self_attn.o_proj.weight"), pack);
-    l.gate_up = PackedMatrix::pack_swiglu(m("mlp.gate_proj.weight"), m("mlp.up_proj.weight"), pack);
-    l.down_proj = PackedMatrix::pack(m("mlp.down_proj.weight"), pack);
+    if (pack_linear) {
+      l.qkv = PackedMatrix::pack_concat({m("self_attn.q_proj.weight"), m("self_attn.k_proj.weight"),
+                                         m("self_attn.v_proj.weight")},
+                                        pack);
+      l.o_proj = PackedMatrix::pack(m("self_attn.o_proj.weight"), pack);
+      l.gate_up =
+          PackedMatrix::pack_swiglu(m("mlp.gate_proj.weight"), m("mlp.up_proj.weight"), pack);
+      l.down_proj = PackedMatrix::pack(m("mlp.down_proj.weight"), pack);
+    }
     l.input_norm = widen(get(layer_name(i, "input_layernorm.weight")));
     l.post_attn_norm = widen(get(layer_name(i, "post_attention_layernorm.weight")));
     if (c.sandwich_norms()) {
@@ -106,8 +113,24 @@ DType OuroModel::weight_dtype() const {
 
 int64_t OuroModel::core_weight_bytes_per_loop() const {
   int64_t bytes = 0;
-  for (const auto& l : weights.layers) bytes += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
+  for (const auto& l : weights.layers)
+    bytes += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
+  if (bytes > 0) return bytes;
+  for (int64_t i = 0; i < config.num_layers; ++i) {  // not packed: the checkpoint's tensors
+    for (const char* suffix :
+         {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+          "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+          "mlp.down_proj.weight"}) {
+      bytes += static_cast<int64_t>(checkpoint.find(layer_name(i, suffix))->nbytes);
+    }
+  }
   return bytes;
+}
+
+int64_t OuroModel::lm_head_bytes() const {
+  if (weights.lm_head.bytes() > 0) return weights.lm_head.bytes();
+  const char* name = config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  return static_cast<int64_t>(checkpoint.find(name)->nbytes);
 }
 
 Result<LoadOptions> parse_activation_dtype(const std::string& name) {
@@ -116,34 +139,41 @@ Result<LoadOptions> parse_activation_dtype(const std::string& name) {
   return invalid_argument(fmt::format("activation dtype '{}' is not one of: f32, bf16", name));
 }
 
-Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& dir, LoadOptions options) {
+Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& dir,
+                                                         LoadOptions options) {
   namespace fs = std::filesystem;
   auto model = std::make_shared<OuroModel>();
   model->dir = dir;
   const std::string config_path = (fs::path(dir) / "config.json").string();
   RLT_ASSIGN_OR_RETURN(model->config, io::load_model_config(config_path));
-  RLT_ASSIGN_OR_RETURN(model->generation,
-                       io::load_generation_config((fs::path(dir) / "generation_config.json").string()));
+  RLT_ASSIGN_OR_RETURN(model->generation, io::load_generation_config(
+                                              (fs::path(dir) / "generation_config.json").string()));
   for (int64_t id : model->generation.eos_token_ids) {
     if (id >= model->config.vocab_size) {
-      return invalid_argument(fmt::format("{}/generation_config.json: eos_token_id {} is outside the "
-                                          "vocabulary ({})", dir, id, model->config.vocab_size));
+      return invalid_argument(
+          fmt::format("{}/generation_config.json: eos_token_id {} is outside the "
+                      "vocabulary ({})",
+                      dir, id, model->config.vocab_size));
     }
   }
   RLT_ASSIGN_OR_RETURN(model->checkpoint, io::Checkpoint::open_dir(dir));
   if (options.bf16_activations) {
     if (!kernels::bf16_dot_supported()) {
-      return unimplemented(fmt::format("--activation-dtype bf16 needs a CPU with AVX512_BF16 (this one runs the {} "
-                                       "kernels); use --activation-dtype f32",
-                                       kernels::cpu_dispatch_target()));
+      return unimplemented(
+          fmt::format("--activation-dtype bf16 needs a CPU with AVX512_BF16 (this one runs the {} "
+                      "kernels); use --activation-dtype f32",
+                      kernels::cpu_dispatch_target()));
     }
     if (model->weight_dtype() != DType::kBF16) {
-      return invalid_argument(fmt::format("--activation-dtype bf16 applies to bf16 weights, and {} stores {}; use "
-                                          "--activation-dtype f32",
-                                          dir, dtype_name(model->weight_dtype())));
+      return invalid_argument(
+          fmt::format("--activation-dtype bf16 applies to bf16 weights, and {} stores {}; use "
+                      "--activation-dtype f32",
+                      dir, dtype_name(model->weight_dtype())));
     }
   }
-  auto bound = bind_ouro_weights(model->checkpoint, model->config, {.bf16_activations = options.bf16_activations});
+  auto bound =
+      bind_ouro_weights(model->checkpoint, model->config,
+                        {.bf16_activations = options.bf16_activations}, options.pack_for_cpu);
   if (!bound.ok()) return bound.status().with_context(dir);
   model->weights = std::move(bound).value();
   return std::shared_ptr<const OuroModel>(std::move(model));

@@ -17,21 +17,21 @@
 namespace rlt::model {
 
 struct OuroLayerWeights {
-  kernels::PackedMatrix qkv;        // q_proj, k_proj, v_proj stacked: [q_dim + 2·kv_dim] outputs
-  kernels::PackedMatrix o_proj;     // [hidden] outputs
-  kernels::PackedMatrix gate_up;    // silu(gate_proj) · up_proj: [intermediate] outputs
-  kernels::PackedMatrix down_proj;  // [hidden] outputs
-  std::vector<float> input_norm;         // input_layernorm: before attention
-  std::vector<float> attn_out_norm;      // input_layernorm_2: on the attention output (Ouro only)
-  std::vector<float> post_attn_norm;     // post_attention_layernorm: before the MLP
-  std::vector<float> mlp_out_norm;       // post_attention_layernorm_2: on the MLP output (Ouro only)
+  kernels::PackedMatrix qkv;          // q_proj, k_proj, v_proj stacked: [q_dim + 2·kv_dim] outputs
+  kernels::PackedMatrix o_proj;       // [hidden] outputs
+  kernels::PackedMatrix gate_up;      // silu(gate_proj) · up_proj: [intermediate] outputs
+  kernels::PackedMatrix down_proj;    // [hidden] outputs
+  std::vector<float> input_norm;      // input_layernorm: before attention
+  std::vector<float> attn_out_norm;   // input_layernorm_2: on the attention output (Ouro only)
+  std::vector<float> post_attn_norm;  // post_attention_layernorm: before the MLP
+  std::vector<float> mlp_out_norm;    // post_attention_layernorm_2: on the MLP output (Ouro only)
 };
 
 struct OuroWeights {
-  kernels::WeightMatrix embed_tokens;  // [vocab, hidden], in the file mapping
-  kernels::PackedMatrix lm_head;       // [vocab] outputs (embed_tokens when tied)
-  std::vector<float> final_norm;       // model.norm: the end of every loop (Llama: once)
-  std::vector<float> exit_gate_weight; // [hidden]; empty without an exit gate (Llama)
+  kernels::WeightMatrix embed_tokens;   // [vocab, hidden], in the file mapping
+  kernels::PackedMatrix lm_head;        // [vocab] outputs (embed_tokens when tied)
+  std::vector<float> final_norm;        // model.norm: the end of every loop (Llama: once)
+  std::vector<float> exit_gate_weight;  // [hidden]; empty without an exit gate (Llama)
   float exit_gate_bias = 0.0f;
   std::vector<OuroLayerWeights> layers;
 };
@@ -40,13 +40,16 @@ struct OuroWeights {
 std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& config);
 
 // Validates the tensor set (names, shapes, dtypes) and binds it. The checkpoint must outlive the
-// returned weights.
+// returned weights. Without `pack_linear`, the linear weights' packed matrices stay empty.
 Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& config,
-                                      kernels::PackOptions pack = {});
+                                      kernels::PackOptions pack = {}, bool pack_linear = true);
 
 struct LoadOptions {
   // Round activations to bf16 in the linear layers (bf16 weights, AVX512_BF16 CPUs only).
   bool bf16_activations = false;
+  // Pack the linear weights for the CPU kernels. GPU runs upload the checkpoint's tensors instead
+  // and leave the packed matrices empty (no second host copy of the weights).
+  bool pack_for_cpu = true;
 };
 
 // "f32" or "bf16" (the --activation-dtype flag); anything else is refused with the choices.
@@ -65,14 +68,16 @@ struct OuroModel {
   // The dtype most weight bytes are stored in (for reports).
   DType weight_dtype() const;
   // Weight bytes one token streams through the linear kernels per loop of the core (all layers),
-  // and once per token for the lm head: the numerator of the decode roofline.
+  // and once per token for the lm head: the numerator of the decode roofline. The packed sizes
+  // when packed for the CPU, else the checkpoint's.
   int64_t core_weight_bytes_per_loop() const;
-  int64_t lm_head_bytes() const { return weights.lm_head.bytes(); }
+  int64_t lm_head_bytes() const;
 };
 
 // Loads config.json, generation_config.json and the safetensors of a Hugging Face model folder.
 // With bf16_activations, a checkpoint not stored in bf16 or a CPU without AVX512_BF16 is an error
 // that says so (an explicit choice never falls back silently).
-Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& dir, LoadOptions options = {});
+Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& dir,
+                                                         LoadOptions options = {});
 
 }  // namespace rlt::model

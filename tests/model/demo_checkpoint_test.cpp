@@ -40,6 +40,21 @@ TEST(DemoCheckpoint, LoadsAsAValidOuroModel) {
   EXPECT_EQ(m->eos_token_ids(), std::vector<int64_t>{0});
 }
 
+TEST(LoadOuroModel, GpuLoadsSkipTheCpuPackingButKeepTheRooflineBytes) {
+  auto unpacked = load_ouro_model(testing::demo_dir(), {.pack_for_cpu = false});
+  ASSERT_TRUE(unpacked.ok()) << unpacked.status().to_string();
+  const OuroModel& m = **unpacked;
+  EXPECT_EQ(m.weights.layers[0].qkv.bytes(), 0) << "no packed copy";
+  EXPECT_EQ(m.weights.lm_head.bytes(), 0);
+  int64_t linear = 0;
+  for (const auto& [name, t] : m.checkpoint.tensors()) {
+    if (name.find("_proj.weight") != std::string::npos) linear += static_cast<int64_t>(t.nbytes);
+  }
+  EXPECT_EQ(m.core_weight_bytes_per_loop(), linear);
+  const char* head = m.config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  EXPECT_EQ(m.lm_head_bytes(), static_cast<int64_t>(m.checkpoint.find(head)->nbytes));
+}
+
 TEST(DemoCheckpoint, EnsureCreatesOnceUnderCacheDir) {
   auto root = fs::temp_directory_path() / ("rlt_demo_cache_" + std::to_string(::getpid()));
   ::setenv("RLT_CACHE_DIR", root.c_str(), 1);
