@@ -286,8 +286,22 @@ Result<std::vector<RequestOutput>> Engine::step() {
       const uint64_t id = batch->items[i].id;
       LiveRequest& l = m.live.at(id);
       const sched::Request& r = *m.scheduler->find(id);
-      const std::span<const float> logits = result.all_logits().subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
-      auto sampled = m.sampler.sample(logits, r.params, l.history, l.rng);
+      Result<engine::SampledToken> sampled = internal_error("not sampled");
+      if (!result.device_tokens.empty()) {
+        // Sampled on the device by the sampler's greedy rules; the RNG still advances one draw.
+        if (result.device_tokens[i] < 0) {
+          sampled = invalid_argument(result.device_sample_errors[i]);
+        } else {
+          l.rng.advance();
+          engine::SampledToken t;
+          t.token = result.device_tokens[i];
+          sampled = t;
+        }
+      } else {
+        const std::span<const float> logits =
+            result.all_logits().subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+        sampled = m.sampler.sample(logits, r.params, l.history, l.rng);
+      }
       if (!sampled.ok()) {
         // A broken logits row (NaN, inf) ends that request only.
         log_error(fmt::format("request {}: sampling failed, aborting it: {}", id, sampled.status().to_string()));

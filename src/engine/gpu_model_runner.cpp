@@ -389,6 +389,7 @@ Status GpuModelRunner::execute(const sched::SchedulerOutput& batch,
                                           static_cast<size_t>(n * vocab) * 4, "logits"));
       }
       RLT_RETURN_IF_ERROR(core_->lm_head(floats(h_), n, floats(logits_)));
+      if (all_plain_greedy(batch, scheduler)) return sample_greedy(n, out);
       // Into pinned memory (a fast DMA) that the sampler reads in place until the next execute().
       const size_t bytes = static_cast<size_t>(n * vocab) * 4;
       RLT_RETURN_IF_ERROR(host_logits_.reserve(bytes));
@@ -403,6 +404,51 @@ Status GpuModelRunner::execute(const sched::SchedulerOutput& batch,
       return internal_error(
           fmt::format("cannot execute a {} batch", sched::stage_name(batch.stage)));
   }
+}
+
+bool GpuModelRunner::all_plain_greedy(const sched::SchedulerOutput& batch,
+                                      const sched::Scheduler& scheduler) {
+  for (const auto& item : batch.items) {
+    const SamplingParams& p = scheduler.find(item.id)->params;
+    if (!p.greedy() || p.has_penalties() || p.logprobs) return false;
+  }
+  return true;
+}
+
+Status GpuModelRunner::sample_greedy(int64_t n, BatchResult* out) {
+  // Device results: 3 int32 per row, then the offending value per row (f32).
+  const size_t result_bytes = static_cast<size_t>(n) * 3 * sizeof(int32_t),
+               bytes = result_bytes + n * 4;
+  if (sample_buffer_.bytes() < bytes) {
+    sample_buffer_ = cuda::DeviceAllocation();
+    RLT_ASSIGN_OR_RETURN(sample_buffer_,
+                         cuda::DeviceAllocation::allocate(bytes, "greedy sampling results"));
+  }
+  RLT_RETURN_IF_ERROR(host_logits_.reserve(bytes));
+  auto* dev = static_cast<std::byte*>(sample_buffer_.data());
+  RLT_RETURN_IF_ERROR(cuda::greedy_argmax(
+      floats(logits_), n, model_->config.vocab_size, reinterpret_cast<int32_t*>(dev),
+      reinterpret_cast<float*>(dev + result_bytes), stream_->handle()));
+  RLT_RETURN_IF_ERROR(check(
+      cudaMemcpyAsync(host_logits_.data(), dev, bytes, cudaMemcpyDeviceToHost, stream_->handle()),
+      "reading sampled tokens"));
+  RLT_RETURN_IF_ERROR(synchronize());
+  const auto* result = reinterpret_cast<const int32_t*>(host_logits_.data());
+  const auto* bad_value = reinterpret_cast<const float*>(host_logits_.data() + result_bytes);
+  out->device_tokens.assign(static_cast<size_t>(n), -1);
+  out->device_sample_errors.assign(static_cast<size_t>(n), std::string());
+  for (int64_t r = 0; r < n; ++r) {
+    // The host sampler's checks and messages, in its order.
+    if (result[3 * r + 1] >= 0) {
+      out->device_sample_errors[r] =
+          fmt::format("logits[{}] is {}", result[3 * r + 1], bad_value[r]);
+    } else if (result[3 * r + 2] == 0) {
+      out->device_sample_errors[r] = "the logits row has no finite value";
+    } else {
+      out->device_tokens[r] = result[3 * r];
+    }
+  }
+  return {};
 }
 
 void GpuModelRunner::invalidate_graphs() {

@@ -83,6 +83,11 @@ class GpuModelRunner final : public ModelRunner {
   Status upload(std::initializer_list<std::span<const int32_t>> arrays,
                 std::vector<const int32_t*>& device);
   Status synchronize();
+  // Whether every request of a CODA batch samples plainly greedy (no penalties, no logprobs).
+  static bool all_plain_greedy(const sched::SchedulerOutput& batch,
+                               const sched::Scheduler& scheduler);
+  // Greedy tokens of the `n` logits rows on the device, with the host sampler's checks.
+  Status sample_greedy(int64_t n, BatchResult* out);
 
   std::shared_ptr<const model::OuroModel> model_;
   kv::KVLayout layout_ = kv::KVLayout::kLastExited;
@@ -99,9 +104,10 @@ class GpuModelRunner final : public ModelRunner {
   int32_t padding_slot_ = 0;  // read and written by padding rows only
   // Per-batch device buffers and host staging.
   int64_t row_capacity_ = 0;
-  cuda::DeviceAllocation h_, gates_;  // [rows, hidden], [rows]
-  cuda::DeviceAllocation logits_;     // [coda rows, vocab]
-  cuda::PinnedBuffer host_logits_;    // their host copy, read by the sampler in place
+  cuda::DeviceAllocation h_, gates_;      // [rows, hidden], [rows]
+  cuda::DeviceAllocation logits_;         // [coda rows, vocab]
+  cuda::PinnedBuffer host_logits_;        // their host copy, read by the sampler in place
+  cuda::DeviceAllocation sample_buffer_;  // greedy_argmax results
   cuda::DeviceAllocation metadata_;
   cuda::PinnedBuffer staging_;
   std::vector<int32_t> tokens_, positions_, slots_;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -26,6 +27,11 @@ struct BatchResult {
   // CODA from a runner that keeps the logits in its own (pinned) buffer instead: valid until its
   // next execute(). Read through all_logits().
   std::span<const float> runner_logits;
+  // CODA batches whose requests all sample plainly greedy (temperature 0, no penalties, no
+  // logprobs) may be sampled by the runner on its device: then device_tokens[row] is the token, or
+  // -1 with the sampler's error in device_sample_errors[row], and no logits come back.
+  std::vector<int32_t> device_tokens;
+  std::vector<std::string> device_sample_errors;
 
   std::span<const float> all_logits() const {
     return runner_logits.empty() ? std::span<const float>(logits) : runner_logits;

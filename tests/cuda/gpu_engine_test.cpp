@@ -66,7 +66,8 @@ struct Generation {
 };
 
 Generation generate(const std::string& dir, const std::string& device, const std::string& layout,
-                    const std::string& graphs = "auto", const std::string& kv_dtype = "f32") {
+                    const std::string& graphs = "auto", const std::string& kv_dtype = "f32",
+                    bool logprobs = false) {
   EngineConfig c;
   c.model_dir = dir;
   c.device = device;
@@ -92,6 +93,7 @@ Generation generate(const std::string& dir, const std::string& device, const std
   // loops, so batches of 1..4 rows (padded buckets included) all occur.
   p.exit_threshold = 0.5;
   p.min_loops = 1;
+  if (logprobs) p.logprobs = 1;  // forces host sampling (plain greedy is sampled on the device)
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_TRUE((*engine)->add_request(10 + i, prompts[i], p).ok());
   }
@@ -145,6 +147,18 @@ TEST(GpuEngine, Bf16GraphsReplayEagerResultsExactly) {
   EXPECT_EQ(graphs.depths, eager.depths);
   EXPECT_GT(graphs.graph_replays, 0);
   std::filesystem::remove_all(test_dir());
+}
+
+// Plain greedy rows are sampled on the device; asking for logprobs sends the logits to the host
+// sampler instead. Both follow the same rule, so the tokens agree.
+TEST(GpuEngine, DeviceGreedySamplingEqualsTheHostSampler) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  set_log_level(LogLevel::kWarn);
+  const std::string dir = bf16_demo_dir();
+  const Generation device = generate(dir, "cuda", "last_exited", "auto", "bf16", false);
+  const Generation host = generate(dir, "cuda", "last_exited", "auto", "bf16", true);
+  EXPECT_EQ(device.tokens, host.tokens);
+  EXPECT_EQ(device.depths, host.depths);
 }
 
 TEST(GpuEngine, BadDeviceChoicesAreClearErrors) {
