@@ -282,6 +282,10 @@ Result<std::vector<RequestOutput>> Engine::step() {
   ro.gate_logits = std::move(result.gate_logits);
   if (batch->stage == sched::Stage::kCoda) {
     const int64_t vocab = m.model->config.vocab_size;
+    if (!result.device_tokens.empty() && result.device_tokens.size() != batch->items.size()) {
+      return internal_error(fmt::format("the runner sampled {} tokens for a batch of {}", result.device_tokens.size(),
+                                        batch->items.size()));
+    }
     for (size_t i = 0; i < batch->items.size(); ++i) {
       const uint64_t id = batch->items[i].id;
       LiveRequest& l = m.live.at(id);
