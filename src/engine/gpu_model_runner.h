@@ -106,7 +106,7 @@ class GpuModelRunner final : public ModelRunner {
   int64_t row_capacity_ = 0;
   cuda::DeviceAllocation h_, gates_;      // [rows, hidden], [rows]
   cuda::DeviceAllocation logits_;         // [coda rows, vocab]
-  cuda::PinnedBuffer host_logits_;        // their host copy, read by the sampler in place
+  cuda::PinnedBuffer host_logits_;        // their host copy (or the greedy results), read in place
   cuda::DeviceAllocation sample_buffer_;  // greedy_argmax results
   cuda::DeviceAllocation metadata_;
   cuda::PinnedBuffer staging_;
