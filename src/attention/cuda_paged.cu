@@ -72,8 +72,7 @@ struct Load8<ElementType::kF16> {
 
 struct RowInfo {
   int32_t seq;
-  int32_t visible;   // keys this row attends to (bottom-right causal)
-  int32_t seq_rows;  // query rows of its sequence
+  int32_t visible;  // keys this row attends to (bottom-right causal)
 };
 
 __device__ __forceinline__ RowInfo locate_row(const PagedLaunch& p, int64_t row) {
@@ -93,8 +92,7 @@ __device__ __forceinline__ RowInfo locate_row(const PagedLaunch& p, int64_t row)
     end = p.cu_seqlens_q[seq + 1];
   }
   const int32_t len = p.context_lengths[seq];
-  return {seq, static_cast<int32_t>(len - (end - begin) + (row - begin) + 1),
-          static_cast<int32_t>(end - begin)};
+  return {seq, static_cast<int32_t>(len - (end - begin) + (row - begin) + 1)};
 }
 
 // The row of decode unit `unit`; false when the unit has none (a packed sequence with fewer rows,
@@ -111,7 +109,7 @@ __device__ __forceinline__ bool unit_row(const PagedLaunch& p, int64_t unit, int
   const int32_t begin = p.cu_seqlens_q[seq], n = p.cu_seqlens_q[seq + 1] - begin;
   if (n > kMaxDecodeRows || j >= n) return false;
   row = begin + j;
-  r = {seq, p.context_lengths[seq] - n + j + 1, n};
+  r = {seq, p.context_lengths[seq] - n + j + 1};
   return true;
 }
 

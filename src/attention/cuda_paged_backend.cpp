@@ -72,7 +72,6 @@ class CudaPagedBackend final : public AttentionBackend {
     l.max_seqlen_q = p.max_seqlen_q;
     l.by_sequence = p.cu_seqlens_q != nullptr;
     l.units = l.by_sequence ? p.num_seqs * cuda_paged::kMaxDecodeRows : p.rows;
-    l.rows = p.rows;
     // Sized from shapes only (capacity, not lengths), so the same call shape always launches the
     // same grid.
     l.max_partitions = cuda_paged::max_partitions(int64_t{p.table_width} * p.k.block_size);

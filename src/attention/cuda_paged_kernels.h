@@ -32,7 +32,6 @@ struct PagedLaunch {
   // sequence (sequences longer than that go to the tiled prefill kernel instead).
   bool by_sequence = false;
   int64_t units = 0;
-  int64_t rows = 0;
   // Partial states of split rows: per (launch row, head, partition) head_dim sums, then (max, sum).
   float* partial_acc = nullptr;  // [rows_per_launch (units), num_q_heads, max_partitions, head_dim]
   float* partial_ml = nullptr;   // [rows_per_launch (units), num_q_heads, max_partitions, 2]
@@ -40,8 +39,9 @@ struct PagedLaunch {
   int64_t rows_per_launch = 0;  // the scratch holds this many units' partial states
 };
 
-// Launches the partition kernel and the merge kernel over every row, `rows_per_launch` rows at
-// a time. Asynchronous; returns the launch status.
+// Launches the partition and merge kernels over every decode unit, `rows_per_launch` units at a
+// time, then the tiled prefill kernel for packed sequences longer than kMaxDecodeRows.
+// Asynchronous; returns the launch status.
 Status launch_paged_attention(const PagedLaunch& launch, CUstream_st* stream);
 
 }  // namespace rlt::attention::cuda_paged

@@ -26,7 +26,8 @@ Status set_device(int device) {
 }
 
 double copy_bandwidth_gbs(size_t bytes) {
-  auto a = DeviceAllocation::allocate(bytes, "copy probe"), b = DeviceAllocation::allocate(bytes, "copy probe");
+  auto a = DeviceAllocation::allocate(bytes, "copy probe"),
+       b = DeviceAllocation::allocate(bytes, "copy probe");
   auto start = Event::create(true), stop = Event::create(true);
   if (!a.ok() || !b.ok() || !start.ok() || !stop.ok()) return 0.0;
   cudaMemset(a->data(), 1, bytes);
@@ -88,9 +89,6 @@ Status Event::record(StreamHandle stream) const {
 }
 Status Event::synchronize() const {
   return check(cudaEventSynchronize(handle_), "waiting for a CUDA event");
-}
-Status Event::wait_on(StreamHandle stream) const {
-  return check(cudaStreamWaitEvent(stream, handle_, 0), "making a stream wait for an event");
 }
 
 Result<float> Event::elapsed_ms(const Event& start, const Event& end) {

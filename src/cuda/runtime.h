@@ -56,8 +56,6 @@ class Event {
 
   Status record(StreamHandle stream) const;
   Status synchronize() const;
-  // Makes `stream` wait for this event without blocking the host.
-  Status wait_on(StreamHandle stream) const;
   // Milliseconds between two recorded timing events.
   static Result<float> elapsed_ms(const Event& start, const Event& end);
 

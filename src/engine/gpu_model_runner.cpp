@@ -11,6 +11,7 @@
 #include "cuda/device.h"
 #include "cuda/element_type.h"
 #include "engine/batch_rows.h"
+#include "engine/pass_plan.h"
 
 namespace rlt::engine {
 namespace {
@@ -55,42 +56,10 @@ class GpuModelRunner::Attention final : public GpuCoreAttention {
   // Plans on the host only: the metadata planner plus the rows' positions and write slots.
   Status plan(std::span<const attention::PlannedRow> rows, std::span<const int32_t> depths,
               const kv::KVCacheManager& kv, bool packed) {
-    Status lookup_error;
-    const attention::TableSource tables = [&](uint64_t request,
-                                              int32_t depth) -> std::span<const int32_t> {
-      auto t = kv.block_table(request, depth);
-      if (!t.ok()) {
-        if (lookup_error.ok()) lookup_error = t.status();
-        return {};
-      }
-      return *t;
-    };
-    const attention::PlannerOptions options{kv.block_size(), packed && caps_.packed_prefill, 0};
-    Status s = depths.empty()
-                   ? attention::plan_attention(rows, tables, options, plan_)
-                   : attention::plan_attention_depths(rows, depths, tables, options, plan_);
-    if (!lookup_error.ok()) return lookup_error;
-    RLT_RETURN_IF_ERROR(s);
-    const int32_t bs = kv.block_size();
-    const size_t passes = depths.empty() ? 1 : depths.size();
-    positions_.resize(rows.size());
-    write_slot_.resize(rows.size());
-    write_block_.resize(passes * rows.size());
-    for (size_t d = 0; d < passes; ++d) {
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const int32_t depth = depths.empty() ? rows[i].depth : depths[d];
-        RLT_ASSIGN_OR_RETURN(auto table, kv.block_table(rows[i].request, depth));
-        const int32_t page = rows[i].position / bs;
-        if (page >= static_cast<int32_t>(table.size())) {
-          return failed_precondition(
-              fmt::format("request {} has no page for position {} at depth {}", rows[i].request,
-                          rows[i].position, depth));
-        }
-        write_block_[d * rows.size() + i] = table[page];
-        positions_[i] = rows[i].position;
-        write_slot_[i] = rows[i].position % bs;
-      }
-    }
+    RLT_RETURN_IF_ERROR(
+        plan_model_pass(rows, depths, kv, packed && caps_.packed_prefill, plan_, writes_));
+    positions_.clear();
+    for (const auto& r : rows) positions_.push_back(r.position);
     tables_flat_.clear();
     for (const auto& t : plan_.block_tables)
       tables_flat_.insert(tables_flat_.end(), t.begin(), t.end());
@@ -101,7 +70,7 @@ class GpuModelRunner::Attention final : public GpuCoreAttention {
   // Uploads the plan as it is and binds it (eager passes).
   Status upload_and_bind() {
     std::vector<const int32_t*> dev;
-    RLT_RETURN_IF_ERROR(runner_.upload({positions_, write_slot_, write_block_,
+    RLT_RETURN_IF_ERROR(runner_.upload({positions_, writes_.slot, writes_.block,
                                         plan_.context_lengths, plan_.cu_seqlens_q, tables_flat_},
                                        dev));
     PassBinding b;
@@ -126,8 +95,7 @@ class GpuModelRunner::Attention final : public GpuCoreAttention {
   void use_depth(size_t index) { depth_index_ = index; }
   const attention::AttentionPlan& host_plan() const { return plan_; }
   const std::vector<int32_t>& positions() const { return positions_; }
-  const std::vector<int32_t>& write_slots() const { return write_slot_; }
-  const std::vector<int32_t>& write_blocks() const { return write_block_; }
+  const PassWrites& writes() const { return writes_; }
 
   // The call attend() makes for `layer`, with the host metadata in place (for validation).
   attention::AttentionParams params(int32_t layer, const float* q, float* out) const {
@@ -183,7 +151,8 @@ class GpuModelRunner::Attention final : public GpuCoreAttention {
   std::unique_ptr<attention::AttentionBackend> backend_;
   attention::BackendCapabilities caps_;
   attention::AttentionPlan plan_;
-  std::vector<int32_t> positions_, write_slot_, write_block_, tables_flat_;
+  PassWrites writes_;
+  std::vector<int32_t> positions_, tables_flat_;
   PassBinding binding_;
   size_t depth_index_ = 0;
 };
@@ -492,8 +461,8 @@ Status GpuModelRunner::recurrent(const sched::SchedulerOutput& batch, const kv::
   };
   const std::vector<int32_t> slots = padded(slots_, pad_slot),
                              positions = padded(attention_->positions(), 0);
-  const std::vector<int32_t> write_slot = padded(attention_->write_slots(), 0);
-  const std::vector<int32_t> write_block = padded(attention_->write_blocks(), pad_block);
+  const std::vector<int32_t> write_slot = padded(attention_->writes().slot, 0);
+  const std::vector<int32_t> write_block = padded(attention_->writes().block, pad_block);
   const std::vector<int32_t> lengths = padded(plan.context_lengths, 1);
   std::vector<int32_t> tables(static_cast<size_t>(rows * width), pad_block);
   for (int64_t r = 0; r < n; ++r) {

@@ -9,6 +9,7 @@
 #include "attention/backend.h"
 #include "attention/capabilities.h"
 #include "attention/metadata_planner.h"
+#include "engine/pass_plan.h"
 #include "kv/cpu_kv_storage.h"
 #include "kv/kv_cache_manager.h"
 #include "model/ouro_core.h"
@@ -30,7 +31,8 @@ class PagedAttention final : public model::CoreAttention {
   // Selects which of the planned depths the next pass runs (index into `depths`).
   void use_depth(size_t index) { depth_index_ = index; }
 
-  void attend(int64_t layer, const float* q, const float* k, const float* v, int64_t rows, float* out) override;
+  void attend(int64_t layer, const float* q, const float* k, const float* v, int64_t rows,
+              float* out) override;
   // The first error an attend() call hit in this pass (attend cannot return one).
   const Status& status() const { return status_; }
 
@@ -42,8 +44,7 @@ class PagedAttention final : public model::CoreAttention {
   attention::BackendCapabilities caps_;
   int32_t num_q_heads_;
   attention::PlanStaging staging_;
-  std::vector<std::vector<kv::BlockId>> write_block_;  // per planned depth, per row
-  std::vector<int32_t> write_slot_;                   // per row (the slot depends on the position only)
+  PassWrites writes_;
   size_t depth_index_ = 0;
   Status status_;
 };
