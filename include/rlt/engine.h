@@ -43,7 +43,10 @@ struct EngineConfig {
   std::string attention_backend = "auto";
   bool require_deterministic_attention = false;
   bool require_packed_prefill = false;       // attention must declare packed_prefill
-  bool require_async_safe_attention = false;  // attention must never synchronize with the host
+  // Asynchronous scheduling: the next batch is scheduled and submitted before the previous one's
+  // results are back (one-step lookahead), so host work overlaps device work. Needs exit_policy
+  // "ouro_delayed" or "trace"; on CUDA the attention backend must never synchronize with the host.
+  bool async_scheduling = false;
   // CUDA graphs for the recurrent core (GPU runs): "auto" (capture per batch bucket, run eagerly
   // if capture fails), "on" (required: the attention backend must be graph-safe and a failed
   // capture is an error), "off".
@@ -102,6 +105,7 @@ struct EngineMetrics {
   int64_t preemptions = 0;
   int64_t batches = 0;
   int64_t cuda_graph_replays = 0;  // GPU runs: recurrent batches replayed from a captured graph
+  int64_t lookahead_batches = 0;   // asynchronous scheduling: batches submitted while one ran
 };
 
 // What one generated token reads, for rooflines: the linear weights of one loop of the core (all
@@ -129,7 +133,8 @@ class Engine {
   Status add_request(uint64_t id, std::vector<int32_t> prompt, const SamplingParams& params,
                      std::vector<int32_t> exit_trace = {});
   // Runs one batch; returns an output for every request that got a token or finished. Every
-  // added request ends with exactly one output with finished = true.
+  // added request ends with exactly one output with finished = true. With asynchronous
+  // scheduling a step submits one batch and returns the results of the one before it.
   Result<std::vector<RequestOutput>> step();
   // Cancels a request; its final output ("abort") comes with the next step().
   Status abort(uint64_t id);

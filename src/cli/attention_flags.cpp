@@ -11,7 +11,7 @@ void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
   cmd.add_option("--block-size", f.block_size, "KV page size in tokens")->capture_default_str()->check(CLI::Range(1, 4096));
   cmd.add_flag("--cuda-graphs", f.cuda_graphs,
                "Require CUDA graphs: a backend safe under graph capture (and on GPU runs, captured graphs)");
-  cmd.add_flag("--async-scheduling", f.async_scheduling, "Require a backend that never synchronizes with the host");
+  cmd.add_flag("--async-scheduling", f.async_scheduling, "Schedule the next batch while the previous one runs (needs --exit-policy ouro_delayed or trace; on CUDA a backend that never synchronizes with the host)");
   cmd.add_flag("--packed-prefill", f.packed_prefill, "Require packed (ragged) prefill support");
   cmd.add_flag("--deterministic", f.deterministic, "Require batch-invariant output");
 }

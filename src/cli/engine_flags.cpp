@@ -14,7 +14,7 @@ EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
   c.block_size = attention.block_size;
   c.require_deterministic_attention = attention.deterministic;
   c.require_packed_prefill = attention.packed_prefill;
-  c.require_async_safe_attention = attention.async_scheduling;
+  c.async_scheduling = attention.async_scheduling;
   c.cuda_graphs = attention.cuda_graphs ? "on" : (no_cuda_graphs ? "off" : "auto");
   return c;
 }

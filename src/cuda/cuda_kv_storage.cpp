@@ -108,12 +108,15 @@ Status CudaKVStorage::copy_slots(std::span<const kv::SlotCopy> copies) {
   // one slot twice, so their records run in parallel. Any other plan is applied record by record,
   // in order, exactly as the host storage does.
   const bool ordered = needs_ordering(copies, geometry_.block_size);
+  if (!copy_staging_used_) {
+    RLT_ASSIGN_OR_RETURN(copy_staging_landed_, Event::create(/*timing=*/false));
+  }
   RLT_RETURN_IF_ERROR(copy_staging_.reserve(kCopyChunk * sizeof(DeviceSlotCopy)));
   auto* records = reinterpret_cast<DeviceSlotCopy*>(copy_staging_.data());
   for (size_t start = 0; start < copies.size(); start += kCopyChunk) {
     const auto count = static_cast<int32_t>(std::min<size_t>(kCopyChunk, copies.size() - start));
-    // The staging buffer is reused per chunk: wait for the previous chunk's upload to finish.
-    RLT_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream_), "KV slot copy"));
+    // The staging buffer is reused per chunk: wait for the previous upload from it to land.
+    if (copy_staging_used_) RLT_RETURN_IF_ERROR(copy_staging_landed_.synchronize());
     for (int32_t i = 0; i < count; ++i) {
       const kv::SlotCopy& c = copies[start + static_cast<size_t>(i)];
       records[i] = {c.src_block, c.src_slot, c.dst_block, c.dst_slot, c.layer_begin, c.layer_end};
@@ -122,6 +125,8 @@ Status CudaKVStorage::copy_slots(std::span<const kv::SlotCopy> copies) {
         check(cudaMemcpyAsync(copy_list_.data(), records, count * sizeof(DeviceSlotCopy),
                               cudaMemcpyHostToDevice, stream_),
               "uploading KV slot copies"));
+    RLT_RETURN_IF_ERROR(copy_staging_landed_.record(stream_));
+    copy_staging_used_ = true;
     const auto* device_records = static_cast<const DeviceSlotCopy*>(copy_list_.data());
     if (!ordered) {
       RLT_RETURN_IF_ERROR(launch_kv_copy_slots(device_records, count, keys_.data(), values_.data(),
@@ -133,9 +138,9 @@ Status CudaKVStorage::copy_slots(std::span<const kv::SlotCopy> copies) {
       }
     }
   }
-  // Callers reuse their copy plan after return; the staging must not be rewritten before the
-  // last upload has landed, so finish here (finalize plans are small and rare).
-  return check(cudaStreamSynchronize(stream_), "KV slot copy");
+  // Queued behind the work before it and ahead of the work after it on the same stream: the
+  // copies see the K/V earlier passes write, later passes see the copies.
+  return {};
 }
 
 Status CudaKVStorage::transfer(std::span<const kv::BlockId> blocks, std::byte* keys_host,

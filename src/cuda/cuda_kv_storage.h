@@ -2,9 +2,10 @@
 // layout and contract as kv::CpuKVStorage (kv/kv_storage.h): K and V, each [num_blocks,
 // num_layers, block_size, num_kv_heads, head_dim] in the geometry's dtype, zero-initialized,
 // plus one padding block at the end for CUDA-graph padding rows.
-// Slot copies run as one kernel on the storage's stream; block reads and writes (snapshots for
-// preemption, transfers) go through a pinned staging buffer. Calls are stream-ordered after every
-// earlier kernel on that stream and return once their host-visible effect is complete.
+// Slot copies run as one kernel on the storage's stream and return once queued (stream order is
+// what makes them see earlier passes' K/V); block reads and writes (snapshots for preemption,
+// transfers) go through a pinned staging buffer and return once their host-visible effect is
+// complete.
 #pragma once
 
 #include <memory>
@@ -52,6 +53,10 @@ class CudaKVStorage final : public kv::KVStorage {
   DeviceAllocation copy_list_;  // device records for one copy_slots chunk
   mutable PinnedBuffer staging_;
   PinnedBuffer copy_staging_;
+  // Recorded after each upload from copy_staging_: the host rewrites the staging only once the
+  // previous upload landed, so copy_slots never waits for the rest of the queued work.
+  Event copy_staging_landed_;
+  bool copy_staging_used_ = false;
 };
 
 }  // namespace rlt::cuda

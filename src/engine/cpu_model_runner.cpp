@@ -26,9 +26,35 @@ std::vector<float>& CpuModelRunner::state(kv::RequestId id) {
   return h;
 }
 
-Status CpuModelRunner::execute(const sched::SchedulerOutput& batch,
-                               const sched::Scheduler& scheduler, const kv::KVCacheManager& kv,
-                               BatchResult* out) {
+Status CpuModelRunner::submit(const sched::SchedulerOutput& batch,
+                              const sched::Scheduler& scheduler, const kv::KVCacheManager& kv) {
+  if (done_.size() >= static_cast<size_t>(kMaxInFlight)) {
+    return internal_error(fmt::format("batch {} submitted with {} batches uncollected (at most {})",
+                                      batch.seq, done_.size(), kMaxInFlight));
+  }
+  BatchResult result;
+  RLT_RETURN_IF_ERROR(run(batch, scheduler, kv, &result));
+  done_.emplace_back(batch.seq, std::move(result));
+  return {};
+}
+
+Status CpuModelRunner::collect(uint64_t seq, BatchResult* out) {
+  if (done_.empty() || done_.front().first != seq) {
+    return internal_error(
+        fmt::format("collect of batch {} but the oldest uncollected batch is {}", seq,
+                    done_.empty() ? std::string("none") : std::to_string(done_.front().first)));
+  }
+  collected_ = std::move(done_.front().second);
+  done_.pop_front();
+  // The logits stay here until the next collect(), as a device runner's pinned buffer would.
+  *out = BatchResult();
+  out->gate_logits = std::move(collected_.gate_logits);
+  out->runner_logits = collected_.logits;
+  return {};
+}
+
+Status CpuModelRunner::run(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                           const kv::KVCacheManager& kv, BatchResult* out) {
   const int64_t hidden = model_->config.hidden_size;
   const auto n = static_cast<int64_t>(batch.items.size());
   RLT_RETURN_IF_ERROR(check_batch_requests(batch, scheduler));

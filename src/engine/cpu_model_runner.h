@@ -3,6 +3,7 @@
 // between loops and stages).
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -22,14 +23,18 @@ class CpuModelRunner final : public ModelRunner {
                  std::unique_ptr<attention::AttentionBackend> backend,
                  const attention::BackendCapabilities& caps, kv::KVLayout layout);
 
-  Status execute(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                 const kv::KVCacheManager& kv, BatchResult* out) override;
+  // Computes the batch at once; collect() hands out its results.
+  Status submit(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                const kv::KVCacheManager& kv) override;
+  Status collect(uint64_t seq, BatchResult* out) override;
 
   kv::CpuKVStorage& storage() override { return *storage_; }
   void release(kv::RequestId id) override { hidden_.erase(id); }
   size_t live_states() const override { return hidden_.size(); }
 
  private:
+  Status run(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+             const kv::KVCacheManager& kv, BatchResult* out);
   Status prefill(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
                  const kv::KVCacheManager& kv);
   Status prefill_waves(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
@@ -47,6 +52,9 @@ class CpuModelRunner final : public ModelRunner {
   kv::KVLayout layout_;
   model::CoreScratch scratch_;
   std::unordered_map<kv::RequestId, std::vector<float>> hidden_;
+  // Computed, uncollected batches, oldest first.
+  std::deque<std::pair<uint64_t, BatchResult>> done_;
+  BatchResult collected_;  // the last collected results (its logits back runner_logits)
   // Reused per batch.
   std::vector<float> h_;
   std::vector<int64_t> positions_;

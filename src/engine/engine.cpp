@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <filesystem>
 #include <unordered_map>
 
@@ -48,6 +49,7 @@ Result<sched::SchedulerConfig> scheduler_config(const EngineConfig& c) {
   s.incremental_kv = c.incremental_kv;
   s.enable_preemption = c.enable_preemption;
   s.preemption_host_bytes = c.preemption_host_bytes;
+  s.async_scheduling = c.async_scheduling;
   RLT_RETURN_IF_ERROR(s.validate());
   return s;
 }
@@ -79,6 +81,9 @@ struct Engine::Impl : public sched::PreemptionHooks {
   std::string attention_json;
   int64_t generated_tokens = 0;
   int64_t loops_run = 0;
+  // Asynchronous scheduling: submitted batches whose results are not applied yet, oldest first.
+  std::deque<sched::SchedulerOutput> in_flight;
+  int64_t lookahead_batches = 0;
 
   Result<kv::KVSnapshot> snapshot_kv(kv::RequestId id) override { return kv->snapshot(id, runner->storage()); }
   Status resume_kv(kv::RequestId id, const kv::KVSnapshot& snap) override {
@@ -108,6 +113,16 @@ struct Engine::Impl : public sched::PreemptionHooks {
     o.finish_reason = std::string(sched::finish_reason_name(r.finish));
     return o;
   }
+
+  // Runs a step update's finalize copies on the runner's storage, then confirms them.
+  Status finalize(const sched::StepUpdate& update);
+  // Aborts the requests of a batch that failed to run (the others keep going).
+  void fail_batch(Engine& engine, const sched::SchedulerOutput& batch, const Status& why,
+                  std::vector<RequestOutput>& outputs);
+  // Samples a CODA batch's tokens and applies a batch's results; outputs for the step.
+  Status apply(Engine& engine, const sched::SchedulerOutput& batch, engine::BatchResult& result,
+               std::vector<RequestOutput>& outputs);
+  Status no_progress_error() const;
 };
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -152,7 +167,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sel.num_kv_heads = static_cast<int32_t>(mc.num_kv_heads);
   sel.requirements.deterministic = config.require_deterministic_attention;
   sel.requirements.packed_prefill = config.require_packed_prefill;
-  sel.requirements.async_scheduling = config.require_async_safe_attention;
+  // On the CPU the host runs attention itself: only device backends can break asynchrony.
+  sel.requirements.async_scheduling = config.async_scheduling && device.cuda;
   sel.requirements.cuda_graphs = config.cuda_graphs == "on";
   if (config.cuda_graphs != "auto" && config.cuda_graphs != "on" && config.cuda_graphs != "off") {
     return invalid_argument(fmt::format("cuda_graphs '{}': expected auto, on or off", config.cuda_graphs));
@@ -251,45 +267,46 @@ Status Engine::abort(uint64_t id) {
   return {};
 }
 
-bool Engine::has_unfinished() const { return impl_->scheduler->has_unfinished() || !impl_->pending.empty(); }
+bool Engine::has_unfinished() const {
+  return impl_->scheduler->has_unfinished() || !impl_->pending.empty() || !impl_->in_flight.empty();
+}
 
-Result<std::vector<RequestOutput>> Engine::step() {
-  Impl& m = *impl_;
-  std::vector<RequestOutput> outputs;
-  m.take_pending(outputs);
-  RLT_ASSIGN_OR_RETURN(std::optional<sched::SchedulerOutput> batch, m.scheduler->schedule());
-  if (!batch) {
-    if (outputs.empty() && m.scheduler->has_unfinished()) {
-      return internal_error(fmt::format("the scheduler made no progress: {} waiting, {} running, {} of {} KV blocks "
-                                        "free", m.scheduler->num_waiting(), m.scheduler->num_running(),
-                                        m.kv->num_available_blocks(), m.kv->num_blocks()));
-    }
-    return outputs;
-  }
-  engine::BatchResult result;
-  Status ran = m.runner->execute(*batch, *m.scheduler, *m.kv, &result);
-  if (!ran.ok()) {
-    // A failed batch aborts only its own requests; the engine keeps serving the others.
-    log_error(fmt::format("batch {} ({}) failed, aborting its requests: {}", batch->seq, sched::stage_name(batch->stage),
-                          ran.to_string()));
-    for (const auto& item : batch->items) (void)abort(item.id);  // queues its final output
-    m.take_pending(outputs);
-    return outputs;
-  }
+Status Engine::Impl::finalize(const sched::StepUpdate& update) {
+  if (!update.finalize_copies.empty()) RLT_RETURN_IF_ERROR(runner->storage().copy_slots(update.finalize_copies));
+  return scheduler->confirm_finalized(update.exited);
+}
+
+void Engine::Impl::fail_batch(Engine& engine, const sched::SchedulerOutput& batch, const Status& why,
+                              std::vector<RequestOutput>& outputs) {
+  // A failed batch aborts only its own requests; the engine keeps serving the others.
+  log_error(fmt::format("batch {} ({}) failed, aborting its requests: {}", batch.seq, sched::stage_name(batch.stage),
+                        why.to_string()));
+  for (const auto& item : batch.items) (void)engine.abort(item.id);  // queues its final output
+  take_pending(outputs);
+}
+
+Status Engine::Impl::apply(Engine& engine, const sched::SchedulerOutput& batch, engine::BatchResult& result,
+                           std::vector<RequestOutput>& outputs) {
   sched::RunnerOutput ro;
-  ro.seq = batch->seq;
-  ro.stage = batch->stage;
+  ro.seq = batch.seq;
+  ro.stage = batch.stage;
   ro.gate_logits = std::move(result.gate_logits);
-  if (batch->stage == sched::Stage::kCoda) {
-    const int64_t vocab = m.model->config.vocab_size;
-    if (!result.device_tokens.empty() && result.device_tokens.size() != batch->items.size()) {
+  if (batch.stage == sched::Stage::kCoda) {
+    const int64_t vocab = model->config.vocab_size;
+    if (!result.device_tokens.empty() && result.device_tokens.size() != batch.items.size()) {
       return internal_error(fmt::format("the runner sampled {} tokens for a batch of {}", result.device_tokens.size(),
-                                        batch->items.size()));
+                                        batch.items.size()));
     }
-    for (size_t i = 0; i < batch->items.size(); ++i) {
-      const uint64_t id = batch->items[i].id;
-      LiveRequest& l = m.live.at(id);
-      const sched::Request& r = *m.scheduler->find(id);
+    for (size_t i = 0; i < batch.items.size(); ++i) {
+      const uint64_t id = batch.items[i].id;
+      const sched::Request* rp = scheduler->find(id);
+      auto live_it = live.find(id);
+      if (rp == nullptr || rp->finished() || live_it == live.end()) {
+        ro.sampled.push_back(-1);  // aborted while the batch ran: never read
+        continue;
+      }
+      LiveRequest& l = live_it->second;
+      const sched::Request& r = *rp;
       Result<engine::SampledToken> sampled = internal_error("not sampled");
       if (!result.device_tokens.empty()) {
         // Sampled on the device by the sampler's greedy rules; the RNG still advances one draw.
@@ -304,46 +321,104 @@ Result<std::vector<RequestOutput>> Engine::step() {
       } else {
         const std::span<const float> logits =
             result.all_logits().subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
-        sampled = m.sampler.sample(logits, r.params, l.history, l.rng);
+        sampled = sampler.sample(logits, r.params, l.history, l.rng);
       }
       if (!sampled.ok()) {
         // A broken logits row (NaN, inf) ends that request only.
         log_error(fmt::format("request {}: sampling failed, aborting it: {}", id, sampled.status().to_string()));
         ro.sampled.push_back(-1);  // never read: the request is gone before results are applied
-        (void)abort(id);  // queues its final output
+        (void)engine.abort(id);  // queues its final output
         continue;
       }
-      const engine::SampledToken& s = *sampled;
-      ro.sampled.push_back(s.token);
-      l.history.append(s.token);
-      if (l.detokenizer) l.text += l.detokenizer->push(s.token);
+      const engine::SampledToken& st = *sampled;
+      ro.sampled.push_back(st.token);
+      l.history.append(st.token);
+      if (l.detokenizer) l.text += l.detokenizer->push(st.token);
       if (r.params.logprobs) {
-        TokenLogprobs lp{s.token, s.logprob, {}};
-        for (const auto& t : s.top_logprobs) lp.top.push_back(TokenLogprob{t.token, t.logprob});
+        TokenLogprobs lp{st.token, st.logprob, {}};
+        for (const auto& t : st.top_logprobs) lp.top.push_back(TokenLogprob{t.token, t.logprob});
         l.logprobs.push_back(std::move(lp));
       }
     }
   }
-  m.take_pending(outputs);
-  RLT_ASSIGN_OR_RETURN(sched::StepUpdate update, m.scheduler->update_from_output(*batch, ro));
-  if (!update.finalize_copies.empty()) {
-    RLT_RETURN_IF_ERROR(m.runner->storage().copy_slots(update.finalize_copies));
-  }
-  RLT_RETURN_IF_ERROR(m.scheduler->confirm_finalized(update.exited));
+  take_pending(outputs);
+  RLT_ASSIGN_OR_RETURN(sched::StepUpdate update, scheduler->update_from_output(batch, ro));
+  RLT_RETURN_IF_ERROR(finalize(update));
   for (uint64_t id : update.new_tokens) {
-    const sched::Request* r = m.scheduler->find(id);
+    const sched::Request* r = scheduler->find(id);
     if (r == nullptr) continue;
-    ++m.generated_tokens;
-    m.loops_run += r->exit_depths.back();
+    ++generated_tokens;
+    loops_run += r->exit_depths.back();
     if (r->finished()) continue;  // reported below with its final state
-    outputs.push_back(m.output_for(*r, m.live.at(id)));
+    outputs.push_back(output_for(*r, live.at(id)));
   }
   for (uint64_t id : update.finished) {
-    auto r = m.scheduler->take_finished(id);
+    auto r = scheduler->take_finished(id);
     if (!r) continue;
-    outputs.push_back(m.output_for(*r, m.live.at(id)));
-    m.live.erase(id);
-    m.runner->release(id);
+    outputs.push_back(output_for(*r, live.at(id)));
+    live.erase(id);
+    runner->release(id);
+  }
+  return {};
+}
+
+Status Engine::Impl::no_progress_error() const {
+  return internal_error(fmt::format("the scheduler made no progress: {} waiting, {} running, {} of {} KV blocks free",
+                                    scheduler->num_waiting(), scheduler->num_running(), kv->num_available_blocks(),
+                                    kv->num_blocks()));
+}
+
+Result<std::vector<RequestOutput>> Engine::step() {
+  Impl& m = *impl_;
+  std::vector<RequestOutput> outputs;
+  m.take_pending(outputs);
+  RLT_ASSIGN_OR_RETURN(std::optional<sched::SchedulerOutput> batch, m.scheduler->schedule());
+  if (!m.config.async_scheduling) {
+    if (!batch) {
+      if (outputs.empty() && m.scheduler->has_unfinished()) return m.no_progress_error();
+      return outputs;
+    }
+    engine::BatchResult result;
+    Status ran = m.runner->execute(*batch, *m.scheduler, *m.kv, &result);
+    if (!ran.ok()) {
+      m.fail_batch(*this, *batch, ran, outputs);
+      return outputs;
+    }
+    RLT_RETURN_IF_ERROR(m.apply(*this, *batch, result, outputs));
+    return outputs;
+  }
+  // Asynchronous: submit this batch, then apply the one before it while this one runs. The
+  // scheduler already moved this batch's requests on as far as their results are not needed.
+  bool submitted = false;
+  if (batch) {
+    Status sent = m.runner->submit(*batch, *m.scheduler, *m.kv);
+    if (sent.ok()) {
+      submitted = true;
+      if (!m.in_flight.empty()) ++m.lookahead_batches;
+      RLT_ASSIGN_OR_RETURN(sched::StepUpdate update, m.scheduler->on_submitted(*batch));
+      RLT_RETURN_IF_ERROR(m.finalize(update));
+      m.in_flight.push_back(std::move(*batch));
+    } else {
+      m.fail_batch(*this, *batch, sent, outputs);
+    }
+  }
+  const size_t keep = submitted ? 1 : 0;
+  bool collected = false;
+  while (m.in_flight.size() > keep) {
+    collected = true;
+    const sched::SchedulerOutput done = std::move(m.in_flight.front());
+    m.in_flight.pop_front();
+    engine::BatchResult result;
+    Status ran = m.runner->collect(done.seq, &result);
+    if (!ran.ok()) {
+      m.fail_batch(*this, done, ran, outputs);
+      continue;
+    }
+    RLT_RETURN_IF_ERROR(m.apply(*this, done, result, outputs));
+  }
+  // Nothing ran and nothing came back: only then is the scheduler stuck.
+  if (!batch && !collected && outputs.empty() && m.scheduler->has_unfinished()) {
+    return m.no_progress_error();
   }
   return outputs;
 }
@@ -390,6 +465,7 @@ EngineMetrics Engine::metrics() const {
   x.preemptions = m.scheduler->counters().preemptions;
   x.batches = m.scheduler->counters().batches;
   x.cuda_graph_replays = m.runner->graph_replays();
+  x.lookahead_batches = m.lookahead_batches;
   return x;
 }
 

@@ -201,7 +201,13 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
   r->padding_slot_ = r->free_slots_.back();
   r->free_slots_.pop_back();
   // The metadata buffer the graphs point at, sized generously so that it rarely moves.
-  RLT_RETURN_IF_ERROR(r->staging_.reserve(size_t{4} << 20));
+  for (Staging& st : r->staging_) {
+    RLT_RETURN_IF_ERROR(st.buffer.reserve(size_t{4} << 20));
+    RLT_ASSIGN_OR_RETURN(st.landed, cuda::Event::create(/*timing=*/false));
+  }
+  for (ResultSlot& slot : r->results_) {
+    RLT_ASSIGN_OR_RETURN(slot.done, cuda::Event::create(/*timing=*/false));
+  }
   RLT_ASSIGN_OR_RETURN(r->metadata_,
                        cuda::DeviceAllocation::allocate(size_t{4} << 20, "attention metadata"));
   return r;
@@ -216,16 +222,20 @@ Status GpuModelRunner::upload(std::initializer_list<std::span<const int32_t>> ar
   size_t total = 0;
   for (const auto& a : arrays) total += (a.size() + 63) / 64 * 64;  // 256-byte aligned pieces
   const size_t bytes = std::max<size_t>(total, 64) * sizeof(int32_t);
-  // The staging buffer is rewritten below: the previous upload must have landed.
-  RLT_RETURN_IF_ERROR(synchronize());
-  RLT_RETURN_IF_ERROR(staging_.reserve(bytes));
+  // The host rewrites this staging slot below: its previous copy must have landed. With several
+  // slots that copy is long done unless the device is far behind.
+  Staging& staging = staging_[next_staging_];
+  next_staging_ = (next_staging_ + 1) % staging_.size();
+  if (staging.used) RLT_RETURN_IF_ERROR(staging.landed.synchronize());
+  RLT_RETURN_IF_ERROR(staging.buffer.reserve(bytes));
   if (metadata_.bytes() < bytes) {
+    RLT_RETURN_IF_ERROR(synchronize());  // queued passes still read the old buffer
     invalidate_graphs();
     metadata_ = cuda::DeviceAllocation();
     RLT_ASSIGN_OR_RETURN(metadata_,
                          cuda::DeviceAllocation::allocate(bytes * 2, "attention metadata"));
   }
-  auto* host = reinterpret_cast<int32_t*>(staging_.data());
+  auto* host = reinterpret_cast<int32_t*>(staging.buffer.data());
   const auto* dev = static_cast<const int32_t*>(metadata_.data());
   device.clear();
   size_t offset = 0;
@@ -234,9 +244,12 @@ Status GpuModelRunner::upload(std::initializer_list<std::span<const int32_t>> ar
     device.push_back(dev + offset);
     offset += (a.size() + 63) / 64 * 64;
   }
-  return check(cudaMemcpyAsync(metadata_.data(), staging_.data(), offset * sizeof(int32_t),
-                               cudaMemcpyHostToDevice, stream_->handle()),
-               "uploading the batch plan");
+  RLT_RETURN_IF_ERROR(
+      check(cudaMemcpyAsync(metadata_.data(), staging.buffer.data(), offset * sizeof(int32_t),
+                            cudaMemcpyHostToDevice, stream_->handle()),
+            "uploading the batch plan"));
+  staging.used = true;
+  return staging.landed.record(stream_->handle());
 }
 
 Status GpuModelRunner::ensure_rows(int64_t rows) {
@@ -307,22 +320,68 @@ Status GpuModelRunner::run_loops(std::span<const attention::PlannedRow> rows,
   return {};
 }
 
-Status GpuModelRunner::execute(const sched::SchedulerOutput& batch,
-                               const sched::Scheduler& scheduler, const kv::KVCacheManager& kv,
-                               BatchResult* out) {
-  const int64_t hidden = model_->config.hidden_size;
-  const auto n = static_cast<int64_t>(batch.items.size());
+Status GpuModelRunner::submit(const sched::SchedulerOutput& batch,
+                              const sched::Scheduler& scheduler, const kv::KVCacheManager& kv) {
+  if (tickets_.size() >= static_cast<size_t>(kMaxInFlight)) {
+    return internal_error(fmt::format("batch {} submitted with {} batches uncollected (at most {})",
+                                      batch.seq, tickets_.size(), kMaxInFlight));
+  }
   RLT_RETURN_IF_ERROR(check_batch_requests(batch, scheduler));
   // The current device is per thread, and the engine may step from another thread (the server's
   // worker) than the one that created it.
   RLT_RETURN_IF_ERROR(cuda::set_device(device_));
+  Ticket ticket;
+  ticket.seq = batch.seq;
+  ticket.stage = batch.stage;
+  ticket.rows = static_cast<int64_t>(batch.items.size());
+  // Free: its last batch was collected (more slots than batches in flight).
+  ticket.slot = next_result_;
+  ResultSlot& slot = results_[ticket.slot];
+  RLT_RETURN_IF_ERROR(enqueue(batch, scheduler, kv, slot.host, &ticket.device_sampled));
+  RLT_RETURN_IF_ERROR(slot.done.record(stream_->handle()));
+  next_result_ = (next_result_ + 1) % results_.size();
+  tickets_.push_back(ticket);
+  return {};
+}
+
+Status GpuModelRunner::collect(uint64_t seq, BatchResult* out) {
+  if (tickets_.empty() || tickets_.front().seq != seq) {
+    return internal_error(
+        fmt::format("collect of batch {} but the oldest uncollected batch is {}", seq,
+                    tickets_.empty() ? std::string("none") : std::to_string(tickets_.front().seq)));
+  }
+  const Ticket t = tickets_.front();
+  tickets_.pop_front();
+  RLT_RETURN_IF_ERROR(cuda::set_device(device_));
+  const ResultSlot& slot = results_[t.slot];
+  RLT_RETURN_IF_ERROR(slot.done.synchronize());
+  *out = BatchResult();
+  if (t.stage == sched::Stage::kRecurrent) {
+    const auto* gates = reinterpret_cast<const float*>(slot.host.data());
+    out->gate_logits.assign(gates, gates + t.rows);
+  } else if (t.stage == sched::Stage::kCoda) {
+    if (t.device_sampled) {
+      read_greedy(slot.host.data(), t.rows, out);
+    } else {
+      // Read in place from pinned memory until the next collect().
+      out->runner_logits = {reinterpret_cast<const float*>(slot.host.data()),
+                            static_cast<size_t>(t.rows * model_->config.vocab_size)};
+    }
+  }
+  return {};
+}
+
+Status GpuModelRunner::enqueue(const sched::SchedulerOutput& batch,
+                               const sched::Scheduler& scheduler, const kv::KVCacheManager& kv,
+                               cuda::PinnedBuffer& results, bool* device_sampled) {
+  const int64_t hidden = model_->config.hidden_size;
+  const auto n = static_cast<int64_t>(batch.items.size());
   cudaStream_t stream = stream_->handle();
   std::vector<const int32_t*> dev;
   switch (batch.stage) {
     case sched::Stage::kPrefill:
-      RLT_RETURN_IF_ERROR(layout_ == kv::KVLayout::kShared ? prefill_waves(batch, scheduler, kv)
-                                                           : prefill(batch, scheduler, kv));
-      return synchronize();
+      return layout_ == kv::KVLayout::kShared ? prefill_waves(batch, scheduler, kv)
+                                              : prefill(batch, scheduler, kv);
     case sched::Stage::kPrelude: {
       RLT_RETURN_IF_ERROR(ensure_rows(n));
       tokens_.clear();
@@ -334,13 +393,10 @@ Status GpuModelRunner::execute(const sched::SchedulerOutput& batch,
       }
       RLT_RETURN_IF_ERROR(upload({tokens_, slots_}, dev));
       RLT_RETURN_IF_ERROR(core_->embed(dev[0], n, floats(h_)));
-      RLT_RETURN_IF_ERROR(
-          cuda::scatter_rows(floats(h_), dev[1], n, hidden, floats(states_), stream));
-      return synchronize();
+      return cuda::scatter_rows(floats(h_), dev[1], n, hidden, floats(states_), stream);
     }
     case sched::Stage::kRecurrent:
-      RLT_RETURN_IF_ERROR(recurrent(batch, kv, out));
-      return synchronize();
+      return recurrent(batch, kv, results);
     case sched::Stage::kCoda: {
       RLT_RETURN_IF_ERROR(ensure_rows(n));
       slots_.clear();
@@ -353,21 +409,22 @@ Status GpuModelRunner::execute(const sched::SchedulerOutput& batch,
           cuda::gather_rows(floats(states_), dev[0], n, hidden, floats(h_), stream));
       const int64_t vocab = model_->config.vocab_size;
       if (logits_.bytes() < static_cast<size_t>(n * vocab) * 4) {
+        RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
         logits_ = cuda::DeviceAllocation();
         RLT_ASSIGN_OR_RETURN(logits_, cuda::DeviceAllocation::allocate(
                                           static_cast<size_t>(n * vocab) * 4, "logits"));
       }
       RLT_RETURN_IF_ERROR(core_->lm_head(floats(h_), n, floats(logits_)));
-      if (all_plain_greedy(batch, scheduler)) return sample_greedy(n, out);
-      // Into pinned memory (a fast DMA) that the sampler reads in place until the next execute().
+      if (all_plain_greedy(batch, scheduler)) {
+        *device_sampled = true;
+        return sample_greedy(n, results);
+      }
+      // Into pinned memory (a fast DMA) that the sampler reads in place.
       const size_t bytes = static_cast<size_t>(n * vocab) * 4;
-      RLT_RETURN_IF_ERROR(host_logits_.reserve(bytes));
-      RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(host_logits_.data(), logits_.data(), bytes,
-                                                cudaMemcpyDeviceToHost, stream),
-                                "reading logits"));
-      out->runner_logits = {reinterpret_cast<const float*>(host_logits_.data()),
-                            static_cast<size_t>(n * vocab)};
-      return synchronize();
+      RLT_RETURN_IF_ERROR(results.reserve(bytes));
+      return check(
+          cudaMemcpyAsync(results.data(), logits_.data(), bytes, cudaMemcpyDeviceToHost, stream),
+          "reading logits");
     }
     default:
       return internal_error(
@@ -384,26 +441,30 @@ bool GpuModelRunner::all_plain_greedy(const sched::SchedulerOutput& batch,
   return true;
 }
 
-Status GpuModelRunner::sample_greedy(int64_t n, BatchResult* out) {
+Status GpuModelRunner::sample_greedy(int64_t n, cuda::PinnedBuffer& results) {
   // Device results: 3 int32 per row, then the offending value per row (f32).
   const size_t result_bytes = static_cast<size_t>(n) * 3 * sizeof(int32_t),
                bytes = result_bytes + n * 4;
   if (sample_buffer_.bytes() < bytes) {
+    RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
     sample_buffer_ = cuda::DeviceAllocation();
     RLT_ASSIGN_OR_RETURN(sample_buffer_,
                          cuda::DeviceAllocation::allocate(bytes, "greedy sampling results"));
   }
-  RLT_RETURN_IF_ERROR(host_logits_.reserve(bytes));
+  RLT_RETURN_IF_ERROR(results.reserve(bytes));
   auto* dev = static_cast<std::byte*>(sample_buffer_.data());
   RLT_RETURN_IF_ERROR(cuda::greedy_argmax(
       floats(logits_), n, model_->config.vocab_size, reinterpret_cast<int32_t*>(dev),
       reinterpret_cast<float*>(dev + result_bytes), stream_->handle()));
-  RLT_RETURN_IF_ERROR(check(
-      cudaMemcpyAsync(host_logits_.data(), dev, bytes, cudaMemcpyDeviceToHost, stream_->handle()),
-      "reading sampled tokens"));
-  RLT_RETURN_IF_ERROR(synchronize());
-  const auto* result = reinterpret_cast<const int32_t*>(host_logits_.data());
-  const auto* bad_value = reinterpret_cast<const float*>(host_logits_.data() + result_bytes);
+  return check(
+      cudaMemcpyAsync(results.data(), dev, bytes, cudaMemcpyDeviceToHost, stream_->handle()),
+      "reading sampled tokens");
+}
+
+void GpuModelRunner::read_greedy(const std::byte* results, int64_t n, BatchResult* out) {
+  const size_t result_bytes = static_cast<size_t>(n) * 3 * sizeof(int32_t);
+  const auto* result = reinterpret_cast<const int32_t*>(results);
+  const auto* bad_value = reinterpret_cast<const float*>(results + result_bytes);
   out->device_tokens.assign(static_cast<size_t>(n), -1);
   out->device_sample_errors.assign(static_cast<size_t>(n), std::string());
   for (int64_t r = 0; r < n; ++r) {
@@ -417,7 +478,6 @@ Status GpuModelRunner::sample_greedy(int64_t n, BatchResult* out) {
       out->device_tokens[r] = result[3 * r];
     }
   }
-  return {};
 }
 
 void GpuModelRunner::invalidate_graphs() {
@@ -433,7 +493,7 @@ Status GpuModelRunner::recurrent_pass(int64_t rows, const int32_t* slots) {
 }
 
 Status GpuModelRunner::recurrent(const sched::SchedulerOutput& batch, const kv::KVCacheManager& kv,
-                                 BatchResult* out) {
+                                 cuda::PinnedBuffer& results) {
   const auto n = static_cast<int64_t>(batch.items.size());
   // kOn captures every size; otherwise very large batches (already launch-efficient) run eagerly.
   const bool graphs = graph_mode_ != CudaGraphMode::kOff && !graphs_disabled_ &&
@@ -525,9 +585,9 @@ Status GpuModelRunner::recurrent(const sched::SchedulerOutput& batch, const kv::
       }
     }
   }
-  out->gate_logits.resize(static_cast<size_t>(n));
   attention_->bind({});  // the binding points at this function's host vectors
-  return check(cudaMemcpyAsync(out->gate_logits.data(), gates_.data(), static_cast<size_t>(n) * 4,
+  RLT_RETURN_IF_ERROR(results.reserve(static_cast<size_t>(n) * 4));
+  return check(cudaMemcpyAsync(results.data(), gates_.data(), static_cast<size_t>(n) * 4,
                                cudaMemcpyDeviceToHost, stream_->handle()),
                "reading gate logits");
 }

@@ -1,8 +1,10 @@
 // Executes scheduled batches on a CUDA GPU (stages as in model_runner.h): GpuCore over KV pools
 // in device memory (cuda::CudaKVStorage) with a CUDA attention backend. The host plans each pass
 // (attention metadata, K/V write slots), uploads it through pinned memory in one copy, and the
-// per-request hidden states stay on the device between stages. Every execute() ends with the
-// results on the host (gate logits, logits); one stream orders everything.
+// per-request hidden states stay on the device between stages. One stream orders everything, so
+// submit() only enqueues: a batch's results (gate logits, logits or greedy tokens) land in a pinned
+// result slot that collect() reads after waiting for the batch's event. Plans go up through a ring
+// of pinned staging buffers, so planning the next batch never waits for the previous one.
 //
 // CUDA graphs: a RECURRENT batch (one loop of the core: state gather, every layer, the gate, state
 // scatter) runs as a graph captured per bucket — batch size rounded up to a power of two, page
@@ -13,6 +15,8 @@
 // execution if capture fails (with a warning); kOn makes that an error; kOff never captures.
 #pragma once
 
+#include <array>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,8 +47,9 @@ class GpuModelRunner final : public ModelRunner {
       const attention::BackendCapabilities& caps, kv::KVLayout layout, CudaGraphMode graphs);
   ~GpuModelRunner() override;
 
-  Status execute(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                 const kv::KVCacheManager& kv, BatchResult* out) override;
+  Status submit(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                const kv::KVCacheManager& kv) override;
+  Status collect(uint64_t seq, BatchResult* out) override;
   kv::KVStorage& storage() override { return *storage_; }
   void release(kv::RequestId id) override;
   size_t live_states() const override { return slot_of_.size(); }
@@ -58,8 +63,12 @@ class GpuModelRunner final : public ModelRunner {
   struct Graph;
   GpuModelRunner() = default;
 
+  // Enqueues `batch`'s work; what comes back to the host goes to `results`.
+  Status enqueue(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                 const kv::KVCacheManager& kv, cuda::PinnedBuffer& results, bool* device_sampled);
+  // Enqueues the recurrent pass; the gate logits go to `results`.
   Status recurrent(const sched::SchedulerOutput& batch, const kv::KVCacheManager& kv,
-                   BatchResult* out);
+                   cuda::PinnedBuffer& results);
   // The recurrent pass itself (gather, one loop, gate, scatter) over `rows` bound rows.
   Status recurrent_pass(int64_t rows, const int32_t* slots);
   // Drops every captured graph (a buffer they point at moved).
@@ -86,8 +95,10 @@ class GpuModelRunner final : public ModelRunner {
   // Whether every request of a CODA batch samples plainly greedy (no penalties, no logprobs).
   static bool all_plain_greedy(const sched::SchedulerOutput& batch,
                                const sched::Scheduler& scheduler);
-  // Greedy tokens of the `n` logits rows on the device, with the host sampler's checks.
-  Status sample_greedy(int64_t n, BatchResult* out);
+  // Enqueues greedy sampling of the `n` logits rows on the device; the results go to `results`.
+  Status sample_greedy(int64_t n, cuda::PinnedBuffer& results);
+  // The tokens (or the host sampler's errors) from sample_greedy's results.
+  static void read_greedy(const std::byte* results, int64_t n, BatchResult* out);
 
   std::shared_ptr<const model::OuroModel> model_;
   kv::KVLayout layout_ = kv::KVLayout::kLastExited;
@@ -106,10 +117,32 @@ class GpuModelRunner final : public ModelRunner {
   int64_t row_capacity_ = 0;
   cuda::DeviceAllocation h_, gates_;      // [rows, hidden], [rows]
   cuda::DeviceAllocation logits_;         // [coda rows, vocab]
-  cuda::PinnedBuffer host_logits_;        // their host copy (or the greedy results), read in place
   cuda::DeviceAllocation sample_buffer_;  // greedy_argmax results
   cuda::DeviceAllocation metadata_;
-  cuda::PinnedBuffer staging_;
+  // Pinned staging for plan uploads, reused round robin once the slot's copy has landed.
+  struct Staging {
+    cuda::PinnedBuffer buffer;
+    cuda::Event landed;
+    bool used = false;
+  };
+  std::array<Staging, 4> staging_;
+  size_t next_staging_ = 0;
+  // Submitted, uncollected batches and the pinned slots their results land in (one more slot than
+  // batches in flight, so that collect()'s logits stay readable until the next collect()).
+  struct ResultSlot {
+    cuda::PinnedBuffer host;
+    cuda::Event done;
+  };
+  struct Ticket {
+    uint64_t seq = 0;
+    sched::Stage stage = sched::Stage::kWaiting;
+    int64_t rows = 0;
+    bool device_sampled = false;
+    size_t slot = 0;
+  };
+  std::array<ResultSlot, kMaxInFlight + 1> results_;
+  size_t next_result_ = 0;
+  std::deque<Ticket> tickets_;
   std::vector<int32_t> tokens_, positions_, slots_;
   std::vector<attention::PlannedRow> rows_;
   std::vector<int32_t> depths_;

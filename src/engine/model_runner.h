@@ -38,11 +38,27 @@ struct BatchResult {
   }
 };
 
+// Batches run in submission order: a batch sees everything earlier ones wrote (K/V, recurrent
+// states), so the engine may submit the next batch before collecting the previous one's results
+// (asynchronous scheduling). A runner holds at most kMaxInFlight uncollected batches.
 class ModelRunner {
  public:
+  static constexpr int kMaxInFlight = 2;
+
   virtual ~ModelRunner() = default;
-  virtual Status execute(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                         const kv::KVCacheManager& kv, BatchResult* out) = 0;
+  // Queues `batch` (a device runner returns once its work is enqueued; the CPU runner computes it
+  // now). On error nothing of the batch is queued.
+  virtual Status submit(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                        const kv::KVCacheManager& kv) = 0;
+  // The results of the oldest uncollected batch, which must be batch `seq`; waits for it. A
+  // runner_logits span stays valid until the next collect().
+  virtual Status collect(uint64_t seq, BatchResult* out) = 0;
+  // Submits and collects one batch.
+  Status execute(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                 const kv::KVCacheManager& kv, BatchResult* out) {
+    RLT_RETURN_IF_ERROR(submit(batch, scheduler, kv));
+    return collect(batch.seq, out);
+  }
   virtual kv::KVStorage& storage() = 0;
   // Drops a finished or aborted request's recurrent state.
   virtual void release(kv::RequestId id) = 0;

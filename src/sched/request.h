@@ -47,6 +47,12 @@ struct Request {
   int32_t loops_done = 0;
   double remaining = 1.0;          // Π(1 - hazard) of the token in flight (float64)
   int32_t pending_exit_depth = 0;  // ouro_delayed: exit after this many loops (0 = none)
+  // Asynchronous scheduling: exit signals applied for the token in flight (loops 1..n), whether
+  // the last submitted loop waits for the decision to run another, and submitted batches holding
+  // this request whose results are not applied yet.
+  int32_t signals_applied = 0;
+  bool awaiting_decision = false;
+  int32_t in_flight = 0;
   int32_t admission_bypasses = 0;
   FinishReason finish = FinishReason::kNone;
   std::unique_ptr<Suspended> suspended;  // set while preempted

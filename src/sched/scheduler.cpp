@@ -106,13 +106,17 @@ Status Scheduler::abort(RequestId id) {
 
 // ---- stage choice -------------------------------------------------------------------------------
 
-Stage Scheduler::choose_stage_refill() {
+bool Scheduler::ready(Stage s) const {
+  return !queue(s).empty() && (tried_stages_ & (1u << static_cast<unsigned>(s))) == 0;
+}
+
+Stage Scheduler::choose_stage_refill() const {
   const bool decode_due = prefill_batches_since_recurrent_ >= config_.max_prefill_batches_before_decode;
-  if (!queue(Stage::kPrelude).empty()) return Stage::kPrelude;
-  if (!queue(Stage::kCoda).empty()) return Stage::kCoda;
-  if (decode_due && !queue(Stage::kRecurrent).empty()) return Stage::kRecurrent;
-  if (!queue(Stage::kPrefill).empty()) return Stage::kPrefill;
-  if (!queue(Stage::kRecurrent).empty()) return Stage::kRecurrent;
+  if (ready(Stage::kPrelude)) return Stage::kPrelude;
+  if (ready(Stage::kCoda)) return Stage::kCoda;
+  if (decode_due && ready(Stage::kRecurrent)) return Stage::kRecurrent;
+  if (ready(Stage::kPrefill)) return Stage::kPrefill;
+  if (ready(Stage::kRecurrent)) return Stage::kRecurrent;
   return Stage::kWaiting;  // nothing to run
 }
 
@@ -120,19 +124,20 @@ Stage Scheduler::choose_stage_no_refill() {
   // Cohorts: FILL admits and prefills; CORE runs the recurrent batch until it is empty (exited
   // tokens wait in CODA for their cohort); CODA drains; then FILL again.
   if (phase_ == Phase::kCore) {
-    if (!queue(Stage::kRecurrent).empty()) return Stage::kRecurrent;
+    if (!queue(Stage::kRecurrent).empty()) return ready(Stage::kRecurrent) ? Stage::kRecurrent : Stage::kWaiting;
+    if (any_awaiting_decision()) return Stage::kWaiting;  // the cohort is still in the loop
     phase_ = Phase::kCoda;
   }
   if (phase_ == Phase::kCoda) {
-    if (!queue(Stage::kCoda).empty()) return Stage::kCoda;
+    if (ready(Stage::kCoda)) return Stage::kCoda;
     phase_ = Phase::kFill;
   }
   const bool decode_due = prefill_batches_since_recurrent_ >= config_.max_prefill_batches_before_decode;
-  if (decode_due && !queue(Stage::kPrelude).empty()) return Stage::kPrelude;
-  if (!queue(Stage::kPrefill).empty()) return Stage::kPrefill;
-  if (!queue(Stage::kCoda).empty()) return Stage::kCoda;
-  if (!queue(Stage::kPrelude).empty()) return Stage::kPrelude;
-  if (!queue(Stage::kRecurrent).empty()) {
+  if (decode_due && ready(Stage::kPrelude)) return Stage::kPrelude;
+  if (ready(Stage::kPrefill)) return Stage::kPrefill;
+  if (ready(Stage::kCoda)) return Stage::kCoda;
+  if (ready(Stage::kPrelude)) return Stage::kPrelude;
+  if (ready(Stage::kRecurrent)) {
     phase_ = Phase::kCore;
     return Stage::kRecurrent;
   }
@@ -142,12 +147,16 @@ Stage Scheduler::choose_stage_no_refill() {
 Result<std::optional<SchedulerOutput>> Scheduler::schedule() {
   if (!has_unfinished()) return std::optional<SchedulerOutput>();
   RLT_RETURN_IF_ERROR(admit());
-  // A stage may come back empty when KV growth failed for all its candidates; try the others.
+  // A stage comes back empty when KV growth failed for all its candidates: try the others.
+  tried_stages_ = 0;
   for (int attempt = 0; attempt < 5; ++attempt) {
     const Stage stage = config_.mode == BatchMode::kRefill ? choose_stage_refill() : choose_stage_no_refill();
     if (stage == Stage::kWaiting) break;
     RLT_ASSIGN_OR_RETURN(SchedulerOutput out, take(stage));
-    if (out.items.empty()) continue;
+    if (out.items.empty()) {
+      tried_stages_ |= 1u << static_cast<unsigned>(stage);
+      continue;
+    }
     if (stage == Stage::kPrefill) ++prefill_batches_since_recurrent_;
     if (stage == Stage::kRecurrent) prefill_batches_since_recurrent_ = 0;
     out.seq = next_seq_++;
@@ -271,6 +280,8 @@ Result<SchedulerOutput> Scheduler::take(Stage stage) {
   std::vector<RequestId> selected, retry;
   const size_t scan = q.size();
   for (size_t i = 0; i < scan && budget > 0 && static_cast<int32_t>(out.items.size()) < config_.max_num_seqs; ++i) {
+    // Growth may preempt a request still waiting further down this very queue.
+    if (q.empty()) break;
     const RequestId id = q.front();
     q.pop_front();
     Request& r = at(id);
@@ -314,6 +325,8 @@ Result<bool> Scheduler::preempt_for(const Request& requester, const std::vector<
     if (id == requester.id || r.stage == Stage::kWaiting || r.finished() || r.suspended) continue;
     if (std::find(excluded.begin(), excluded.end(), id) != excluded.end()) continue;
     if (kv_.has_transfer_lease(id) || !kv_.has_allocation(id)) continue;
+    // Asynchronous scheduling: batches still queued on the runner write this request's KV.
+    if (r.in_flight > 0 || r.awaiting_decision) continue;
     if (priority_only && r.params.priority <= requester.params.priority) continue;
     auto blocks = kv_.allocated_blocks(id);
     const int64_t b = blocks.ok() ? *blocks : 0;
@@ -359,50 +372,144 @@ bool Scheduler::exit_now(Request& r, float gate_logit) {
   }
 }
 
+void Scheduler::apply_prefill(Request& r, const ScheduledItem& item) {
+  r.num_prefilled = item.token_start + item.token_count;
+  r.stage = r.num_prefilled == r.prompt_len() ? Stage::kCoda : Stage::kPrefill;
+  r.loops_done = depth_;  // the prompt's last token ran every loop
+  queue(r.stage).push_back(r.id);
+}
+
+void Scheduler::start_token(Request& r) {
+  r.loops_done = 0;
+  r.remaining = 1.0;
+  r.pending_exit_depth = 0;
+  r.signals_applied = 0;
+  r.awaiting_decision = false;
+  r.stage = Stage::kRecurrent;
+  queue(Stage::kRecurrent).push_back(r.id);
+}
+
+Status Scheduler::exit_loop(Request& r, int32_t position, StepUpdate& update) {
+  if (r.loops_done < depth_) {
+    // The KV manager counts depths from 0: the exit plane is loops_done - 1.
+    RLT_RETURN_IF_ERROR(kv_.plan_finalize(r.id, position, r.loops_done - 1, &update.finalize_copies));
+    update.exited.push_back({r.id, position, r.loops_done});
+  }
+  r.stage = Stage::kCoda;
+  queue(Stage::kCoda).push_back(r.id);
+  return {};
+}
+
+Status Scheduler::apply_signal(Request& r, int32_t loops, float gate_logit) {
+  if (loops != r.signals_applied + 1) {
+    return internal_error(fmt::format("stale lookahead signal: request {} got the exit signal of loop {} after that "
+                                      "of loop {}", r.id, loops, r.signals_applied));
+  }
+  r.signals_applied = loops;
+  if (config_.exit_mode != ExitMode::kOuroDelayed) return {};  // trace: depths are given
+  const bool fired = model::ouro_exit_step(r.exit, loops, gate_logit, &r.remaining);
+  if (fired && r.pending_exit_depth == 0) {
+    r.pending_exit_depth = static_cast<int32_t>(std::min<int64_t>(loops + 1, r.exit.max_loops));
+  }
+  return {};
+}
+
+Status Scheduler::try_decide(Request& r, StepUpdate& update) {
+  if (!r.awaiting_decision) return {};
+  const int32_t loops = r.loops_done;  // submitted for this token
+  bool exit = false;
+  if (config_.exit_mode == ExitMode::kTrace) {
+    exit = loops >= r.exit_trace[r.output_tokens.size()];
+  } else if (loops >= r.exit.max_loops) {
+    exit = true;
+  } else {
+    // A signal decides one loop late: whether loop `loops + 1` runs needs signals 1..loops - 1.
+    if (r.signals_applied < loops - 1) return {};
+    exit = r.pending_exit_depth > 0 && loops >= r.pending_exit_depth;
+  }
+  r.awaiting_decision = false;
+  if (exit) return exit_loop(r, r.position(), update);
+  queue(Stage::kRecurrent).push_back(r.id);
+  return {};
+}
+
+bool Scheduler::any_awaiting_decision() const {
+  for (const auto& [_, r] : requests_)
+    if (r->awaiting_decision) return true;
+  return false;
+}
+
+Result<StepUpdate> Scheduler::on_submitted(const SchedulerOutput& batch) {
+  if (!config_.async_scheduling) return internal_error("on_submitted is only for asynchronous scheduling");
+  StepUpdate update;
+  for (const ScheduledItem& item : batch.items) {
+    auto it = requests_.find(item.id);
+    if (it == requests_.end() || it->second->finished()) continue;
+    Request& r = *it->second;
+    ++r.in_flight;
+    switch (batch.stage) {
+      case Stage::kPrefill:
+        // `written` marks enqueued writes: later batches on the runner's queue see them.
+        RLT_RETURN_IF_ERROR(kv_.record_written_all_depths(r.id, item.token_start, item.token_count));
+        apply_prefill(r, item);
+        break;
+      case Stage::kPrelude:
+        start_token(r);
+        break;
+      case Stage::kRecurrent:
+        RLT_RETURN_IF_ERROR(kv_.record_written(r.id, item.depth, item.position, 1));
+        r.loops_done = item.depth + 1;
+        r.awaiting_decision = true;
+        RLT_RETURN_IF_ERROR(try_decide(r, update));
+        break;
+      case Stage::kCoda:
+        break;  // the token comes with the results
+      default:
+        return internal_error(fmt::format("batch of stage {} cannot be submitted", stage_name(batch.stage)));
+    }
+  }
+  return update;
+}
+
 Result<StepUpdate> Scheduler::update_from_output(const SchedulerOutput& batch, const RunnerOutput& out) {
   if (out.seq != batch.seq || out.stage != batch.stage) {
     return internal_error(fmt::format("runner output for batch {} ({}) does not match batch {} ({})", out.seq,
                                       stage_name(out.stage), batch.seq, stage_name(batch.stage)));
   }
+  const bool async = config_.async_scheduling;
   StepUpdate update;
   for (size_t i = 0; i < batch.items.size(); ++i) {
     const ScheduledItem& item = batch.items[i];
     auto it = requests_.find(item.id);
     if (it == requests_.end() || it->second->finished()) continue;  // aborted meanwhile: ignore
     Request& r = *it->second;
+    if (async) r.in_flight = std::max(0, r.in_flight - 1);
     switch (batch.stage) {
-      case Stage::kPrefill: {
+      case Stage::kPrefill:
+        if (async) break;  // applied at submission
         RLT_RETURN_IF_ERROR(kv_.record_written_all_depths(r.id, item.token_start, item.token_count));
-        r.num_prefilled = item.token_start + item.token_count;
-        r.stage = r.num_prefilled == r.prompt_len() ? Stage::kCoda : Stage::kPrefill;
-        r.loops_done = depth_;  // the prompt's last token ran every loop
-        queue(r.stage).push_back(r.id);
+        apply_prefill(r, item);
         break;
-      }
-      case Stage::kPrelude: {
-        r.loops_done = 0;
-        r.remaining = 1.0;
-        r.pending_exit_depth = 0;
-        r.stage = Stage::kRecurrent;
-        queue(Stage::kRecurrent).push_back(r.id);
+      case Stage::kPrelude:
+        if (!async) start_token(r);
         break;
-      }
-      case Stage::kRecurrent: {
+      case Stage::kRecurrent:
+        if (async) {
+          // A token that already left the loop (its exit was decided from earlier signals) no
+          // longer needs the signals of its last loops.
+          if (r.stage != Stage::kRecurrent) break;
+          RLT_RETURN_IF_ERROR(apply_signal(r, item.depth + 1, out.gate_logits.at(i)));
+          RLT_RETURN_IF_ERROR(try_decide(r, update));
+          break;
+        }
         RLT_RETURN_IF_ERROR(kv_.record_written(r.id, item.depth, item.position, 1));
         r.loops_done = item.depth + 1;
         if (exit_now(r, out.gate_logits.at(i))) {
-          if (r.loops_done < depth_) {
-            // The KV manager counts depths from 0: the exit plane is loops_done - 1.
-            RLT_RETURN_IF_ERROR(kv_.plan_finalize(r.id, item.position, r.loops_done - 1, &update.finalize_copies));
-            update.exited.push_back({r.id, item.position, r.loops_done});
-          }
-          r.stage = Stage::kCoda;
-          queue(Stage::kCoda).push_back(r.id);
+          RLT_RETURN_IF_ERROR(exit_loop(r, item.position, update));
         } else {
           queue(Stage::kRecurrent).push_back(r.id);
         }
         break;
-      }
       case Stage::kCoda: {
         const int32_t token = out.sampled.at(i);
         r.output_tokens.push_back(token);

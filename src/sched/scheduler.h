@@ -92,6 +92,14 @@ class Scheduler {
   // Applies the runner's results for `batch`. Finished requests have released their KV.
   Result<StepUpdate> update_from_output(const SchedulerOutput& batch, const RunnerOutput& out);
 
+  // Asynchronous scheduling only (config.async_scheduling), right after the runner accepted
+  // `batch` and before its results are back. Applies what needs no result — prompt progress, the
+  // prelude, enqueued K/V writes, loop counts — so that the next batch can be scheduled now. A
+  // request that ran a loop learns whether it runs another once the exit signals of its earlier
+  // loops are applied (here, or in a later update_from_output). Finalize copies it returns run
+  // after `batch` on the runner's queue.
+  Result<StepUpdate> on_submitted(const SchedulerOutput& batch);
+
   // After the runner executed update.finalize_copies: marks deeper planes written.
   Status confirm_finalized(const std::vector<ExitedToken>& exited);
 
@@ -113,7 +121,9 @@ class Scheduler {
   const std::deque<RequestId>& queue(Stage s) const { return queues_[static_cast<size_t>(s)]; }
   Request& at(RequestId id) { return *requests_.at(id); }
 
-  Stage choose_stage_refill();
+  // Whether stage `s` has requests and was not tried in vain in this schedule() call.
+  bool ready(Stage s) const;
+  Stage choose_stage_refill() const;
   Stage choose_stage_no_refill();
   Status admit();
   Result<bool> try_admit(Request& r, int32_t reserved_blocks);
@@ -126,6 +136,15 @@ class Scheduler {
   void remove_from_queues(RequestId id);
   void finish(Request& r, FinishReason reason);
   bool exit_now(Request& r, float gate_logit);
+  void apply_prefill(Request& r, const ScheduledItem& item);
+  void start_token(Request& r);  // the prelude ran: loops start over
+  // The token leaves the loop after r.loops_done loops: finalize copies, then CODA.
+  Status exit_loop(Request& r, int32_t position, StepUpdate& update);
+  // Async: applies the exit signal of loop `loops` (1-based) of the token in flight.
+  Status apply_signal(Request& r, int32_t loops, float gate_logit);
+  // Async: once the signals it needs are applied, decides whether the request runs another loop.
+  Status try_decide(Request& r, StepUpdate& update);
+  bool any_awaiting_decision() const;
 
   SchedulerConfig config_;
   kv::KVCacheManager& kv_;
@@ -137,6 +156,7 @@ class Scheduler {
   uint64_t next_arrival_ = 0;
   uint64_t next_seq_ = 1;
   int32_t prefill_batches_since_recurrent_ = 0;
+  uint32_t tried_stages_ = 0;  // bit per Stage: came back empty in this schedule() call
   enum class Phase : uint8_t { kFill, kCore, kCoda } phase_ = Phase::kFill;  // no-refill cohorts
   int64_t suspended_bytes_ = 0;
   SchedulerCounters counters_;

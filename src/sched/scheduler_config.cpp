@@ -12,6 +12,11 @@ Status SchedulerConfig::validate() const {
   for (const auto& [name, v] : positive)
     if (v < 1) return invalid_argument(fmt::format("{} must be at least 1, got {}", name, v));
   if (preemption_host_bytes < 0) return invalid_argument("preemption_host_bytes must not be negative");
+  if (async_scheduling && exit_mode == ExitMode::kOuro) {
+    return invalid_argument("asynchronous scheduling decides whether a token runs another loop before that loop's "
+                            "exit signal is back, so it needs a delayed exit policy: use --exit-policy ouro_delayed "
+                            "(or trace), or drop --async-scheduling");
+  }
   return {};
 }
 

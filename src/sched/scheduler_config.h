@@ -28,6 +28,9 @@ struct SchedulerConfig {
   bool incremental_kv = true;             // allocate KV as tokens arrive (else the whole life up front)
   bool enable_preemption = false;
   int64_t preemption_host_bytes = int64_t{4} << 30;  // host memory for suspended requests' KV
+  // The engine schedules batch N + 1 before batch N's results are back (one-step lookahead); needs
+  // an exit mode whose decisions arrive a loop early (ouro_delayed, trace).
+  bool async_scheduling = false;
 
   Status validate() const;
 };

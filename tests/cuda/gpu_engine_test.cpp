@@ -63,12 +63,16 @@ struct Generation {
   std::vector<std::vector<int32_t>> tokens;
   std::vector<std::vector<int32_t>> depths;
   int64_t graph_replays = 0;
+  int64_t lookahead_batches = 0;
 };
 
 Generation generate(const std::string& dir, const std::string& device, const std::string& layout,
                     const std::string& graphs = "auto", const std::string& kv_dtype = "f32",
-                    bool logprobs = false) {
+                    bool logprobs = false, const std::string& exit_policy = "ouro",
+                    bool async = false) {
   EngineConfig c;
+  c.exit_policy = exit_policy;
+  c.async_scheduling = async;
   c.model_dir = dir;
   c.device = device;
   c.cuda_graphs = graphs;
@@ -113,6 +117,7 @@ Generation generate(const std::string& dir, const std::string& device, const std
   }
   EXPECT_EQ(finished, prompts.size());
   run.graph_replays = (*engine)->metrics().cuda_graph_replays;
+  run.lookahead_batches = (*engine)->metrics().lookahead_batches;
   return run;
 }
 
@@ -159,6 +164,37 @@ TEST(GpuEngine, DeviceGreedySamplingEqualsTheHostSampler) {
   const Generation host = generate(dir, "cuda", "last_exited", "auto", "bf16", true);
   EXPECT_EQ(device.tokens, host.tokens);
   EXPECT_EQ(device.depths, host.depths);
+}
+
+// Asynchronous scheduling (batch N + 1 enqueued before batch N's results are read; results from
+// pinned slots, plans through the staging ring, finalize copies queued on the stream) computes
+// what synchronous stepping computes: f32 against the CPU engine, bf16 against the GPU's own
+// synchronous run, with device and host sampling.
+TEST(GpuEngine, AsyncSchedulingEqualsSynchronousStepping) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  set_log_level(LogLevel::kWarn);
+  const std::string f32 = f32_demo_dir();
+  for (const char* layout : {"last_exited", "shared"}) {
+    const Generation cpu = generate(f32, "cpu", layout, "auto", "f32", false, "ouro_delayed");
+    for (const char* graphs : {"on", "off"}) {
+      const Generation gpu =
+          generate(f32, "cuda", layout, graphs, "f32", false, "ouro_delayed", true);
+      EXPECT_EQ(gpu.tokens, cpu.tokens) << layout << " graphs " << graphs;
+      EXPECT_EQ(gpu.depths, cpu.depths) << layout << " graphs " << graphs;
+      EXPECT_GT(gpu.lookahead_batches, 0);
+    }
+  }
+  const std::string bf16 = bf16_demo_dir();
+  for (bool logprobs : {false, true}) {
+    const Generation sync =
+        generate(bf16, "cuda", "last_exited", "on", "bf16", logprobs, "ouro_delayed");
+    const Generation async =
+        generate(bf16, "cuda", "last_exited", "on", "bf16", logprobs, "ouro_delayed", true);
+    EXPECT_EQ(async.tokens, sync.tokens) << "logprobs " << logprobs;
+    EXPECT_EQ(async.depths, sync.depths) << "logprobs " << logprobs;
+    EXPECT_EQ(sync.lookahead_batches, 0);
+    EXPECT_GT(async.lookahead_batches, 0);
+  }
 }
 
 TEST(GpuEngine, BadDeviceChoicesAreClearErrors) {

@@ -1,0 +1,193 @@
+// Asynchronous scheduling on the CPU runner (results arrive one submission late, as from a
+// device): random request mixes give exactly the synchronous engine's tokens, exit depths and
+// finish reasons under the same delayed exit policy, with cancellations and preemption mixed in.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+
+#include "common/log.h"
+#include "model/demo_checkpoint.h"
+#include "rlt/engine.h"
+
+namespace rlt {
+namespace {
+
+const std::string& demo_dir() {
+  static const std::string dir = [] {
+    auto d = std::filesystem::temp_directory_path() /
+             ("rlt_async_engine_test_" + std::to_string(::getpid()));
+    if (!model::write_demo_checkpoint(d.string()).ok())
+      throw std::runtime_error("cannot write demo checkpoint");
+    return d.string();
+  }();
+  return dir;
+}
+
+EngineConfig base_config() {
+  EngineConfig c;
+  c.model_dir = demo_dir();
+  c.kv_dtype = "f32";
+  c.attention_backend = "cpu_reference";  // batch-invariant: equal inputs give equal bits
+  c.block_size = 4;
+  c.num_kv_blocks = 512;
+  c.threads = 2;
+  c.exit_policy = "ouro_delayed";
+  return c;
+}
+
+struct Planned {
+  uint64_t id;
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  int arrival_step;
+};
+
+std::vector<Planned> plan_mix(uint32_t seed, int requests) {
+  std::mt19937 rng(seed);
+  std::vector<Planned> plan;
+  for (int i = 0; i < requests; ++i) {
+    Planned p;
+    p.id = 100 + static_cast<uint64_t>(i);
+    const int len = std::uniform_int_distribution<int>(1, 30)(rng);
+    for (int t = 0; t < len; ++t)
+      p.prompt.push_back(std::uniform_int_distribution<int>(3, 258)(rng));
+    p.params.temperature =
+        rng() % 3 == 0 ? 0.8 : 0.0;  // seeded sampling too: the RNG must stay in step
+    p.params.seed = 17 + i;
+    p.params.max_tokens = std::uniform_int_distribution<int>(1, 10)(rng);
+    const double thresholds[] = {1.0, 0.5, 0.7, 0.9};
+    p.params.exit_threshold = thresholds[rng() % 4];
+    p.params.min_loops = 1 + static_cast<int>(rng() % 2);
+    p.params.ignore_eos = rng() % 2 == 0;
+    p.arrival_step = static_cast<int>(rng() % 10);
+    plan.push_back(std::move(p));
+  }
+  std::sort(plan.begin(), plan.end(),
+            [](const Planned& a, const Planned& b) { return a.arrival_step < b.arrival_step; });
+  return plan;
+}
+
+struct MixResult {
+  std::map<uint64_t, RequestOutput> finals;
+  std::set<uint64_t> aborted;
+  EngineMetrics metrics;
+};
+
+MixResult run_mix(const EngineConfig& config, const std::vector<Planned>& plan,
+                  double abort_probability, uint32_t seed) {
+  set_log_level(LogLevel::kWarn);
+  MixResult out;
+  auto engine = Engine::create(config);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  if (!engine.ok()) return out;
+  std::mt19937 rng(seed);
+  std::map<uint64_t, int> final_count;
+  size_t next = 0;
+  for (int step = 0; step < 20000; ++step) {
+    while (next < plan.size() && plan[next].arrival_step <= step) {
+      EXPECT_TRUE((*engine)->add_request(plan[next].id, plan[next].prompt, plan[next].params).ok());
+      ++next;
+    }
+    if (abort_probability > 0 &&
+        std::uniform_real_distribution<double>(0, 1)(rng) < abort_probability) {
+      const uint64_t victim = plan[rng() % plan.size()].id;
+      if (!out.finals.count(victim) && (*engine)->abort(victim).ok()) out.aborted.insert(victim);
+    }
+    auto outs = (*engine)->step();
+    EXPECT_TRUE(outs.ok()) << outs.status().to_string();
+    if (!outs.ok()) return out;
+    for (auto& o : *outs) {
+      if (!o.finished) continue;
+      ++final_count[o.request_id];
+      out.finals[o.request_id] = o;
+    }
+    if (next == plan.size() && !(*engine)->has_unfinished()) break;
+  }
+  EXPECT_FALSE((*engine)->has_unfinished()) << "the engine did not drain";
+  out.metrics = (*engine)->metrics();
+  EXPECT_EQ(out.metrics.kv_used_blocks, 0) << "every page returns once the engine drained";
+  for (const Planned& p : plan)
+    EXPECT_EQ(final_count[p.id], 1) << "request " << p.id << ": one final output";
+  return out;
+}
+
+void expect_same_outputs(const MixResult& sync, const MixResult& async) {
+  for (const auto& [id, o] : async.finals) {
+    if (async.aborted.count(id)) {
+      EXPECT_EQ(o.finish_reason, "abort");
+      continue;
+    }
+    SCOPED_TRACE(::testing::Message() << "request " << id);
+    const RequestOutput& s = sync.finals.at(id);
+    EXPECT_EQ(o.token_ids, s.token_ids);
+    EXPECT_EQ(o.exit_depths, s.exit_depths);
+    EXPECT_EQ(o.finish_reason, s.finish_reason);
+  }
+}
+
+TEST(AsyncEngine, RandomMixesEqualTheSynchronousEngine) {
+  int64_t lookahead = 0;
+  bool early_exits = false;
+  for (uint32_t seed = 0; seed < 8; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    std::mt19937 rng(seed * 131 + 7);
+    EngineConfig c = base_config();
+    const int seqs[] = {1, 3, 8};
+    c.max_num_seqs = seqs[rng() % 3];
+    const int chunks[] = {3, 8, 128};
+    c.prefill_chunk_size = chunks[rng() % 3];
+    c.max_num_batched_tokens = rng() % 2 ? 16 : 128;
+    c.batch_mode = rng() % 3 == 0 ? "no_refill" : "refill";
+    c.kv_layout = seed % 4 == 3 ? "shared" : "last_exited";
+    const std::vector<Planned> plan = plan_mix(seed, 4 + static_cast<int>(seed % 4));
+    const MixResult sync = run_mix(c, plan, 0.0, seed);
+    c.async_scheduling = true;
+    const MixResult async = run_mix(c, plan, 0.0, seed);
+    if (HasFailure()) return;
+    expect_same_outputs(sync, async);
+    EXPECT_EQ(sync.metrics.lookahead_batches, 0);
+    lookahead += async.metrics.lookahead_batches;
+    early_exits |= async.metrics.mean_loops_per_token < 4.0;
+  }
+  EXPECT_GT(lookahead, 0) << "batches must be submitted while the previous one is in flight";
+  EXPECT_TRUE(early_exits) << "the mixes must exercise early exits";
+}
+
+TEST(AsyncEngine, CancellationsAndPreemptionLoseNothing) {
+  int64_t preemptions = 0;
+  for (uint32_t seed = 0; seed < 4; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    EngineConfig c = base_config();
+    c.max_num_seqs = 8;
+    c.max_num_batched_tokens = 16;
+    if (seed % 2) {
+      c.num_kv_blocks = 120;  // small enough that growth must preempt
+      c.enable_preemption = true;
+      c.watermark = 0.0;
+    }
+    const std::vector<Planned> plan = plan_mix(100 + seed, 8);
+    const MixResult sync = run_mix(c, plan, 0.0, seed);
+    c.async_scheduling = true;
+    const MixResult async = run_mix(c, plan, seed % 2 ? 0.0 : 0.1, seed);
+    if (HasFailure()) return;
+    expect_same_outputs(sync, async);
+    preemptions += async.metrics.preemptions;
+  }
+  EXPECT_GT(preemptions, 0) << "the small pool must preempt under asynchronous scheduling too";
+}
+
+TEST(AsyncEngine, RefusesAnUndelayedExitPolicyWithAFix) {
+  EngineConfig c = base_config();
+  c.exit_policy = "ouro";
+  c.async_scheduling = true;
+  auto engine = Engine::create(c);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("--exit-policy ouro_delayed"), std::string::npos)
+      << engine.status().to_string();
+}
+
+}  // namespace
+}  // namespace rlt
