@@ -1,5 +1,5 @@
-// cuda_paged kernels: flash-decoding over paged K/V (sm_80+), and a tiled kernel for packed
-// prefill sequences.
+// cuda_paged kernels: flash-decoding over paged K/V (sm_80+), and an f32 tiled kernel for packed
+// prefill sequences that the tensor-core kernel (cuda_paged_prefill_tc.cu) does not take.
 //
 // Decode: one block of 128 threads per (query row, group of 1/2/4 query heads sharing a KV head,
 // key partition). A key's head_dim elements are spread over consecutive lanes, 8 each (one
@@ -482,6 +482,9 @@ Status launch_paged_attention(const PagedLaunch& p, CUstream_st* stream) {
         ::rlt::cuda::cuda_status(static_cast<int>(cudaGetLastError()), "cuda_paged launch"));
   }
   if (p.by_sequence && p.max_seqlen_q > kMaxDecodeRows) {
+    if (tensor_core_prefill_supported(p.kv_element, p.head_dim)) {
+      return launch_tensor_core_prefill(p, stream);
+    }
     cudaError_t e = cudaSuccess;
     switch (p.kv_element) {
       case ElementType::kF32:

@@ -39,9 +39,19 @@ struct PagedLaunch {
   int64_t rows_per_launch = 0;  // the scratch holds this many units' partial states
 };
 
+// Packed sequences longer than kMaxDecodeRows run on tensor cores (cuda_paged_prefill_tc.cu)
+// when the K/V are 16-bit and head_dim is 64 or 128; otherwise on the f32 tiled kernel.
+inline bool tensor_core_prefill_supported(ElementType kv, int32_t head_dim) {
+  return kv != ElementType::kF32 && (head_dim == 64 || head_dim == 128);
+}
+
 // Launches the partition and merge kernels over every decode unit, `rows_per_launch` units at a
-// time, then the tiled prefill kernel for packed sequences longer than kMaxDecodeRows.
+// time, then the prefill kernel for packed sequences longer than kMaxDecodeRows.
 // Asynchronous; returns the launch status.
 Status launch_paged_attention(const PagedLaunch& launch, CUstream_st* stream);
+
+// The tensor-core prefill alone (launch_paged_attention calls it); errors unless
+// tensor_core_prefill_supported.
+Status launch_tensor_core_prefill(const PagedLaunch& launch, CUstream_st* stream);
 
 }  // namespace rlt::attention::cuda_paged

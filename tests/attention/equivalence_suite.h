@@ -30,6 +30,20 @@ struct Case {
 // for every dtype; any indexing, masking or merge bug gives errors near 1.
 constexpr float kTolerance = 1e-5f;
 
+// Packed prefill a backend runs on tensor cores rounds Q and the probabilities to the 16-bit K/V
+// type (as FlashAttention does): those cases — packed, 16-bit K/V, one of `head_dims` — are held
+// to `tolerance` instead (the backend's test states where it comes from).
+struct LowPrecisionPrefill {
+  std::vector<int32_t> head_dims;  // empty: every case is held to kTolerance
+  float tolerance = kTolerance;
+
+  bool applies(const Case& c) const {
+    return c.packed && c.dtype != DType::kF32 &&
+           std::find(head_dims.begin(), head_dims.end(), c.head_dim) != head_dims.end();
+  }
+  float for_case(const Case& c) const { return applies(c) ? tolerance : kTolerance; }
+};
+
 inline float run_case(const Case& c, uint32_t seed, AttentionBackend& backend) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> len_dist(1, c.max_context);
@@ -83,7 +97,8 @@ inline float run_case(const Case& c, uint32_t seed, AttentionBackend& backend) {
 
 // Randomized paged batches (head_dim, GQA, page size, dtype, packing, padding, long contexts):
 // every case the backend declares it supports must match cpu_reference within kTolerance.
-inline void check_random_batches(const BackendCapabilities& caps, AttentionBackend& backend) {
+inline void check_random_batches(const BackendCapabilities& caps, AttentionBackend& backend,
+                                 const LowPrecisionPrefill& low = {}) {
   const int32_t head_dims[] = {64, 80, 128, 256};
   const int32_t ratios[] = {1, 2, 4, 8};
   const int32_t pages[] = {1, 3, 16, 64, 256};
@@ -107,7 +122,7 @@ inline void check_random_batches(const BackendCapabilities& caps, AttentionBacke
                            std::find(caps.kv_dtypes.begin(), caps.kv_dtypes.end(), c.dtype) != caps.kv_dtypes.end();
     if (!supported) continue;
     const float err = run_case(c, 1000 + static_cast<uint32_t>(i), backend);
-    EXPECT_LE(err, kTolerance) << "case " << i << ": head_dim " << c.head_dim << " gqa " << c.gqa << " page "
+    EXPECT_LE(err, low.for_case(c)) << "case " << i << ": head_dim " << c.head_dim << " gqa " << c.gqa << " page "
                                << c.block_size << " dtype " << dtype_name(c.dtype) << " packed " << c.packed
                                << " max_context " << c.max_context;
     ++cases;
@@ -133,7 +148,7 @@ inline void check_long_rows(AttentionBackend& backend) {
 
 // Packed sequences of up to 100 query rows (prefill chunks of every size around tile edges) over
 // head dims 8..256, GQA and every K/V dtype.
-inline void check_long_packed(AttentionBackend& backend) {
+inline void check_long_packed(AttentionBackend& backend, const LowPrecisionPrefill& low = {}) {
   const int32_t head_dims[] = {8, 64, 136, 256};
   const DType dtypes[] = {DType::kBF16, DType::kF16, DType::kF32, DType::kBF16};
   for (int i = 0; i < 4; ++i) {
@@ -148,13 +163,13 @@ inline void check_long_packed(AttentionBackend& backend) {
     c.packed = true;
     c.pad = -1;
     c.max_q_rows = 100;
-    EXPECT_LE(run_case(c, 500 + static_cast<uint32_t>(i), backend), kTolerance) << "head_dim " << c.head_dim;
+    EXPECT_LE(run_case(c, 500 + static_cast<uint32_t>(i), backend), low.for_case(c)) << "head_dim " << c.head_dim;
   }
 }
 
 // The same query rows, once as one packed sequence and once as single-query rows with their
 // own causal lengths, give the same output within the tolerance.
-inline void check_packed_equals_per_row(AttentionBackend& backend) {
+inline void check_packed_equals_per_row(AttentionBackend& backend, float tolerance = kTolerance) {
   std::mt19937 rng(5);
   const int32_t d = 64, kvh = 2, q_heads = 4, bs = 16, len = 77, n = 9, blocks = 8;
   PagedPools pools(DType::kBF16, blocks, bs, kvh, d, rng);
@@ -190,7 +205,7 @@ inline void check_packed_equals_per_row(AttentionBackend& backend) {
   p.cu_seqlens_q = nullptr;
   p.max_seqlen_q = 1;
   ASSERT_TRUE(run_attention(backend, p).ok());
-  for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(packed[i], per_row[i], kTolerance) << i;
+  for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(packed[i], per_row[i], tolerance) << i;
 }
 
 // Declared `deterministic`: a row computed alone is bit-identical to the same row in a batch.
