@@ -25,11 +25,13 @@ run() {
   shift
   local start end rc
   start=$(date +%s.%N)
-  "$@" >"$logs/$name.log" 2>&1
+  # A hung kernel must not eat the whole device session: every check has a time limit.
+  timeout "${RLT_CHECK_TIMEOUT:-240}" "$@" >"$logs/$name.log" 2>&1
   rc=$?
+  [ $rc = 124 ] && echo "timed out after ${RLT_CHECK_TIMEOUT:-240} s" >>"$logs/$name.log"
   end=$(date +%s.%N)
   local summary
-  summary=$(grep -E "PASSED|FAILED|SKIPPED|error" "$logs/$name.log" | tail -1)
+  summary=$(grep -E "PASSED|FAILED|SKIPPED|error|timed out" "$logs/$name.log" | tail -1)
   rows+=("$(printf '%-22s %-6s %7.1fs  %s' "$name" "$([ $rc = 0 ] && echo ok || echo FAIL)" \
     "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" "${summary:0:80}")")
   return 0
