@@ -47,6 +47,7 @@ struct RunStats {
   int64_t decode_tokens = 0;
   double decode_seconds = 0;
   ModelFootprint footprint;
+  int64_t batches = 0, graph_replays = 0, lookahead_batches = 0;  // engine counters of the run
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
   double prefill_tokens_per_s() const { return prefill_seconds > 0 ? static_cast<double>(prefill_tokens) / prefill_seconds : 0; }
   double decode_tokens_per_s() const { return decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0; }
@@ -111,6 +112,9 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
   s.tokens = m.generated_tokens - before.generated_tokens;
   const int64_t loops = m.loops_run - before.loops_run;
   s.mean_loops = s.tokens > 0 ? static_cast<double>(loops) / static_cast<double>(s.tokens) : 0.0;
+  s.batches = m.batches - before.batches;
+  s.graph_replays = m.cuda_graph_replays - before.cuda_graph_replays;
+  s.lookahead_batches = m.lookahead_batches - before.lookahead_batches;
   return s;
 }
 
@@ -144,7 +148,10 @@ int run_bench(const BenchOptions& opt) {
                        {"tokens_per_s", base->tokens_per_s()},
                        {"mean_loops_per_token", base->mean_loops},
                        {"prefill_tokens_per_s", base->prefill_tokens_per_s()},
-                       {"decode_tokens_per_s", base->decode_tokens_per_s()}};
+                       {"decode_tokens_per_s", base->decode_tokens_per_s()},
+                       {"batches", base->batches},
+                       {"cuda_graph_replays", base->graph_replays},
+                       {"lookahead_batches", base->lookahead_batches}};
   std::cerr << fmt::format("full depth: {} tokens in {:.2f} s = {:.1f} tokens/s, {:.2f} loops/token; per request: "
                            "prefill {:.1f} tokens/s, decode {:.2f} tokens/s\n", base->tokens, base->seconds,
                            base->tokens_per_s(), base->mean_loops, base->prefill_tokens_per_s(),

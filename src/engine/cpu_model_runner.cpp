@@ -27,7 +27,8 @@ std::vector<float>& CpuModelRunner::state(kv::RequestId id) {
 }
 
 Status CpuModelRunner::submit(const sched::SchedulerOutput& batch,
-                              const sched::Scheduler& scheduler, const kv::KVCacheManager& kv) {
+                              const sched::Scheduler& scheduler, const kv::KVCacheManager& kv,
+                              const BatchInputs& /*inputs*/) {
   if (done_.size() >= static_cast<size_t>(kMaxInFlight)) {
     return internal_error(fmt::format("batch {} submitted with {} batches uncollected (at most {})",
                                       batch.seq, done_.size(), kMaxInFlight));

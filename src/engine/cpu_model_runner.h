@@ -25,7 +25,7 @@ class CpuModelRunner final : public ModelRunner {
 
   // Computes the batch at once; collect() hands out its results.
   Status submit(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                const kv::KVCacheManager& kv) override;
+                const kv::KVCacheManager& kv, const BatchInputs& inputs) override;
   Status collect(uint64_t seq, BatchResult* out) override;
 
   kv::CpuKVStorage& storage() override { return *storage_; }

@@ -73,7 +73,7 @@ struct Engine::Impl : public sched::PreemptionHooks {
   std::unique_ptr<kv::KVCacheManager> kv;
   std::unique_ptr<engine::ModelRunner> runner;
   std::unique_ptr<sched::Scheduler> scheduler;
-  engine::Sampler sampler;
+  std::vector<engine::Sampler> samplers;  // one per OpenMP thread: rows are sampled in parallel
   std::unordered_map<uint64_t, LiveRequest> live;
   std::vector<RequestOutput> pending;  // final outputs of aborted requests, for the next step
   std::shared_ptr<const tok::Tokenizer> tokenizer;  // null when the folder has none
@@ -123,6 +123,8 @@ struct Engine::Impl : public sched::PreemptionHooks {
   Status apply(Engine& engine, const sched::SchedulerOutput& batch, engine::BatchResult& result,
                std::vector<RequestOutput>& outputs);
   Status no_progress_error() const;
+  // What the runner needs besides the scheduler's view: CODA rows' sampling uniforms.
+  engine::BatchInputs inputs_for(const sched::SchedulerOutput& batch) const;
 };
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -297,44 +299,67 @@ Status Engine::Impl::apply(Engine& engine, const sched::SchedulerOutput& batch, 
       return internal_error(fmt::format("the runner sampled {} tokens for a batch of {}", result.device_tokens.size(),
                                         batch.items.size()));
     }
-    for (size_t i = 0; i < batch.items.size(); ++i) {
+    // Rows of requests cancelled while the batch ran stay null and are never read.
+    const size_t n = batch.items.size();
+    std::vector<const sched::Request*> requests(n, nullptr);
+    std::vector<LiveRequest*> states(n, nullptr);
+    for (size_t i = 0; i < n; ++i) {
+      const sched::Request* r = scheduler->find(batch.items[i].id);
+      auto it = live.find(batch.items[i].id);
+      if (r == nullptr || r->finished() || it == live.end()) continue;
+      requests[i] = r;
+      states[i] = &it->second;
+    }
+    std::vector<Result<engine::SampledToken>> sampled;
+    sampled.reserve(n);
+    for (size_t i = 0; i < n; ++i) sampled.push_back(internal_error("not sampled"));
+    if (!result.device_tokens.empty()) {
+      // Sampled on the device by the sampler's rules at this token's uniform; the RNG advances.
+      for (size_t i = 0; i < n; ++i) {
+        if (states[i] == nullptr) continue;
+        if (result.device_tokens[i] < 0) {
+          sampled[i] = invalid_argument(result.device_sample_errors[i]);
+        } else {
+          states[i]->rng.advance();
+          engine::SampledToken t;
+          t.token = result.device_tokens[i];
+          sampled[i] = t;
+        }
+      }
+    } else {
+      // Rows are independent (each request's own history and counter-based RNG), so they are
+      // sampled in parallel with identical results; a large batch of sampled rows would
+      // otherwise cost milliseconds per step on one core.
+      const std::span<const float> logits = result.all_logits();
+      samplers.resize(static_cast<size_t>(std::max(1, omp_get_max_threads())));
+#pragma omp parallel for schedule(dynamic) if (n > 1)
+      for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) {
+        const auto row = static_cast<size_t>(i);
+        if (states[row] == nullptr) continue;
+        engine::Sampler& sampler = samplers[static_cast<size_t>(omp_get_thread_num()) % samplers.size()];
+        sampled[row] = sampler.sample(logits.subspan(row * static_cast<size_t>(vocab), static_cast<size_t>(vocab)),
+                                      requests[row]->params, states[row]->history, states[row]->rng);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
       const uint64_t id = batch.items[i].id;
-      const sched::Request* rp = scheduler->find(id);
-      auto live_it = live.find(id);
-      if (rp == nullptr || rp->finished() || live_it == live.end()) {
+      if (states[i] == nullptr) {
         ro.sampled.push_back(-1);  // aborted while the batch ran: never read
         continue;
       }
-      LiveRequest& l = live_it->second;
-      const sched::Request& r = *rp;
-      Result<engine::SampledToken> sampled = internal_error("not sampled");
-      if (!result.device_tokens.empty()) {
-        // Sampled on the device by the sampler's greedy rules; the RNG still advances one draw.
-        if (result.device_tokens[i] < 0) {
-          sampled = invalid_argument(result.device_sample_errors[i]);
-        } else {
-          l.rng.advance();
-          engine::SampledToken t;
-          t.token = result.device_tokens[i];
-          sampled = t;
-        }
-      } else {
-        const std::span<const float> logits =
-            result.all_logits().subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
-        sampled = sampler.sample(logits, r.params, l.history, l.rng);
-      }
-      if (!sampled.ok()) {
+      if (!sampled[i].ok()) {
         // A broken logits row (NaN, inf) ends that request only.
-        log_error(fmt::format("request {}: sampling failed, aborting it: {}", id, sampled.status().to_string()));
+        log_error(fmt::format("request {}: sampling failed, aborting it: {}", id, sampled[i].status().to_string()));
         ro.sampled.push_back(-1);  // never read: the request is gone before results are applied
         (void)engine.abort(id);  // queues its final output
         continue;
       }
-      const engine::SampledToken& st = *sampled;
+      LiveRequest& l = *states[i];
+      const engine::SampledToken& st = *sampled[i];
       ro.sampled.push_back(st.token);
       l.history.append(st.token);
       if (l.detokenizer) l.text += l.detokenizer->push(st.token);
-      if (r.params.logprobs) {
+      if (requests[i]->params.logprobs) {
         TokenLogprobs lp{st.token, st.logprob, {}};
         for (const auto& t : st.top_logprobs) lp.top.push_back(TokenLogprob{t.token, t.logprob});
         l.logprobs.push_back(std::move(lp));
@@ -362,6 +387,18 @@ Status Engine::Impl::apply(Engine& engine, const sched::SchedulerOutput& batch, 
   return {};
 }
 
+engine::BatchInputs Engine::Impl::inputs_for(const sched::SchedulerOutput& batch) const {
+  engine::BatchInputs in;
+  if (batch.stage != sched::Stage::kCoda) return in;
+  // The counter advances when the token is applied, and a request has at most one CODA in
+  // flight, so this is the uniform the host sampler would draw.
+  for (const auto& item : batch.items) {
+    auto it = live.find(item.id);
+    in.uniforms.push_back(it == live.end() ? 0.0 : it->second.rng.uniform());
+  }
+  return in;
+}
+
 Status Engine::Impl::no_progress_error() const {
   return internal_error(fmt::format("the scheduler made no progress: {} waiting, {} running, {} of {} KV blocks free",
                                     scheduler->num_waiting(), scheduler->num_running(), kv->num_available_blocks(),
@@ -379,7 +416,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
       return outputs;
     }
     engine::BatchResult result;
-    Status ran = m.runner->execute(*batch, *m.scheduler, *m.kv, &result);
+    Status ran = m.runner->execute(*batch, *m.scheduler, *m.kv, m.inputs_for(*batch), &result);
     if (!ran.ok()) {
       m.fail_batch(*this, *batch, ran, outputs);
       return outputs;
@@ -391,7 +428,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
   // scheduler already moved this batch's requests on as far as their results are not needed.
   bool submitted = false;
   if (batch) {
-    Status sent = m.runner->submit(*batch, *m.scheduler, *m.kv);
+    Status sent = m.runner->submit(*batch, *m.scheduler, *m.kv, m.inputs_for(*batch));
     if (sent.ok()) {
       submitted = true;
       if (!m.in_flight.empty()) ++m.lookahead_batches;

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "common/log.h"
@@ -12,6 +14,7 @@
 #include "cuda/element_type.h"
 #include "engine/batch_rows.h"
 #include "engine/pass_plan.h"
+#include "engine/sampler.h"
 
 namespace rlt::engine {
 namespace {
@@ -321,7 +324,8 @@ Status GpuModelRunner::run_loops(std::span<const attention::PlannedRow> rows,
 }
 
 Status GpuModelRunner::submit(const sched::SchedulerOutput& batch,
-                              const sched::Scheduler& scheduler, const kv::KVCacheManager& kv) {
+                              const sched::Scheduler& scheduler, const kv::KVCacheManager& kv,
+                              const BatchInputs& inputs) {
   if (tickets_.size() >= static_cast<size_t>(kMaxInFlight)) {
     return internal_error(fmt::format("batch {} submitted with {} batches uncollected (at most {})",
                                       batch.seq, tickets_.size(), kMaxInFlight));
@@ -337,7 +341,7 @@ Status GpuModelRunner::submit(const sched::SchedulerOutput& batch,
   // Free: its last batch was collected (more slots than batches in flight).
   ticket.slot = next_result_;
   ResultSlot& slot = results_[ticket.slot];
-  RLT_RETURN_IF_ERROR(enqueue(batch, scheduler, kv, slot.host, &ticket.device_sampled));
+  RLT_RETURN_IF_ERROR(enqueue(batch, scheduler, kv, inputs, slot.host, &ticket.device_sampled));
   RLT_RETURN_IF_ERROR(slot.done.record(stream_->handle()));
   next_result_ = (next_result_ + 1) % results_.size();
   tickets_.push_back(ticket);
@@ -373,7 +377,8 @@ Status GpuModelRunner::collect(uint64_t seq, BatchResult* out) {
 
 Status GpuModelRunner::enqueue(const sched::SchedulerOutput& batch,
                                const sched::Scheduler& scheduler, const kv::KVCacheManager& kv,
-                               cuda::PinnedBuffer& results, bool* device_sampled) {
+                               const BatchInputs& inputs, cuda::PinnedBuffer& results,
+                               bool* device_sampled) {
   const int64_t hidden = model_->config.hidden_size;
   const auto n = static_cast<int64_t>(batch.items.size());
   cudaStream_t stream = stream_->handle();
@@ -397,51 +402,78 @@ Status GpuModelRunner::enqueue(const sched::SchedulerOutput& batch,
     }
     case sched::Stage::kRecurrent:
       return recurrent(batch, kv, results);
-    case sched::Stage::kCoda: {
-      RLT_RETURN_IF_ERROR(ensure_rows(n));
-      slots_.clear();
-      for (const auto& item : batch.items) {
-        RLT_ASSIGN_OR_RETURN(int32_t s, slot(item.id));
-        slots_.push_back(s);
-      }
-      RLT_RETURN_IF_ERROR(upload({slots_}, dev));
-      RLT_RETURN_IF_ERROR(
-          cuda::gather_rows(floats(states_), dev[0], n, hidden, floats(h_), stream));
-      const int64_t vocab = model_->config.vocab_size;
-      if (logits_.bytes() < static_cast<size_t>(n * vocab) * 4) {
-        RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
-        logits_ = cuda::DeviceAllocation();
-        RLT_ASSIGN_OR_RETURN(logits_, cuda::DeviceAllocation::allocate(
-                                          static_cast<size_t>(n * vocab) * 4, "logits"));
-      }
-      RLT_RETURN_IF_ERROR(core_->lm_head(floats(h_), n, floats(logits_)));
-      if (all_plain_greedy(batch, scheduler)) {
-        *device_sampled = true;
-        return sample_greedy(n, results);
-      }
-      // Into pinned memory (a fast DMA) that the sampler reads in place.
-      const size_t bytes = static_cast<size_t>(n * vocab) * 4;
-      RLT_RETURN_IF_ERROR(results.reserve(bytes));
-      return check(
-          cudaMemcpyAsync(results.data(), logits_.data(), bytes, cudaMemcpyDeviceToHost, stream),
-          "reading logits");
-    }
+    case sched::Stage::kCoda:
+      return coda(batch, scheduler, inputs, results, device_sampled);
     default:
       return internal_error(
           fmt::format("cannot execute a {} batch", sched::stage_name(batch.stage)));
   }
 }
 
-bool GpuModelRunner::all_plain_greedy(const sched::SchedulerOutput& batch,
-                                      const sched::Scheduler& scheduler) {
+Status GpuModelRunner::coda(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                            const BatchInputs& inputs, cuda::PinnedBuffer& results,
+                            bool* device_sampled) {
+  const int64_t hidden = model_->config.hidden_size, vocab = model_->config.vocab_size;
+  const auto n = static_cast<int64_t>(batch.items.size());
+  cudaStream_t stream = stream_->handle();
+  RLT_RETURN_IF_ERROR(ensure_rows(n));
+  slots_.clear();
   for (const auto& item : batch.items) {
-    const SamplingParams& p = scheduler.find(item.id)->params;
-    if (!p.greedy() || p.has_penalties() || p.logprobs) return false;
+    RLT_ASSIGN_OR_RETURN(int32_t s, slot(item.id));
+    slots_.push_back(s);
   }
-  return true;
+  // Rows without penalties or logprobs are sampled here with the sampler's rules; a batch with
+  // any other row sends every row's logits to the host sampler.
+  bool on_device = true, all_greedy = true, any_top_p = false;
+  std::vector<cuda::DeviceSampleParams> params(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    const SamplingParams& p = scheduler.find(batch.items[static_cast<size_t>(r)].id)->params;
+    on_device &= !p.has_penalties() && !p.logprobs;
+    if (p.greedy()) continue;
+    all_greedy = false;
+    cuda::DeviceSampleParams& d = params[static_cast<size_t>(r)];
+    d.temperature = temperature_f32(p.temperature);
+    d.top_k = p.top_k > 0 && p.top_k < vocab ? static_cast<int32_t>(p.top_k) : 0;
+    d.top_p = p.top_p;
+    any_top_p |= p.top_p < 1.0;
+    d.log_min_p = p.min_p > 0.0 ? std::log(p.min_p) : -std::numeric_limits<double>::infinity();
+    if (static_cast<size_t>(r) < inputs.uniforms.size())
+      d.uniform = inputs.uniforms[static_cast<size_t>(r)];
+  }
+  if (on_device && !all_greedy && inputs.uniforms.size() != static_cast<size_t>(n)) {
+    return internal_error(
+        fmt::format("device sampling of {} rows got {} uniforms", n, inputs.uniforms.size()));
+  }
+  static_assert(sizeof(cuda::DeviceSampleParams) % sizeof(int32_t) == 0,
+                "the parameters travel as int32 words");
+  const std::span<const int32_t> param_words(reinterpret_cast<const int32_t*>(params.data()),
+                                             params.size() * sizeof(params[0]) / sizeof(int32_t));
+  std::vector<const int32_t*> dev;
+  RLT_RETURN_IF_ERROR(upload({slots_, param_words}, dev));
+  RLT_RETURN_IF_ERROR(cuda::gather_rows(floats(states_), dev[0], n, hidden, floats(h_), stream));
+  if (logits_.bytes() < static_cast<size_t>(n * vocab) * 4) {
+    RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
+    logits_ = cuda::DeviceAllocation();
+    RLT_ASSIGN_OR_RETURN(
+        logits_, cuda::DeviceAllocation::allocate(static_cast<size_t>(n * vocab) * 4, "logits"));
+  }
+  RLT_RETURN_IF_ERROR(core_->lm_head(floats(h_), n, floats(logits_)));
+  if (on_device) {
+    *device_sampled = true;
+    const auto* device_params =
+        all_greedy ? nullptr : reinterpret_cast<const cuda::DeviceSampleParams*>(dev[1]);
+    return sample_on_device(n, device_params, any_top_p, results);
+  }
+  // Into pinned memory (a fast DMA) that the sampler reads in place.
+  const size_t bytes = static_cast<size_t>(n * vocab) * 4;
+  RLT_RETURN_IF_ERROR(results.reserve(bytes));
+  return check(
+      cudaMemcpyAsync(results.data(), logits_.data(), bytes, cudaMemcpyDeviceToHost, stream),
+      "reading logits");
 }
 
-Status GpuModelRunner::sample_greedy(int64_t n, cuda::PinnedBuffer& results) {
+Status GpuModelRunner::sample_on_device(int64_t n, const cuda::DeviceSampleParams* params,
+                                        bool any_top_p, cuda::PinnedBuffer& results) {
   // Device results: 3 int32 per row, then the offending value per row (f32).
   const size_t result_bytes = static_cast<size_t>(n) * 3 * sizeof(int32_t),
                bytes = result_bytes + n * 4;
@@ -449,13 +481,28 @@ Status GpuModelRunner::sample_greedy(int64_t n, cuda::PinnedBuffer& results) {
     RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
     sample_buffer_ = cuda::DeviceAllocation();
     RLT_ASSIGN_OR_RETURN(sample_buffer_,
-                         cuda::DeviceAllocation::allocate(bytes, "greedy sampling results"));
+                         cuda::DeviceAllocation::allocate(bytes, "sampling results"));
   }
   RLT_RETURN_IF_ERROR(results.reserve(bytes));
   auto* dev = static_cast<std::byte*>(sample_buffer_.data());
-  RLT_RETURN_IF_ERROR(cuda::greedy_argmax(
-      floats(logits_), n, model_->config.vocab_size, reinterpret_cast<int32_t*>(dev),
-      reinterpret_cast<float*>(dev + result_bytes), stream_->handle()));
+  auto* tokens = reinterpret_cast<int32_t*>(dev);
+  auto* bad_values = reinterpret_cast<float*>(dev + result_bytes);
+  const int64_t vocab = model_->config.vocab_size;
+  if (params == nullptr) {
+    RLT_RETURN_IF_ERROR(
+        cuda::greedy_argmax(floats(logits_), n, vocab, tokens, bad_values, stream_->handle()));
+  } else {
+    const size_t scratch = cuda::sampling_scratch_bytes(n, vocab, any_top_p);
+    if (sample_scratch_.bytes() < scratch) {
+      RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
+      sample_scratch_ = cuda::DeviceAllocation();
+      RLT_ASSIGN_OR_RETURN(sample_scratch_,
+                           cuda::DeviceAllocation::allocate(scratch, "sampling scratch"));
+    }
+    RLT_RETURN_IF_ERROR(cuda::sample_rows(floats(logits_), n, vocab, params, any_top_p,
+                                          sample_scratch_.data(), tokens, bad_values,
+                                          stream_->handle()));
+  }
   return check(
       cudaMemcpyAsync(results.data(), dev, bytes, cudaMemcpyDeviceToHost, stream_->handle()),
       "reading sampled tokens");

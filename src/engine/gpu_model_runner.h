@@ -27,6 +27,7 @@
 #include "attention/capabilities.h"
 #include "attention/metadata_planner.h"
 #include "cuda/cuda_kv_storage.h"
+#include "cuda/sampling.h"
 #include "engine/gpu_model.h"
 #include "engine/model_runner.h"
 
@@ -48,7 +49,7 @@ class GpuModelRunner final : public ModelRunner {
   ~GpuModelRunner() override;
 
   Status submit(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                const kv::KVCacheManager& kv) override;
+                const kv::KVCacheManager& kv, const BatchInputs& inputs) override;
   Status collect(uint64_t seq, BatchResult* out) override;
   kv::KVStorage& storage() override { return *storage_; }
   void release(kv::RequestId id) override;
@@ -65,7 +66,10 @@ class GpuModelRunner final : public ModelRunner {
 
   // Enqueues `batch`'s work; what comes back to the host goes to `results`.
   Status enqueue(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                 const kv::KVCacheManager& kv, cuda::PinnedBuffer& results, bool* device_sampled);
+                 const kv::KVCacheManager& kv, const BatchInputs& inputs,
+                 cuda::PinnedBuffer& results, bool* device_sampled);
+  Status coda(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+              const BatchInputs& inputs, cuda::PinnedBuffer& results, bool* device_sampled);
   // Enqueues the recurrent pass; the gate logits go to `results`.
   Status recurrent(const sched::SchedulerOutput& batch, const kv::KVCacheManager& kv,
                    cuda::PinnedBuffer& results);
@@ -92,11 +96,10 @@ class GpuModelRunner final : public ModelRunner {
   Status upload(std::initializer_list<std::span<const int32_t>> arrays,
                 std::vector<const int32_t*>& device);
   Status synchronize();
-  // Whether every request of a CODA batch samples plainly greedy (no penalties, no logprobs).
-  static bool all_plain_greedy(const sched::SchedulerOutput& batch,
-                               const sched::Scheduler& scheduler);
-  // Enqueues greedy sampling of the `n` logits rows on the device; the results go to `results`.
-  Status sample_greedy(int64_t n, cuda::PinnedBuffer& results);
+  // Enqueues greedy sampling of the `n` logits rows on the device (`params` null), or sampling
+  // under per-row parameters (device array); the results go to `results`.
+  Status sample_on_device(int64_t n, const cuda::DeviceSampleParams* params, bool any_top_p,
+                          cuda::PinnedBuffer& results);
   // The tokens (or the host sampler's errors) from sample_greedy's results.
   static void read_greedy(const std::byte* results, int64_t n, BatchResult* out);
 
@@ -115,9 +118,10 @@ class GpuModelRunner final : public ModelRunner {
   int32_t padding_slot_ = 0;  // read and written by padding rows only
   // Per-batch device buffers and host staging.
   int64_t row_capacity_ = 0;
-  cuda::DeviceAllocation h_, gates_;      // [rows, hidden], [rows]
-  cuda::DeviceAllocation logits_;         // [coda rows, vocab]
-  cuda::DeviceAllocation sample_buffer_;  // greedy_argmax results
+  cuda::DeviceAllocation h_, gates_;       // [rows, hidden], [rows]
+  cuda::DeviceAllocation logits_;          // [coda rows, vocab]
+  cuda::DeviceAllocation sample_buffer_;   // sampling results
+  cuda::DeviceAllocation sample_scratch_;  // cuda::sample_rows scratch
   cuda::DeviceAllocation metadata_;
   // Pinned staging for plan uploads, reused round robin once the slot's copy has landed.
   struct Staging {

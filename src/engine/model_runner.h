@@ -25,17 +25,25 @@ struct BatchResult {
   std::vector<float> gate_logits;  // RECURRENT: [items]
   std::vector<float> logits;       // CODA: [items, vocab]
   // CODA from a runner that keeps the logits in its own (pinned) buffer instead: valid until its
-  // next execute(). Read through all_logits().
+  // next collect(). Read through all_logits().
   std::span<const float> runner_logits;
-  // CODA batches whose requests all sample plainly greedy (temperature 0, no penalties, no
-  // logprobs) may be sampled by the runner on its device: then device_tokens[row] is the token, or
-  // -1 with the sampler's error in device_sample_errors[row], and no logits come back.
+  // CODA batches whose requests all sample without penalties or logprobs may be sampled by the
+  // runner on its device with the sampler's rules (BatchInputs::uniforms): then
+  // device_tokens[row] is the token, or -1 with the sampler's error in device_sample_errors[row],
+  // and no logits come back.
   std::vector<int32_t> device_tokens;
   std::vector<std::string> device_sample_errors;
 
   std::span<const float> all_logits() const {
     return runner_logits.empty() ? std::span<const float>(logits) : runner_logits;
   }
+};
+
+// What a batch needs from the engine besides the scheduler's view.
+struct BatchInputs {
+  // CODA: per row, the sampling uniform of the request's next token (RngState::uniform()), for
+  // runners that sample on their device; empty otherwise.
+  std::vector<double> uniforms;
 };
 
 // Batches run in submission order: a batch sees everything earlier ones wrote (K/V, recurrent
@@ -49,14 +57,14 @@ class ModelRunner {
   // Queues `batch` (a device runner returns once its work is enqueued; the CPU runner computes it
   // now). On error nothing of the batch is queued.
   virtual Status submit(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                        const kv::KVCacheManager& kv) = 0;
+                        const kv::KVCacheManager& kv, const BatchInputs& inputs) = 0;
   // The results of the oldest uncollected batch, which must be batch `seq`; waits for it. A
   // runner_logits span stays valid until the next collect().
   virtual Status collect(uint64_t seq, BatchResult* out) = 0;
   // Submits and collects one batch.
   Status execute(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                 const kv::KVCacheManager& kv, BatchResult* out) {
-    RLT_RETURN_IF_ERROR(submit(batch, scheduler, kv));
+                 const kv::KVCacheManager& kv, const BatchInputs& inputs, BatchResult* out) {
+    RLT_RETURN_IF_ERROR(submit(batch, scheduler, kv, inputs));
     return collect(batch.seq, out);
   }
   virtual kv::KVStorage& storage() = 0;

@@ -159,11 +159,15 @@ void Sampler::apply_min_p(double min_p) {
   }
 }
 
+float temperature_f32(double temperature) {
+  return positive_f32(temperature);
+}
+
 double Sampler::filter(const SamplingParams& params) {
   // Shift by the maximum *before* dividing: softmax is shift-invariant, and the shifted values
   // are <= 0, so a tiny temperature can underflow them to -inf but never overflow to +inf.
   const float max = work_[argmax()];
-  const float temperature = positive_f32(params.temperature);
+  const float temperature = temperature_f32(params.temperature);
   for (float& x : work_) {
     if (x != kNegInf) x = (x - max) / temperature;
   }

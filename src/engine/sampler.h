@@ -54,6 +54,10 @@ struct SampledToken {
   TopLogprobs top_logprobs;
 };
 
+// The temperature the sampler divides by: `temperature` as f32, saturated to the positive finite
+// f32 range (a 0 or +inf factor would turn the arithmetic into NaNs). Device samplers use it too.
+float temperature_f32(double temperature);
+
 class Sampler {
  public:
   // Samples one token from `logits` ([vocab] f32, the model's output row) and advances `rng`.

@@ -144,6 +144,10 @@ std::string Metrics::render() const {
   gauge(&out, "rlt_mean_loops_per_token", "Mean loops (recurrent depth) per generated token", engine_.mean_loops_per_token);
   gauge(&out, "rlt_preemptions_total", "Requests preempted", engine_.preemptions, "counter");
   gauge(&out, "rlt_engine_batches_total", "Engine batches run", engine_.batches, "counter");
+  gauge(&out, "rlt_cuda_graph_replays_total", "Recurrent batches replayed from captured CUDA graphs",
+        engine_.cuda_graph_replays, "counter");
+  gauge(&out, "rlt_lookahead_batches_total", "Batches submitted while the previous one ran (--async-scheduling)",
+        engine_.lookahead_batches, "counter");
   header(&out, "rlt_attention_backend_info", "gauge", "The selected attention backend (value 1)");
   if (!attention_backend_.empty())
     out += fmt::format("rlt_attention_backend_info{{backend=\"{}\"}} 1\n", escape_label(attention_backend_));

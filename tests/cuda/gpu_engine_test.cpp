@@ -69,7 +69,7 @@ struct Generation {
 Generation generate(const std::string& dir, const std::string& device, const std::string& layout,
                     const std::string& graphs = "auto", const std::string& kv_dtype = "f32",
                     bool logprobs = false, const std::string& exit_policy = "ouro",
-                    bool async = false) {
+                    bool async = false, double temperature = 0.0) {
   EngineConfig c;
   c.exit_policy = exit_policy;
   c.async_scheduling = async;
@@ -91,7 +91,9 @@ Generation generate(const std::string& dir, const std::string& device, const std
       {100, 7, 100, 7, 100, 7, 100, 7}};
   SamplingParams p;
   p.max_tokens = 12;
-  p.temperature = 0.0f;
+  p.temperature = temperature;
+  p.top_p = temperature > 0 ? 0.9 : 1.0;
+  p.top_k = temperature > 0 ? 50 : -1;
   p.ignore_eos = true;
   // Early exit on: the exit gate decides depths, and rows leave recurrent batches at different
   // loops, so batches of 1..4 rows (padded buckets included) all occur.
@@ -154,16 +156,25 @@ TEST(GpuEngine, Bf16GraphsReplayEagerResultsExactly) {
   std::filesystem::remove_all(test_dir());
 }
 
-// Plain greedy rows are sampled on the device; asking for logprobs sends the logits to the host
-// sampler instead. Both follow the same rule, so the tokens agree.
-TEST(GpuEngine, DeviceGreedySamplingEqualsTheHostSampler) {
+// Rows without penalties or logprobs are sampled on the device; asking for logprobs sends the
+// logits to the host sampler instead. Both follow the same rules at the same uniforms, so the
+// tokens agree: greedy, and temperature 0.8 with top-k 50 and top-p 0.9 (synchronous and
+// asynchronous scheduling).
+TEST(GpuEngine, DeviceSamplingEqualsTheHostSampler) {
   RLT_REQUIRE_CUDA_DEVICE();
   set_log_level(LogLevel::kWarn);
   const std::string dir = bf16_demo_dir();
-  const Generation device = generate(dir, "cuda", "last_exited", "auto", "bf16", false);
-  const Generation host = generate(dir, "cuda", "last_exited", "auto", "bf16", true);
-  EXPECT_EQ(device.tokens, host.tokens);
-  EXPECT_EQ(device.depths, host.depths);
+  for (double temperature : {0.0, 0.8}) {
+    const Generation device = generate(dir, "cuda", "last_exited", "auto", "bf16", false,
+                                       "ouro_delayed", false, temperature);
+    const Generation host = generate(dir, "cuda", "last_exited", "auto", "bf16", true,
+                                     "ouro_delayed", false, temperature);
+    const Generation async = generate(dir, "cuda", "last_exited", "auto", "bf16", false,
+                                      "ouro_delayed", true, temperature);
+    EXPECT_EQ(device.tokens, host.tokens) << "temperature " << temperature;
+    EXPECT_EQ(device.depths, host.depths) << "temperature " << temperature;
+    EXPECT_EQ(async.tokens, host.tokens) << "temperature " << temperature;
+  }
 }
 
 // Asynchronous scheduling (batch N + 1 enqueued before batch N's results are read; results from

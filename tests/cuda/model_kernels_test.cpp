@@ -14,31 +14,14 @@
 
 #include "common/half.h"
 #include "cuda/linear.h"
+#include "device_buffer.h"
 #include "gpu_test_util.h"
 #include "kernels/cpu/ops.h"
 
 namespace rlt::cuda {
 namespace {
 
-template <typename T>
-struct Dev {
-  DeviceAllocation a;
-  explicit Dev(const std::vector<T>& host) {
-    a = DeviceAllocation::allocate(std::max<size_t>(1, host.size()) * sizeof(T), "test").value();
-    EXPECT_EQ(cudaMemcpy(a.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-              cudaSuccess);
-  }
-  explicit Dev(size_t n) {
-    a = DeviceAllocation::allocate(std::max<size_t>(1, n) * sizeof(T), "test").value();
-  }
-  T* p() const { return static_cast<T*>(a.data()); }
-  std::vector<T> read(size_t n) const {
-    std::vector<T> out(n);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(out.data(), a.data(), n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return out;
-  }
-};
+using testing::Dev;
 
 std::vector<float> normal(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
