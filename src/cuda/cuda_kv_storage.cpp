@@ -108,15 +108,19 @@ Status CudaKVStorage::copy_slots(std::span<const kv::SlotCopy> copies) {
   // one slot twice, so their records run in parallel. Any other plan is applied record by record,
   // in order, exactly as the host storage does.
   const bool ordered = needs_ordering(copies, geometry_.block_size);
-  if (!copy_staging_used_) {
-    RLT_ASSIGN_OR_RETURN(copy_staging_landed_, Event::create(/*timing=*/false));
-  }
-  RLT_RETURN_IF_ERROR(copy_staging_.reserve(kCopyChunk * sizeof(DeviceSlotCopy)));
-  auto* records = reinterpret_cast<DeviceSlotCopy*>(copy_staging_.data());
   for (size_t start = 0; start < copies.size(); start += kCopyChunk) {
     const auto count = static_cast<int32_t>(std::min<size_t>(kCopyChunk, copies.size() - start));
-    // The staging buffer is reused per chunk: wait for the previous upload from it to land.
-    if (copy_staging_used_) RLT_RETURN_IF_ERROR(copy_staging_landed_.synchronize());
+    // Staging buffers are reused round robin: this one's previous upload must have landed
+    // (usually long ago: several calls have passed since).
+    CopyStaging& staging = copy_staging_[next_copy_staging_];
+    next_copy_staging_ = (next_copy_staging_ + 1) % copy_staging_.size();
+    if (staging.used) {
+      RLT_RETURN_IF_ERROR(staging.landed.synchronize());
+    } else {
+      RLT_ASSIGN_OR_RETURN(staging.landed, Event::create(/*timing=*/false));
+    }
+    RLT_RETURN_IF_ERROR(staging.buffer.reserve(kCopyChunk * sizeof(DeviceSlotCopy)));
+    auto* records = reinterpret_cast<DeviceSlotCopy*>(staging.buffer.data());
     for (int32_t i = 0; i < count; ++i) {
       const kv::SlotCopy& c = copies[start + static_cast<size_t>(i)];
       records[i] = {c.src_block, c.src_slot, c.dst_block, c.dst_slot, c.layer_begin, c.layer_end};
@@ -125,8 +129,8 @@ Status CudaKVStorage::copy_slots(std::span<const kv::SlotCopy> copies) {
         check(cudaMemcpyAsync(copy_list_.data(), records, count * sizeof(DeviceSlotCopy),
                               cudaMemcpyHostToDevice, stream_),
               "uploading KV slot copies"));
-    RLT_RETURN_IF_ERROR(copy_staging_landed_.record(stream_));
-    copy_staging_used_ = true;
+    RLT_RETURN_IF_ERROR(staging.landed.record(stream_));
+    staging.used = true;
     const auto* device_records = static_cast<const DeviceSlotCopy*>(copy_list_.data());
     if (!ordered) {
       RLT_RETURN_IF_ERROR(launch_kv_copy_slots(device_records, count, keys_.data(), values_.data(),

@@ -8,6 +8,7 @@
 // complete.
 #pragma once
 
+#include <array>
 #include <memory>
 
 #include "cuda/runtime.h"
@@ -52,11 +53,15 @@ class CudaKVStorage final : public kv::KVStorage {
   DeviceAllocation keys_, values_;
   DeviceAllocation copy_list_;  // device records for one copy_slots chunk
   mutable PinnedBuffer staging_;
-  PinnedBuffer copy_staging_;
-  // Recorded after each upload from copy_staging_: the host rewrites the staging only once the
-  // previous upload landed, so copy_slots never waits for the rest of the queued work.
-  Event copy_staging_landed_;
-  bool copy_staging_used_ = false;
+  // Pinned staging for copy_slots' records, used round robin; each one's event is recorded after
+  // its upload, and the host rewrites a buffer only once that upload landed.
+  struct CopyStaging {
+    PinnedBuffer buffer;
+    Event landed;
+    bool used = false;
+  };
+  std::array<CopyStaging, 4> copy_staging_;
+  size_t next_copy_staging_ = 0;
 };
 
 }  // namespace rlt::cuda

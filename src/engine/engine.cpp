@@ -306,7 +306,7 @@ Status Engine::Impl::apply(Engine& engine, const sched::SchedulerOutput& batch, 
     for (size_t i = 0; i < n; ++i) {
       const sched::Request* r = scheduler->find(batch.items[i].id);
       auto it = live.find(batch.items[i].id);
-      if (r == nullptr || r->finished() || it == live.end()) continue;
+      if (r == nullptr || r->finished() || r->arrival != batch.items[i].arrival || it == live.end()) continue;
       requests[i] = r;
       states[i] = &it->second;
     }
@@ -430,11 +430,12 @@ Result<std::vector<RequestOutput>> Engine::step() {
   if (batch) {
     Status sent = m.runner->submit(*batch, *m.scheduler, *m.kv, m.inputs_for(*batch));
     if (sent.ok()) {
+      // Tracked first: the runner holds it now, whatever happens below.
       submitted = true;
       if (!m.in_flight.empty()) ++m.lookahead_batches;
-      RLT_ASSIGN_OR_RETURN(sched::StepUpdate update, m.scheduler->on_submitted(*batch));
-      RLT_RETURN_IF_ERROR(m.finalize(update));
       m.in_flight.push_back(std::move(*batch));
+      RLT_ASSIGN_OR_RETURN(sched::StepUpdate update, m.scheduler->on_submitted(m.in_flight.back()));
+      RLT_RETURN_IF_ERROR(m.finalize(update));
     } else {
       m.fail_batch(*this, *batch, sent, outputs);
     }

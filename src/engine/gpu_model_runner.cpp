@@ -263,6 +263,7 @@ Status GpuModelRunner::ensure_rows(int64_t rows) {
   invalidate_graphs();
   h_ = cuda::DeviceAllocation();
   gates_ = cuda::DeviceAllocation();
+  row_capacity_ = 0;  // until the new buffers exist: a failed allocation is retried next time
   RLT_ASSIGN_OR_RETURN(h_, cuda::DeviceAllocation::allocate(
                                static_cast<size_t>(capacity * c.hidden_size) * 4, "hidden rows"));
   RLT_ASSIGN_OR_RETURN(

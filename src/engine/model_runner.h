@@ -55,7 +55,8 @@ class ModelRunner {
 
   virtual ~ModelRunner() = default;
   // Queues `batch` (a device runner returns once its work is enqueued; the CPU runner computes it
-  // now). On error nothing of the batch is queued.
+  // now). On error the batch has no results to collect (part of its work may still have been
+  // queued: the engine aborts its requests).
   virtual Status submit(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
                         const kv::KVCacheManager& kv, const BatchInputs& inputs) = 0;
   // The results of the oldest uncollected batch, which must be batch `seq`; waits for it. A

@@ -202,6 +202,12 @@ Result<bool> Scheduler::try_admit(Request& r, int32_t reserved_blocks) {
   if (config_.incremental_kv) {
     const kv::PrefixMatch match = kv_.lookup_prefix(r.prompt);
     ask.initial_tokens = std::min(r.prompt_len(), match.cached_tokens + config_.prefill_chunk_size);
+    // The request's own growth is promised as the running requests' is: otherwise several
+    // requests that each fit their first chunk could together leave none of them room to finish.
+    const int32_t life = config_.enable_preemption ? r.prompt_len() : r.capacity_tokens();
+    const int64_t own = kv::blocks_for_tokens(life, kv_.block_size(), kv_.num_planes()) -
+                        kv::blocks_for_tokens(ask.initial_tokens, kv_.block_size(), kv_.num_planes());
+    if (own > 0) ask.reserved_blocks += static_cast<int32_t>(own);
   }
   RLT_ASSIGN_OR_RETURN(kv::AdmissionPlan plan, kv_.can_allocate(ask));
   if (!plan.fits) return false;
@@ -287,6 +293,7 @@ Result<SchedulerOutput> Scheduler::take(Stage stage) {
     Request& r = at(id);
     ScheduledItem item;
     item.id = id;
+    item.arrival = r.arrival;
     int32_t frontier = 0;
     if (stage == Stage::kPrefill) {
       item.token_start = r.num_prefilled;
@@ -444,7 +451,7 @@ Result<StepUpdate> Scheduler::on_submitted(const SchedulerOutput& batch) {
   StepUpdate update;
   for (const ScheduledItem& item : batch.items) {
     auto it = requests_.find(item.id);
-    if (it == requests_.end() || it->second->finished()) continue;
+    if (it == requests_.end() || it->second->finished() || it->second->arrival != item.arrival) continue;
     Request& r = *it->second;
     ++r.in_flight;
     switch (batch.stage) {
@@ -481,7 +488,8 @@ Result<StepUpdate> Scheduler::update_from_output(const SchedulerOutput& batch, c
   for (size_t i = 0; i < batch.items.size(); ++i) {
     const ScheduledItem& item = batch.items[i];
     auto it = requests_.find(item.id);
-    if (it == requests_.end() || it->second->finished()) continue;  // aborted meanwhile: ignore
+    // Aborted meanwhile (its id perhaps already reused by a new request): ignore.
+    if (it == requests_.end() || it->second->finished() || it->second->arrival != item.arrival) continue;
     Request& r = *it->second;
     if (async) r.in_flight = std::max(0, r.in_flight - 1);
     switch (batch.stage) {

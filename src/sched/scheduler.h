@@ -24,6 +24,9 @@ namespace rlt::sched {
 // 0-based, the loop this row runs now).
 struct ScheduledItem {
   RequestId id = 0;
+  // The request's arrival number: results that come back after the request was cancelled and its
+  // id reused by a new request are recognized by it (asynchronous scheduling).
+  uint64_t arrival = 0;
   int32_t token_start = 0;
   int32_t token_count = 1;
   int32_t position = 0;

@@ -179,6 +179,61 @@ TEST(AsyncEngine, CancellationsAndPreemptionLoseNothing) {
   EXPECT_GT(preemptions, 0) << "the small pool must preempt under asynchronous scheduling too";
 }
 
+// An id may be reused once its request was cancelled, even while a batch holding the old request
+// is still in flight: the late results are recognized and ignored, and the new request produces
+// exactly what it produces alone.
+TEST(AsyncEngine, ReusingACancelledIdWhileItsBatchIsInFlight) {
+  set_log_level(LogLevel::kWarn);
+  EngineConfig c = base_config();
+  c.async_scheduling = true;
+  SamplingParams p;
+  p.max_tokens = 6;
+  p.ignore_eos = true;
+  p.exit_threshold = 0.5;
+  p.min_loops = 1;
+  const std::vector<int32_t> first = {5, 6, 7}, second = {9, 10, 11, 12, 13};
+  auto alone = Engine::create(c);
+  ASSERT_TRUE(alone.ok());
+  ASSERT_TRUE((*alone)->add_request(1, second, p).ok());
+  RequestOutput expected;
+  while ((*alone)->has_unfinished()) {
+    auto outs = (*alone)->step();
+    ASSERT_TRUE(outs.ok());
+    for (auto& o : *outs)
+      if (o.finished) expected = o;
+  }
+  for (int abort_at = 0; abort_at < 14; ++abort_at) {
+    SCOPED_TRACE(::testing::Message() << "abort before step " << abort_at);
+    auto engine = Engine::create(c);
+    ASSERT_TRUE(engine.ok());
+    ASSERT_TRUE((*engine)->add_request(1, first, p).ok());
+    int aborted = 0, finished = 0;
+    RequestOutput last;
+    for (int step = 0; step < 200 && (step <= abort_at || (*engine)->has_unfinished()); ++step) {
+      if (step == abort_at && (*engine)->abort(1).ok()) {
+        ASSERT_TRUE((*engine)->add_request(1, second, p).ok());
+      }
+      auto outs = (*engine)->step();
+      ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+      for (auto& o : *outs) {
+        if (!o.finished) continue;
+        if (o.finish_reason == "abort") {
+          ++aborted;
+        } else {
+          ++finished;
+          last = o;
+        }
+      }
+    }
+    if (aborted == 0) continue;  // the first request had finished before the abort
+    EXPECT_EQ(aborted, 1);
+    ASSERT_EQ(finished, 1);
+    EXPECT_EQ(last.token_ids, expected.token_ids);
+    EXPECT_EQ(last.exit_depths, expected.exit_depths);
+    EXPECT_EQ((*engine)->metrics().kv_used_blocks, 0);
+  }
+}
+
 TEST(AsyncEngine, RefusesAnUndelayedExitPolicyWithAFix) {
   EngineConfig c = base_config();
   c.exit_policy = "ouro";

@@ -224,6 +224,34 @@ TEST(Scheduler, AbortInAnyStageReleasesEverything) {
   EXPECT_TRUE(s.add_request(make_request(1, 6, 4)).ok()) << "an id may be reused once released";
 }
 
+TEST(Scheduler, IncrementalAdmissionPromisesEveryRequestItsWholeLife) {
+  // 90 blocks of 4 tokens, 4 planes, no preemption. Each request needs 40, 32 or 28 blocks over
+  // its life; each fits its first chunk of 3 tokens. Admitting all three on their first chunks
+  // (reserving only the others' growth) would leave 100 blocks promised for 90: every request
+  // would stall halfway. Admission must promise each request its own whole life too.
+  auto kv = make_kv(90, 4, kv::KVLayout::kLastExited);
+  SchedulerConfig cfg;
+  cfg.max_num_seqs = 3;
+  cfg.prefill_chunk_size = 3;
+  cfg.max_num_batched_tokens = 16;
+  Scheduler s(cfg, kv, 4, {0}, nullptr);
+  ASSERT_TRUE(s.add_request(make_request(1, 29, 10)).ok());
+  ASSERT_TRUE(s.add_request(make_request(2, 24, 8)).ok());
+  ASSERT_TRUE(s.add_request(make_request(3, 18, 8)).ok());
+  int finished = 0;
+  for (int i = 0; i < 2000 && s.has_unfinished(); ++i) {
+    auto b = s.schedule();
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    ASSERT_TRUE(b->has_value()) << "stalled with " << s.num_running() << " running and "
+                                << kv.num_available_blocks() << " blocks free";
+    StepUpdate u = apply(s, **b);
+    ASSERT_TRUE(s.confirm_finalized(u.exited).ok());
+    for (RequestId id : u.finished) finished += s.take_finished(id).has_value();
+  }
+  EXPECT_EQ(finished, 3);
+  EXPECT_EQ(kv.num_used_blocks(), 0);
+}
+
 TEST(Scheduler, RefusesImpossibleRequests) {
   auto kv = make_kv(8, 4, kv::KVLayout::kLastExited);
   SchedulerConfig cfg;
