@@ -205,7 +205,7 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
   r->free_slots_.pop_back();
   // The metadata buffer the graphs point at, sized generously so that it rarely moves.
   for (Staging& st : r->staging_) {
-    RLT_RETURN_IF_ERROR(st.buffer.reserve(size_t{4} << 20));
+    RLT_RETURN_IF_ERROR(st.buffer.reserve(size_t{1} << 20));  // grows with the plans
     RLT_ASSIGN_OR_RETURN(st.landed, cuda::Event::create(/*timing=*/false));
   }
   for (ResultSlot& slot : r->results_) {

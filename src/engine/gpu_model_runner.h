@@ -129,7 +129,9 @@ class GpuModelRunner final : public ModelRunner {
     cuda::Event landed;
     bool used = false;
   };
-  std::array<Staging, 4> staging_;
+  // Eight: a shared-layout prefill wave uploads five plans, so two waves fit before the host
+  // would wait for the device.
+  std::array<Staging, 8> staging_;
   size_t next_staging_ = 0;
   // Submitted, uncollected batches and the pinned slots their results land in (one more slot than
   // batches in flight, so that collect()'s logits stay readable until the next collect()).

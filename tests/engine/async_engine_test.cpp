@@ -158,7 +158,7 @@ TEST(AsyncEngine, RandomMixesEqualTheSynchronousEngine) {
 
 TEST(AsyncEngine, CancellationsAndPreemptionLoseNothing) {
   int64_t preemptions = 0;
-  for (uint32_t seed = 0; seed < 4; ++seed) {
+  for (uint32_t seed = 0; seed < 8; ++seed) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
     EngineConfig c = base_config();
     c.max_num_seqs = 8;
@@ -167,6 +167,10 @@ TEST(AsyncEngine, CancellationsAndPreemptionLoseNothing) {
       c.num_kv_blocks = 120;  // small enough that growth must preempt
       c.enable_preemption = true;
       c.watermark = 0.0;
+    } else if (seed >= 4) {
+      c.num_kv_blocks = 90;  // small, without preemption: admission must hold requests back
+      c.watermark = 0.0;
+      c.prefill_chunk_size = 3;
     }
     const std::vector<Planned> plan = plan_mix(100 + seed, 8);
     const MixResult sync = run_mix(c, plan, 0.0, seed);
