@@ -76,13 +76,35 @@ __global__ void __launch_bounds__(kRowThreads)
   const float total = block_sum(squares);
   const float scale = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
   float* yr = y + r * n;
+  // Explicit roundings (no contraction into FMAs): residual_norm_kernel repeats them exactly.
   for (int64_t i = threadIdx.x; i < n; i += kRowThreads) {
-    const float v = w[i] * (xr[i] * scale);
+    const float v = __fmul_rn(w[i], __fmul_rn(xr[i], scale));
     if (mode == 0)
       yr[i] = v;
     else
-      yr[i] += v;
+      yr[i] = __fadd_rn(yr[i], v);
   }
+}
+
+// norm_kernel mode 1 on h, then norm_kernel mode 0 from h into y. Each thread reads back only the
+// h elements it wrote itself.
+__global__ void __launch_bounds__(kRowThreads)
+    residual_norm_kernel(const float* x, const float* w, float* h, const float* next_w, int64_t n,
+                         float eps, float* y) {
+  const int64_t r = blockIdx.x;
+  const float* xr = x + r * n;
+  float* hr = h + r * n;
+  float squares = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += kRowThreads) squares = fmaf(xr[i], xr[i], squares);
+  const float scale = 1.0f / sqrtf(block_sum(squares) / static_cast<float>(n) + eps);
+  for (int64_t i = threadIdx.x; i < n; i += kRowThreads)
+    hr[i] = __fadd_rn(hr[i], __fmul_rn(w[i], __fmul_rn(xr[i], scale)));
+  float squares2 = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += kRowThreads) squares2 = fmaf(hr[i], hr[i], squares2);
+  const float scale2 = 1.0f / sqrtf(block_sum(squares2) / static_cast<float>(n) + eps);
+  float* yr = y + r * n;
+  for (int64_t i = threadIdx.x; i < n; i += kRowThreads)
+    yr[i] = __fmul_rn(next_w[i], __fmul_rn(hr[i], scale2));
 }
 
 __global__ void add_kernel(float* h, const float* x, int64_t n) {
@@ -145,8 +167,8 @@ __global__ void convert_kernel(const float* x, ElementType type, void* y, int64_
   if (i < n) store_from_f32(y, type, i, x[i]);
 }
 
-__global__ void __launch_bounds__(kRowThreads) argmax_kernel(const float* logits, int64_t vocab, int32_t* result,
-                                                             float* bad_value) {
+__global__ void __launch_bounds__(kRowThreads)
+    argmax_kernel(const float* logits, int64_t vocab, int32_t* result, float* bad_value) {
   __shared__ float best_value[kRowThreads];
   __shared__ int32_t best_index[kRowThreads], bad_index[kRowThreads], finite[kRowThreads];
   const int64_t r = blockIdx.x;
@@ -216,6 +238,14 @@ Status add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int6
   return launched("add_rms_norm");
 }
 
+Status add_rms_norm_then_norm(float* h, const float* x, const float* w, const float* next_w,
+                              int64_t rows, int64_t n, float eps, float* y, CUstream_st* stream) {
+  if (rows <= 0) return {};
+  residual_norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, w, h, next_w, n,
+                                                                                eps, y);
+  return launched("add_rms_norm_then_norm");
+}
+
 Status add_in_place(float* h, const float* x, int64_t n, CUstream_st* stream) {
   if (n <= 0) return {};
   add_kernel<<<grid_for(n, 256), 256, 0, stream>>>(h, x, n);
@@ -250,10 +280,11 @@ Status convert_from_f32(const float* x, ElementType type, void* y, int64_t n, CU
   return launched("f32 conversion");
 }
 
-Status greedy_argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* result, float* bad_value,
-                     CUstream_st* stream) {
+Status greedy_argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* result,
+                     float* bad_value, CUstream_st* stream) {
   if (rows <= 0) return {};
-  argmax_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, vocab, result, bad_value);
+  argmax_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, vocab, result,
+                                                                         bad_value);
   return launched("greedy argmax");
 }
 

@@ -26,6 +26,12 @@ Status rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float e
 Status add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_t n, float eps,
                     CUstream_st* stream);
 
+// add_rms_norm, then y[r] = next_w ⊙ (h[r] / sqrt(mean(h[r]²) + eps)) in the same kernel: the
+// residual ending one sublayer and the norm opening the next (or the loop's final norm; y may
+// be h). Bit-identical to the two calls (same per-thread order, same block reduction).
+Status add_rms_norm_then_norm(float* h, const float* x, const float* w, const float* next_w,
+                              int64_t rows, int64_t n, float eps, float* y, CUstream_st* stream);
+
 // h[i] += x[i].
 Status add_in_place(float* h, const float* x, int64_t n, CUstream_st* stream);
 
@@ -62,8 +68,8 @@ Status convert_from_f32(const float* x, ElementType type, void* y, int64_t n, CU
 // result[3r] = the first index of the largest value, result[3r + 1] = the first index holding NaN
 // or +inf (-1 if none: the row is then valid), result[3r + 2] = 1 if some value is finite;
 // bad_value[r] = the value at result[3r + 1].
-Status greedy_argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* result, float* bad_value,
-                     CUstream_st* stream);
+Status greedy_argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* result,
+                     float* bad_value, CUstream_st* stream);
 
 // dst[r, :] = src[index[r], :] and its reverse, for per-request hidden-state slots.
 Status gather_rows(const float* src, const int32_t* index, int64_t rows, int64_t n, float* dst,

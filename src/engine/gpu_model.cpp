@@ -163,28 +163,37 @@ Status GpuCore::run_loop(float* h, int64_t rows, GpuCoreAttention& attention, fl
   RLT_RETURN_IF_ERROR(reserve(rows));
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t hidden = c.hidden_size;
-  auto residual = [&](const float* out_norm) -> Status {
-    if (c.sandwich_norms())
-      return cuda::add_rms_norm(h, f(proj_), out_norm, rows, hidden, eps, stream_);
-    return cuda::add_in_place(h, f(proj_), rows * hidden, stream_);
+  // A residual closes each sublayer and a norm opens the next (or ends the loop): for sandwich
+  // models one fused kernel does both; the norm that opens the first layer runs on its own.
+  auto residual_then_norm = [&](const float* out_norm, const float* next_norm,
+                                float* normed) -> Status {
+    if (c.sandwich_norms()) {
+      return cuda::add_rms_norm_then_norm(h, f(proj_), out_norm, next_norm, rows, hidden, eps,
+                                          normed, stream_);
+    }
+    RLT_RETURN_IF_ERROR(cuda::add_in_place(h, f(proj_), rows * hidden, stream_));
+    return cuda::rms_norm(h, next_norm, rows, hidden, eps, normed, stream_);
   };
+  RLT_RETURN_IF_ERROR(cuda::rms_norm(h, static_cast<const float*>(layers_[0].norms.data()), rows,
+                                     hidden, eps, f(normed_), stream_));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const GpuLayer& w = layers_[static_cast<size_t>(l)];
     const float* norms = static_cast<const float*>(w.norms.data());
-    RLT_RETURN_IF_ERROR(cuda::rms_norm(h, norms, rows, hidden, eps, f(normed_), stream_));
     RLT_RETURN_IF_ERROR(linear_->run(w.qkv, f(normed_), rows, f(qkv_)));
     RLT_RETURN_IF_ERROR(attention.attend(l, f(qkv_), rows, f(q_), f(attn_)));
     RLT_RETURN_IF_ERROR(linear_->run(w.o_proj, f(attn_), rows, f(proj_)));
-    RLT_RETURN_IF_ERROR(residual(norms + hidden));
-    RLT_RETURN_IF_ERROR(
-        cuda::rms_norm(h, norms + 2 * hidden, rows, hidden, eps, f(normed_), stream_));
+    RLT_RETURN_IF_ERROR(residual_then_norm(norms + hidden, norms + 2 * hidden, f(normed_)));
     RLT_RETURN_IF_ERROR(linear_->run(w.gate_up, f(normed_), rows, f(gate_up_)));
     RLT_RETURN_IF_ERROR(cuda::silu_mul(f(gate_up_), rows, c.intermediate_size, f(act_), stream_));
     RLT_RETURN_IF_ERROR(linear_->run(w.down_proj, f(act_), rows, f(proj_)));
-    RLT_RETURN_IF_ERROR(residual(norms + 3 * hidden));
+    // The next layer's input norm, or after the last layer the loop norm, which replaces h: the
+    // next loop's input and the lm head's input.
+    const bool last = l + 1 == c.num_layers;
+    const float* next =
+        last ? f(final_norm_)
+             : static_cast<const float*>(layers_[static_cast<size_t>(l + 1)].norms.data());
+    RLT_RETURN_IF_ERROR(residual_then_norm(norms + 3 * hidden, next, last ? h : f(normed_)));
   }
-  // The loop norm replaces h: the next loop's input and the lm head's input.
-  RLT_RETURN_IF_ERROR(cuda::rms_norm(h, f(final_norm_), rows, hidden, eps, h, stream_));
   if (gate_logits == nullptr) return {};
   if (!c.has_exit_gate()) {
     return cuda::cuda_status(

@@ -74,6 +74,30 @@ TEST(GpuModelKernels, NormsResidualsGateAndSwiGluMatchTheCpuOps) {
   expect_close(dgate.read(rows), gate, 1e-4f, "gate logits");
 }
 
+// The fused residual + next norm is bit-identical to the two kernels it replaces, also in place
+// (the loop's final norm overwrites h).
+TEST(GpuModelKernels, FusedResidualAndNormEqualsTheTwoKernels) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  const int64_t rows = 5, n = 2048;
+  const auto x = normal(rows * n, 21), w = normal(n, 22), w2 = normal(n, 23),
+             h0 = normal(rows * n, 24);
+  for (bool in_place : {false, true}) {
+    Dev<float> dx(x), dw(w), dw2(w2), h_fused(h0), h_split(h0), y_fused(rows * n),
+        y_split(rows * n);
+    float* fused_out = in_place ? h_fused.p() : y_fused.p();
+    float* split_out = in_place ? h_split.p() : y_split.p();
+    ASSERT_TRUE(add_rms_norm_then_norm(h_fused.p(), dx.p(), dw.p(), dw2.p(), rows, n, 1e-6f,
+                                       fused_out, nullptr)
+                    .ok());
+    ASSERT_TRUE(add_rms_norm(h_split.p(), dx.p(), dw.p(), rows, n, 1e-6f, nullptr).ok());
+    ASSERT_TRUE(rms_norm(h_split.p(), dw2.p(), rows, n, 1e-6f, split_out, nullptr).ok());
+    EXPECT_EQ(h_fused.read(rows * n), h_split.read(rows * n)) << "in place " << in_place;
+    if (!in_place) {
+      EXPECT_EQ(y_fused.read(rows * n), y_split.read(rows * n));
+    }
+  }
+}
+
 TEST(GpuModelKernels, RopeWritesQueriesAndPagedKv) {
   RLT_REQUIRE_CUDA_DEVICE();
   const int32_t heads = 4, kv_heads = 2, d = 64, rows = 3, block_size = 4, blocks = 6;
