@@ -283,7 +283,11 @@ void Engine::Impl::fail_batch(Engine& engine, const sched::SchedulerOutput& batc
   // A failed batch aborts only its own requests; the engine keeps serving the others.
   log_error(fmt::format("batch {} ({}) failed, aborting its requests: {}", batch.seq, sched::stage_name(batch.stage),
                         why.to_string()));
-  for (const auto& item : batch.items) (void)engine.abort(item.id);  // queues its final output
+  for (const auto& item : batch.items) {
+    // Only the requests the batch ran for: an id may have been cancelled and reused meanwhile.
+    const sched::Request* r = scheduler->find(item.id);
+    if (r != nullptr && r->arrival == item.arrival) (void)engine.abort(item.id);  // queues its final output
+  }
   take_pending(outputs);
 }
 
