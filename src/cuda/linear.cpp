@@ -64,19 +64,32 @@ Status LinearRunner::reserve(int64_t rows, int64_t cols) {
   return {};
 }
 
+bool LinearRunner::rounds_input(const DeviceMatrix& w, int64_t rows) const {
+  return w.type != ElementType::kF32 && !(w.type == ElementType::kBF16 && rows == 1);
+}
+
 Status LinearRunner::run(const DeviceMatrix& w, const float* x, int64_t rows, float* y) {
   if (rows <= 0) return {};
   if (w.type == ElementType::kBF16 && rows == 1) {
     return gemv_bf16(static_cast<const uint16_t*>(w.data()), x, y, w.rows, w.cols, stream_);
   }
+  if (w.type == ElementType::kF32) return gemm(w, x, rows, y);
+  RLT_RETURN_IF_ERROR(reserve(rows, w.cols));
+  RLT_RETURN_IF_ERROR(convert_from_f32(x, w.type, scratch_.data(), rows * w.cols, stream_));
+  return gemm(w, scratch_.data(), rows, y);
+}
+
+Status LinearRunner::run_rounded(const DeviceMatrix& w, int64_t rows, float* y) {
+  if (rows <= 0) return {};
+  if (!rounds_input(w, rows) || scratch_.bytes() < static_cast<size_t>(rows * w.cols) * 2) {
+    return internal_error("run_rounded: the producer did not fill the GEMM input scratch");
+  }
+  return gemm(w, scratch_.data(), rows, y);
+}
+
+Status LinearRunner::gemm(const DeviceMatrix& w, const void* input, int64_t rows, float* y) {
   auto* h = static_cast<cublasHandle_t>(handle_);
   const float one = 1.0f, zero = 0.0f;
-  const void* input = x;
-  if (w.type != ElementType::kF32) {
-    RLT_RETURN_IF_ERROR(reserve(rows, w.cols));
-    RLT_RETURN_IF_ERROR(convert_from_f32(x, w.type, scratch_.data(), rows * w.cols, stream_));
-    input = scratch_.data();
-  }
   // Column-major view: Y(out × rows) = W(in × out)ᵀ · X(in × rows).
   const cudaDataType_t t = cuda_type(w.type);
   // f32 weights: pedantic f32 (never TF32, whatever NVIDIA_TF32_OVERRIDE says); 16-bit weights:

@@ -34,10 +34,19 @@ class LinearRunner {
   // Sizes the activation scratch for `rows` x `cols` inputs up front (before graph capture).
   Status reserve(int64_t rows, int64_t cols);
   Status run(const DeviceMatrix& w, const float* x, int64_t rows, float* y);
+
+  // Whether run() would round `rows` inputs for `w` into the scratch first (16-bit weights, except
+  // single rows with bf16 weights). A producer can then write its output straight into
+  // input_scratch() in w.type (rows x w.cols, as convert_from_f32 would) and call run_rounded():
+  // the same result as run() on the f32 values, one kernel launch fewer.
+  bool rounds_input(const DeviceMatrix& w, int64_t rows) const;
+  void* input_scratch() const { return scratch_.data(); }
+  Status run_rounded(const DeviceMatrix& w, int64_t rows, float* y);
   StreamHandle stream() const { return stream_; }
 
  private:
   LinearRunner() = default;
+  Status gemm(const DeviceMatrix& w, const void* input, int64_t rows, float* y);
   void* handle_ = nullptr;  // cublasHandle_t
   StreamHandle stream_ = nullptr;
   DeviceAllocation scratch_;

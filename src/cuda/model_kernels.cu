@@ -68,21 +68,23 @@ __global__ void embed_kernel(const void* table, ElementType type, int64_t hidden
 
 // mode 0: y = norm(x) ⊙ w; mode 1: h += norm(x) ⊙ w.
 __global__ void __launch_bounds__(kRowThreads)
-    norm_kernel(const float* x, const float* w, int64_t n, float eps, float* y, int mode) {
+    norm_kernel(const float* x, const float* w, int64_t n, float eps, void* y, ElementType y_type,
+                int mode) {
   const int64_t r = blockIdx.x;
   const float* xr = x + r * n;
   float squares = 0.0f;
   for (int64_t i = threadIdx.x; i < n; i += kRowThreads) squares = fmaf(xr[i], xr[i], squares);
   const float total = block_sum(squares);
   const float scale = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
-  float* yr = y + r * n;
   // Explicit roundings (no contraction into FMAs): residual_norm_kernel repeats them exactly.
   for (int64_t i = threadIdx.x; i < n; i += kRowThreads) {
     const float v = __fmul_rn(w[i], __fmul_rn(xr[i], scale));
-    if (mode == 0)
-      yr[i] = v;
-    else
+    if (mode == 0) {
+      store_from_f32(y, y_type, r * n + i, v);
+    } else {
+      float* yr = static_cast<float*>(y) + r * n;
       yr[i] = __fadd_rn(yr[i], v);
+    }
   }
 }
 
@@ -90,7 +92,7 @@ __global__ void __launch_bounds__(kRowThreads)
 // h elements it wrote itself.
 __global__ void __launch_bounds__(kRowThreads)
     residual_norm_kernel(const float* x, const float* w, float* h, const float* next_w, int64_t n,
-                         float eps, float* y) {
+                         float eps, void* y, ElementType y_type) {
   const int64_t r = blockIdx.x;
   const float* xr = x + r * n;
   float* hr = h + r * n;
@@ -102,9 +104,8 @@ __global__ void __launch_bounds__(kRowThreads)
   float squares2 = 0.0f;
   for (int64_t i = threadIdx.x; i < n; i += kRowThreads) squares2 = fmaf(hr[i], hr[i], squares2);
   const float scale2 = 1.0f / sqrtf(block_sum(squares2) / static_cast<float>(n) + eps);
-  float* yr = y + r * n;
   for (int64_t i = threadIdx.x; i < n; i += kRowThreads)
-    yr[i] = __fmul_rn(next_w[i], __fmul_rn(hr[i], scale2));
+    store_from_f32(y, y_type, r * n + i, __fmul_rn(next_w[i], __fmul_rn(hr[i], scale2)));
 }
 
 __global__ void add_kernel(float* h, const float* x, int64_t n) {
@@ -145,12 +146,13 @@ __global__ void rope_kv_kernel(RopeKvWrite a) {
   }
 }
 
-__global__ void silu_mul_kernel(const float* gate_up, int64_t rows, int64_t inter, float* out) {
+__global__ void silu_mul_kernel(const float* gate_up, int64_t rows, int64_t inter, void* out,
+                                ElementType out_type) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= rows * inter) return;
   const int64_t r = idx / inter, i = idx % inter;
   const float g = gate_up[r * 2 * inter + i], u = gate_up[r * 2 * inter + inter + i];
-  out[idx] = g / (1.0f + expf(-g)) * u;
+  store_from_f32(out, out_type, idx, g / (1.0f + expf(-g)) * u);
 }
 
 __global__ void __launch_bounds__(kRowThreads)
@@ -227,22 +229,30 @@ Status embed_rows(const void* table, ElementType type, int64_t hidden, const int
 Status rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* y,
                 CUstream_st* stream) {
   if (rows <= 0) return {};
-  norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, w, n, eps, y, 0);
+  return rms_norm_to(x, w, rows, n, eps, y, ElementType::kF32, stream);
+}
+
+Status rms_norm_to(const float* x, const float* w, int64_t rows, int64_t n, float eps, void* y,
+                   ElementType y_type, CUstream_st* stream) {
+  if (rows <= 0) return {};
+  norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, w, n, eps, y, y_type, 0);
   return launched("rms_norm");
 }
 
 Status add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_t n, float eps,
                     CUstream_st* stream) {
   if (rows <= 0) return {};
-  norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, w, n, eps, h, 1);
+  norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, w, n, eps, h,
+                                                                       ElementType::kF32, 1);
   return launched("add_rms_norm");
 }
 
 Status add_rms_norm_then_norm(float* h, const float* x, const float* w, const float* next_w,
-                              int64_t rows, int64_t n, float eps, float* y, CUstream_st* stream) {
+                              int64_t rows, int64_t n, float eps, void* y, ElementType y_type,
+                              CUstream_st* stream) {
   if (rows <= 0) return {};
   residual_norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, w, h, next_w, n,
-                                                                                eps, y);
+                                                                                eps, y, y_type);
   return launched("add_rms_norm_then_norm");
 }
 
@@ -259,11 +269,11 @@ Status rope_and_write_kv(const RopeKvWrite& args, CUstream_st* stream) {
   return launched("rope + K/V write");
 }
 
-Status silu_mul(const float* gate_up, int64_t rows, int64_t intermediate, float* out,
-                CUstream_st* stream) {
+Status silu_mul(const float* gate_up, int64_t rows, int64_t intermediate, void* out,
+                ElementType out_type, CUstream_st* stream) {
   if (rows <= 0) return {};
-  silu_mul_kernel<<<grid_for(rows * intermediate, 256), 256, 0, stream>>>(gate_up, rows,
-                                                                          intermediate, out);
+  silu_mul_kernel<<<grid_for(rows * intermediate, 256), 256, 0, stream>>>(
+      gate_up, rows, intermediate, out, out_type);
   return launched("silu_mul");
 }
 

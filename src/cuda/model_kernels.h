@@ -21,6 +21,10 @@ Status embed_rows(const void* table, ElementType type, int64_t hidden, const int
 // y[r] = w ⊙ (x[r] / sqrt(mean(x[r]²) + eps)); y may equal x.
 Status rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* y,
                 CUstream_st* stream);
+// The same, y stored in `y_type` (rounded to nearest even, as convert_from_f32): a 16-bit GEMM
+// input written directly by its producer.
+Status rms_norm_to(const float* x, const float* w, int64_t rows, int64_t n, float eps, void* y,
+                   ElementType y_type, CUstream_st* stream);
 
 // h[r] += w ⊙ (x[r] / sqrt(mean(x[r]²) + eps)) (Ouro's sandwich residual).
 Status add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_t n, float eps,
@@ -28,9 +32,11 @@ Status add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int6
 
 // add_rms_norm, then y[r] = next_w ⊙ (h[r] / sqrt(mean(h[r]²) + eps)) in the same kernel: the
 // residual ending one sublayer and the norm opening the next (or the loop's final norm; y may
-// be h). Bit-identical to the two calls (same per-thread order, same block reduction).
+// be h). Bit-identical to the two calls (same per-thread order, same block reduction). y is
+// stored in `y_type` (a GEMM input written directly; f32 when y is h).
 Status add_rms_norm_then_norm(float* h, const float* x, const float* w, const float* next_w,
-                              int64_t rows, int64_t n, float eps, float* y, CUstream_st* stream);
+                              int64_t rows, int64_t n, float eps, void* y, ElementType y_type,
+                              CUstream_st* stream);
 
 // h[i] += x[i].
 Status add_in_place(float* h, const float* x, int64_t n, CUstream_st* stream);
@@ -53,9 +59,10 @@ struct RopeKvWrite {
 };
 Status rope_and_write_kv(const RopeKvWrite& args, CUstream_st* stream);
 
-// out[r, i] = silu(gate_up[r, i]) · gate_up[r, I + i] for i < I (gate rows first, then up).
-Status silu_mul(const float* gate_up, int64_t rows, int64_t intermediate, float* out,
-                CUstream_st* stream);
+// out[r, i] = silu(gate_up[r, i]) · gate_up[r, I + i] for i < I (gate rows first, then up),
+// stored in `out_type`.
+Status silu_mul(const float* gate_up, int64_t rows, int64_t intermediate, void* out,
+                ElementType out_type, CUstream_st* stream);
 
 // out[r] = h[r] · w + bias (the exit gate's logit).
 Status gate_logits(const float* h, const float* w, float bias, int64_t rows, int64_t n, float* out,

@@ -132,6 +132,8 @@ Status GpuCore::upload(const io::ModelConfig& c) {
                          f32_vectors({&lw.input_norm, &attn_out, &lw.post_attn_norm, &mlp_out},
                                      "layer norms", stream_));
     weight_bytes_ += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
+    for (const cuda::DeviceMatrix* m : {&l.qkv, &l.o_proj, &l.gate_up, &l.down_proj})
+      uniform_weight_type_ &= m->type == layers_[0].qkv.type;
   }
   return {};
 }
@@ -163,36 +165,52 @@ Status GpuCore::run_loop(float* h, int64_t rows, GpuCoreAttention& attention, fl
   RLT_RETURN_IF_ERROR(reserve(rows));
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t hidden = c.hidden_size;
+  // Inputs of the q/k/v, gate/up and down projections: when the linear layers round their input
+  // to the 16-bit weight type (GEMMs), their producers (the norms, SwiGLU) store it rounded
+  // straight into the GEMM input scratch, saving a conversion kernel per projection; otherwise
+  // (f32 weights, bf16 GEMV rows) they write f32.
+  const bool rounded = linear_->rounds_input(layers_[0].qkv, rows) && uniform_weight_type_;
+  const cuda::ElementType input_type = rounded ? layers_[0].qkv.type : cuda::ElementType::kF32;
+  void* normed = rounded ? linear_->input_scratch() : f(normed_);
+  void* act = rounded ? linear_->input_scratch() : f(act_);
+  auto project = [&](const cuda::DeviceMatrix& w, const void* x, float* y) -> Status {
+    if (rounded) return linear_->run_rounded(w, rows, y);
+    return linear_->run(w, static_cast<const float*>(x), rows, y);
+  };
   // A residual closes each sublayer and a norm opens the next (or ends the loop): for sandwich
   // models one fused kernel does both; the norm that opens the first layer runs on its own.
-  auto residual_then_norm = [&](const float* out_norm, const float* next_norm,
-                                float* normed) -> Status {
+  auto residual_then_norm = [&](const float* out_norm, const float* next_norm, void* y,
+                                cuda::ElementType y_type) -> Status {
     if (c.sandwich_norms()) {
-      return cuda::add_rms_norm_then_norm(h, f(proj_), out_norm, next_norm, rows, hidden, eps,
-                                          normed, stream_);
+      return cuda::add_rms_norm_then_norm(h, f(proj_), out_norm, next_norm, rows, hidden, eps, y,
+                                          y_type, stream_);
     }
     RLT_RETURN_IF_ERROR(cuda::add_in_place(h, f(proj_), rows * hidden, stream_));
-    return cuda::rms_norm(h, next_norm, rows, hidden, eps, normed, stream_);
+    return cuda::rms_norm_to(h, next_norm, rows, hidden, eps, y, y_type, stream_);
   };
-  RLT_RETURN_IF_ERROR(cuda::rms_norm(h, static_cast<const float*>(layers_[0].norms.data()), rows,
-                                     hidden, eps, f(normed_), stream_));
+  RLT_RETURN_IF_ERROR(cuda::rms_norm_to(h, static_cast<const float*>(layers_[0].norms.data()), rows,
+                                        hidden, eps, normed, input_type, stream_));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const GpuLayer& w = layers_[static_cast<size_t>(l)];
     const float* norms = static_cast<const float*>(w.norms.data());
-    RLT_RETURN_IF_ERROR(linear_->run(w.qkv, f(normed_), rows, f(qkv_)));
+    RLT_RETURN_IF_ERROR(project(w.qkv, normed, f(qkv_)));
     RLT_RETURN_IF_ERROR(attention.attend(l, f(qkv_), rows, f(q_), f(attn_)));
     RLT_RETURN_IF_ERROR(linear_->run(w.o_proj, f(attn_), rows, f(proj_)));
-    RLT_RETURN_IF_ERROR(residual_then_norm(norms + hidden, norms + 2 * hidden, f(normed_)));
-    RLT_RETURN_IF_ERROR(linear_->run(w.gate_up, f(normed_), rows, f(gate_up_)));
-    RLT_RETURN_IF_ERROR(cuda::silu_mul(f(gate_up_), rows, c.intermediate_size, f(act_), stream_));
-    RLT_RETURN_IF_ERROR(linear_->run(w.down_proj, f(act_), rows, f(proj_)));
+    RLT_RETURN_IF_ERROR(residual_then_norm(norms + hidden, norms + 2 * hidden, normed, input_type));
+    RLT_RETURN_IF_ERROR(project(w.gate_up, normed, f(gate_up_)));
+    RLT_RETURN_IF_ERROR(
+        cuda::silu_mul(f(gate_up_), rows, c.intermediate_size, act, input_type, stream_));
+    RLT_RETURN_IF_ERROR(project(w.down_proj, act, f(proj_)));
     // The next layer's input norm, or after the last layer the loop norm, which replaces h: the
     // next loop's input and the lm head's input.
-    const bool last = l + 1 == c.num_layers;
-    const float* next =
-        last ? f(final_norm_)
-             : static_cast<const float*>(layers_[static_cast<size_t>(l + 1)].norms.data());
-    RLT_RETURN_IF_ERROR(residual_then_norm(norms + 3 * hidden, next, last ? h : f(normed_)));
+    if (l + 1 == c.num_layers) {
+      RLT_RETURN_IF_ERROR(
+          residual_then_norm(norms + 3 * hidden, f(final_norm_), h, cuda::ElementType::kF32));
+    } else {
+      const auto* next =
+          static_cast<const float*>(layers_[static_cast<size_t>(l + 1)].norms.data());
+      RLT_RETURN_IF_ERROR(residual_then_norm(norms + 3 * hidden, next, normed, input_type));
+    }
   }
   if (gate_logits == nullptr) return {};
   if (!c.has_exit_gate()) {

@@ -61,6 +61,9 @@ class GpuCore {
   cuda::DeviceMatrix embed_, lm_head_;
   cuda::DeviceAllocation final_norm_, gate_weight_, inv_freq_;
   size_t weight_bytes_ = 0;
+  // Every projection of the core has one element type (then producers may write GEMM inputs
+  // directly in it).
+  bool uniform_weight_type_ = true;
   int64_t capacity_rows_ = 0;
   cuda::DeviceAllocation normed_, qkv_, q_, attn_, proj_, gate_up_, act_;
 };

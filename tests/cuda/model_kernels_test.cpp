@@ -55,7 +55,7 @@ TEST(GpuModelKernels, NormsResidualsGateAndSwiGluMatchTheCpuOps) {
   kernels::add_rms_norm(h.data(), x.data(), w.data(), rows, n, 1e-6f);
   expect_close(dh.read(rows * n), h, 1e-5f, "add_rms_norm");
 
-  ASSERT_TRUE(silu_mul(dgu.p(), rows, inter, dact.p(), nullptr).ok());
+  ASSERT_TRUE(silu_mul(dgu.p(), rows, inter, dact.p(), ElementType::kF32, nullptr).ok());
   std::vector<float> act(rows * inter);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < inter; ++i) {
@@ -87,7 +87,7 @@ TEST(GpuModelKernels, FusedResidualAndNormEqualsTheTwoKernels) {
     float* fused_out = in_place ? h_fused.p() : y_fused.p();
     float* split_out = in_place ? h_split.p() : y_split.p();
     ASSERT_TRUE(add_rms_norm_then_norm(h_fused.p(), dx.p(), dw.p(), dw2.p(), rows, n, 1e-6f,
-                                       fused_out, nullptr)
+                                       fused_out, ElementType::kF32, nullptr)
                     .ok());
     ASSERT_TRUE(add_rms_norm(h_split.p(), dx.p(), dw.p(), rows, n, 1e-6f, nullptr).ok());
     ASSERT_TRUE(rms_norm(h_split.p(), dw2.p(), rows, n, 1e-6f, split_out, nullptr).ok());
@@ -95,6 +95,37 @@ TEST(GpuModelKernels, FusedResidualAndNormEqualsTheTwoKernels) {
     if (!in_place) {
       EXPECT_EQ(y_fused.read(rows * n), y_split.read(rows * n));
     }
+  }
+}
+
+// Producers that write a 16-bit GEMM input directly store exactly what convert_from_f32 makes of
+// their f32 output.
+TEST(GpuModelKernels, SixteenBitOutputsEqualConvertedF32Outputs) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  const int64_t rows = 3, n = 2048, inter = 700;
+  const auto x = normal(rows * n, 31), w = normal(n, 32), w2 = normal(n, 33),
+             h0 = normal(rows * n, 34), gu = normal(rows * 2 * inter, 35);
+  for (ElementType type : {ElementType::kBF16, ElementType::kF16}) {
+    Dev<float> dx(x), dw(w), dw2(w2), dgu(gu), f32_out(rows * n), f32_act(rows * inter);
+    Dev<float> h_a(h0), h_b(h0);
+    Dev<uint16_t> direct(rows * n), converted(rows * n), act_direct(rows * inter),
+        act_converted(rows * inter);
+    ASSERT_TRUE(rms_norm_to(dx.p(), dw.p(), rows, n, 1e-6f, direct.p(), type, nullptr).ok());
+    ASSERT_TRUE(rms_norm(dx.p(), dw.p(), rows, n, 1e-6f, f32_out.p(), nullptr).ok());
+    ASSERT_TRUE(convert_from_f32(f32_out.p(), type, converted.p(), rows * n, nullptr).ok());
+    EXPECT_EQ(direct.read(rows * n), converted.read(rows * n)) << "rms_norm_to";
+    ASSERT_TRUE(add_rms_norm_then_norm(h_a.p(), dx.p(), dw.p(), dw2.p(), rows, n, 1e-6f, direct.p(),
+                                       type, nullptr)
+                    .ok());
+    ASSERT_TRUE(add_rms_norm_then_norm(h_b.p(), dx.p(), dw.p(), dw2.p(), rows, n, 1e-6f,
+                                       f32_out.p(), ElementType::kF32, nullptr)
+                    .ok());
+    ASSERT_TRUE(convert_from_f32(f32_out.p(), type, converted.p(), rows * n, nullptr).ok());
+    EXPECT_EQ(direct.read(rows * n), converted.read(rows * n)) << "add_rms_norm_then_norm";
+    ASSERT_TRUE(silu_mul(dgu.p(), rows, inter, act_direct.p(), type, nullptr).ok());
+    ASSERT_TRUE(silu_mul(dgu.p(), rows, inter, f32_act.p(), ElementType::kF32, nullptr).ok());
+    ASSERT_TRUE(convert_from_f32(f32_act.p(), type, act_converted.p(), rows * inter, nullptr).ok());
+    EXPECT_EQ(act_direct.read(rows * inter), act_converted.read(rows * inter)) << "silu_mul";
   }
 }
 
