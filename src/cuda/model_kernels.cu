@@ -76,14 +76,14 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int64_t i = threadIdx.x; i < n; i += kRowThreads) squares = fmaf(xr[i], xr[i], squares);
   const float total = block_sum(squares);
   const float scale = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
-  // Explicit roundings (no contraction into FMAs): residual_norm_kernel repeats them exactly.
+  // Explicit roundings (the residual as one FMA, as the compiler contracted it before), which
+  // residual_norm_kernel repeats exactly.
   for (int64_t i = threadIdx.x; i < n; i += kRowThreads) {
-    const float v = __fmul_rn(w[i], __fmul_rn(xr[i], scale));
     if (mode == 0) {
-      store_from_f32(y, y_type, r * n + i, v);
+      store_from_f32(y, y_type, r * n + i, __fmul_rn(w[i], __fmul_rn(xr[i], scale)));
     } else {
       float* yr = static_cast<float*>(y) + r * n;
-      yr[i] = __fadd_rn(yr[i], v);
+      yr[i] = __fmaf_rn(w[i], __fmul_rn(xr[i], scale), yr[i]);
     }
   }
 }
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int64_t i = threadIdx.x; i < n; i += kRowThreads) squares = fmaf(xr[i], xr[i], squares);
   const float scale = 1.0f / sqrtf(block_sum(squares) / static_cast<float>(n) + eps);
   for (int64_t i = threadIdx.x; i < n; i += kRowThreads)
-    hr[i] = __fadd_rn(hr[i], __fmul_rn(w[i], __fmul_rn(xr[i], scale)));
+    hr[i] = __fmaf_rn(w[i], __fmul_rn(xr[i], scale), hr[i]);
   float squares2 = 0.0f;
   for (int64_t i = threadIdx.x; i < n; i += kRowThreads) squares2 = fmaf(hr[i], hr[i], squares2);
   const float scale2 = 1.0f / sqrtf(block_sum(squares2) / static_cast<float>(n) + eps);

@@ -78,22 +78,25 @@ TEST(GpuModelKernels, NormsResidualsGateAndSwiGluMatchTheCpuOps) {
 // (the loop's final norm overwrites h).
 TEST(GpuModelKernels, FusedResidualAndNormEqualsTheTwoKernels) {
   RLT_REQUIRE_CUDA_DEVICE();
-  const int64_t rows = 5, n = 2048;
-  const auto x = normal(rows * n, 21), w = normal(n, 22), w2 = normal(n, 23),
-             h0 = normal(rows * n, 24);
-  for (bool in_place : {false, true}) {
-    Dev<float> dx(x), dw(w), dw2(w2), h_fused(h0), h_split(h0), y_fused(rows * n),
-        y_split(rows * n);
-    float* fused_out = in_place ? h_fused.p() : y_fused.p();
-    float* split_out = in_place ? h_split.p() : y_split.p();
-    ASSERT_TRUE(add_rms_norm_then_norm(h_fused.p(), dx.p(), dw.p(), dw2.p(), rows, n, 1e-6f,
-                                       fused_out, ElementType::kF32, nullptr)
-                    .ok());
-    ASSERT_TRUE(add_rms_norm(h_split.p(), dx.p(), dw.p(), rows, n, 1e-6f, nullptr).ok());
-    ASSERT_TRUE(rms_norm(h_split.p(), dw2.p(), rows, n, 1e-6f, split_out, nullptr).ok());
-    EXPECT_EQ(h_fused.read(rows * n), h_split.read(rows * n)) << "in place " << in_place;
-    if (!in_place) {
-      EXPECT_EQ(y_fused.read(rows * n), y_split.read(rows * n));
+  const int64_t rows = 5;
+  for (int64_t n : {int64_t{2048}, int64_t{1000}}) {  // 1000: a partial last pass per thread
+    const auto x = normal(rows * n, 21), w = normal(n, 22), w2 = normal(n, 23),
+               h0 = normal(rows * n, 24);
+    for (bool in_place : {false, true}) {
+      Dev<float> dx(x), dw(w), dw2(w2), h_fused(h0), h_split(h0), y_fused(rows * n),
+          y_split(rows * n);
+      float* fused_out = in_place ? h_fused.p() : y_fused.p();
+      float* split_out = in_place ? h_split.p() : y_split.p();
+      ASSERT_TRUE(add_rms_norm_then_norm(h_fused.p(), dx.p(), dw.p(), dw2.p(), rows, n, 1e-6f,
+                                         fused_out, ElementType::kF32, nullptr)
+                      .ok());
+      ASSERT_TRUE(add_rms_norm(h_split.p(), dx.p(), dw.p(), rows, n, 1e-6f, nullptr).ok());
+      ASSERT_TRUE(rms_norm(h_split.p(), dw2.p(), rows, n, 1e-6f, split_out, nullptr).ok());
+      EXPECT_EQ(h_fused.read(rows * n), h_split.read(rows * n))
+          << "n " << n << " in place " << in_place;
+      if (!in_place) {
+        EXPECT_EQ(y_fused.read(rows * n), y_split.read(rows * n)) << "n " << n;
+      }
     }
   }
 }
@@ -122,6 +125,8 @@ TEST(GpuModelKernels, SixteenBitOutputsEqualConvertedF32Outputs) {
                     .ok());
     ASSERT_TRUE(convert_from_f32(f32_out.p(), type, converted.p(), rows * n, nullptr).ok());
     EXPECT_EQ(direct.read(rows * n), converted.read(rows * n)) << "add_rms_norm_then_norm";
+    EXPECT_EQ(h_a.read(rows * n), h_b.read(rows * n))
+        << "the residual does not depend on the output type";
     ASSERT_TRUE(silu_mul(dgu.p(), rows, inter, act_direct.p(), type, nullptr).ok());
     ASSERT_TRUE(silu_mul(dgu.p(), rows, inter, f32_act.p(), ElementType::kF32, nullptr).ok());
     ASSERT_TRUE(convert_from_f32(f32_act.p(), type, act_converted.p(), rows * inter, nullptr).ok());
