@@ -198,6 +198,9 @@ TEST(AsyncScheduler, RandomWorkloadsExitAtTheSynchronousDepths) {
     w.mode = salt % 3 == 0 ? BatchMode::kNoRefill : BatchMode::kRefill;
     w.exit = salt % 4 == 0 ? ExitMode::kTrace : ExitMode::kOuroDelayed;
     w.layout = salt % 5 == 0 ? kv::KVLayout::kShared : kv::KVLayout::kLastExited;
+    // Some pools hold only a few requests' whole lives: admission must keep the rest waiting
+    // instead of letting everyone start and stall (no preemption here).
+    if (salt % 3 == 1) w.blocks = 18 + static_cast<int32_t>(salt);
     RunResult sync, async;
     run(w, 0, sync);
     if (HasFatalFailure()) return;
