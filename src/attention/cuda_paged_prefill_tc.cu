@@ -236,23 +236,19 @@ __global__ void __launch_bounds__(kThreads) prefill_tc_kernel(PagedLaunch p) {
     }
   }
 
+  // Normalized output of one row half: C elements {2 * half, 2 * half + 1} of every group.
+  auto store = [&](int row, bool valid, float sum, int half) {
+    if (!valid) return;
+    const float inv = 1.0f / sum;
+    float* out = p.out + (static_cast<int64_t>(begin + row) * p.num_q_heads + head) * D;
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd)
+      *reinterpret_cast<float2*>(out + nd * 8 + 2 * t) =
+          make_float2(o[nd][2 * half] * inv, o[nd][2 * half + 1] * inv);
+  };
   const float sum_a = quad_sum(st_a.sum), sum_b = quad_sum(st_b.sum);
-  if (valid_a) {
-    const float inv = 1.0f / sum_a;
-    float* out = p.out + (static_cast<int64_t>(begin + row_a) * p.num_q_heads + head) * D;
-#pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd)
-      *reinterpret_cast<float2*>(out + nd * 8 + 2 * t) =
-          make_float2(o[nd][0] * inv, o[nd][1] * inv);
-  }
-  if (valid_b) {
-    const float inv = 1.0f / sum_b;
-    float* out = p.out + (static_cast<int64_t>(begin + row_b) * p.num_q_heads + head) * D;
-#pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd)
-      *reinterpret_cast<float2*>(out + nd * 8 + 2 * t) =
-          make_float2(o[nd][2] * inv, o[nd][3] * inv);
-  }
+  store(row_a, valid_a, sum_a, 0);
+  store(row_b, valid_b, sum_b, 1);
 }
 
 template <ElementType E, int D>

@@ -169,46 +169,6 @@ __global__ void convert_kernel(const float* x, ElementType type, void* y, int64_
   if (i < n) store_from_f32(y, type, i, x[i]);
 }
 
-__global__ void __launch_bounds__(kRowThreads)
-    argmax_kernel(const float* logits, int64_t vocab, int32_t* result, float* bad_value) {
-  __shared__ float best_value[kRowThreads];
-  __shared__ int32_t best_index[kRowThreads], bad_index[kRowThreads], finite[kRowThreads];
-  const int64_t r = blockIdx.x;
-  const float* row = logits + r * vocab;
-  float bv = -CUDART_INF_F;
-  int32_t bi = INT32_MAX, bad = INT32_MAX, any_finite = 0;
-  for (int64_t i = threadIdx.x; i < vocab; i += kRowThreads) {
-    const float x = row[i];
-    if (isnan(x) || x == CUDART_INF_F) {
-      bad = min(bad, static_cast<int32_t>(i));
-      continue;
-    }
-    any_finite |= isfinite(x) ? 1 : 0;
-    if (x > bv || (x == bv && i < bi)) {
-      bv = x;
-      bi = static_cast<int32_t>(i);
-    }
-  }
-  best_value[threadIdx.x] = bv;
-  best_index[threadIdx.x] = bi;
-  bad_index[threadIdx.x] = bad;
-  finite[threadIdx.x] = any_finite;
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  for (int t = 1; t < kRowThreads; ++t) {
-    if (best_value[t] > bv || (best_value[t] == bv && best_index[t] < bi)) {
-      bv = best_value[t];
-      bi = best_index[t];
-    }
-    bad = min(bad, bad_index[t]);
-    any_finite |= finite[t];
-  }
-  result[3 * r] = bi == INT32_MAX ? 0 : bi;
-  result[3 * r + 1] = bad == INT32_MAX ? -1 : bad;
-  result[3 * r + 2] = any_finite;
-  bad_value[r] = bad == INT32_MAX ? 0.0f : row[bad];
-}
-
 __global__ void move_rows_kernel(const float* src, const int32_t* index, int64_t n, float* dst,
                                  bool gather) {
   const int64_t r = blockIdx.x;
@@ -288,14 +248,6 @@ Status convert_from_f32(const float* x, ElementType type, void* y, int64_t n, CU
   if (n <= 0) return {};
   convert_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, type, y, n);
   return launched("f32 conversion");
-}
-
-Status greedy_argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* result,
-                     float* bad_value, CUstream_st* stream) {
-  if (rows <= 0) return {};
-  argmax_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, vocab, result,
-                                                                         bad_value);
-  return launched("greedy argmax");
 }
 
 Status gather_rows(const float* src, const int32_t* index, int64_t rows, int64_t n, float* dst,

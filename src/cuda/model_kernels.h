@@ -71,13 +71,6 @@ Status gate_logits(const float* h, const float* w, float bias, int64_t rows, int
 // y[i] = x[i] rounded to `type` (round to nearest even); the input of 16-bit GEMMs.
 Status convert_from_f32(const float* x, ElementType type, void* y, int64_t n, CUstream_st* stream);
 
-// Greedy sampling on the device, with the host sampler's rules: per row of logits[rows, vocab],
-// result[3r] = the first index of the largest value, result[3r + 1] = the first index holding NaN
-// or +inf (-1 if none: the row is then valid), result[3r + 2] = 1 if some value is finite;
-// bad_value[r] = the value at result[3r + 1].
-Status greedy_argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* result,
-                     float* bad_value, CUstream_st* stream);
-
 // dst[r, :] = src[index[r], :] and its reverse, for per-request hidden-state slots.
 Status gather_rows(const float* src, const int32_t* index, int64_t rows, int64_t n, float* dst,
                    CUstream_st* stream);

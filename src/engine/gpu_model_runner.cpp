@@ -461,9 +461,8 @@ Status GpuModelRunner::coda(const sched::SchedulerOutput& batch, const sched::Sc
   RLT_RETURN_IF_ERROR(core_->lm_head(floats(h_), n, floats(logits_)));
   if (on_device) {
     *device_sampled = true;
-    const auto* device_params =
-        all_greedy ? nullptr : reinterpret_cast<const cuda::DeviceSampleParams*>(dev[1]);
-    return sample_on_device(n, device_params, any_top_p, results);
+    return sample_on_device(n, reinterpret_cast<const cuda::DeviceSampleParams*>(dev[1]), any_top_p,
+                            results);
   }
   // Into pinned memory (a fast DMA) that the sampler reads in place.
   const size_t bytes = static_cast<size_t>(n * vocab) * 4;
@@ -489,21 +488,16 @@ Status GpuModelRunner::sample_on_device(int64_t n, const cuda::DeviceSampleParam
   auto* tokens = reinterpret_cast<int32_t*>(dev);
   auto* bad_values = reinterpret_cast<float*>(dev + result_bytes);
   const int64_t vocab = model_->config.vocab_size;
-  if (params == nullptr) {
-    RLT_RETURN_IF_ERROR(
-        cuda::greedy_argmax(floats(logits_), n, vocab, tokens, bad_values, stream_->handle()));
-  } else {
-    const size_t scratch = cuda::sampling_scratch_bytes(n, vocab, any_top_p);
-    if (sample_scratch_.bytes() < scratch) {
-      RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
-      sample_scratch_ = cuda::DeviceAllocation();
-      RLT_ASSIGN_OR_RETURN(sample_scratch_,
-                           cuda::DeviceAllocation::allocate(scratch, "sampling scratch"));
-    }
-    RLT_RETURN_IF_ERROR(cuda::sample_rows(floats(logits_), n, vocab, params, any_top_p,
-                                          sample_scratch_.data(), tokens, bad_values,
-                                          stream_->handle()));
+  const size_t scratch = cuda::sampling_scratch_bytes(n, vocab, any_top_p);
+  if (sample_scratch_.bytes() < scratch) {
+    RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
+    sample_scratch_ = cuda::DeviceAllocation();
+    RLT_ASSIGN_OR_RETURN(sample_scratch_,
+                         cuda::DeviceAllocation::allocate(scratch, "sampling scratch"));
   }
+  RLT_RETURN_IF_ERROR(cuda::sample_rows(floats(logits_), n, vocab, params, any_top_p,
+                                        sample_scratch_.data(), tokens, bad_values,
+                                        stream_->handle()));
   return check(
       cudaMemcpyAsync(results.data(), dev, bytes, cudaMemcpyDeviceToHost, stream_->handle()),
       "reading sampled tokens");

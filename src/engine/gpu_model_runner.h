@@ -96,8 +96,8 @@ class GpuModelRunner final : public ModelRunner {
   Status upload(std::initializer_list<std::span<const int32_t>> arrays,
                 std::vector<const int32_t*>& device);
   Status synchronize();
-  // Enqueues greedy sampling of the `n` logits rows on the device (`params` null), or sampling
-  // under per-row parameters (device array); the results go to `results`.
+  // Enqueues sampling of the `n` logits rows on the device under per-row parameters (device
+  // array; temperature 0 is greedy); the results go to `results`.
   Status sample_on_device(int64_t n, const cuda::DeviceSampleParams* params, bool any_top_p,
                           cuda::PinnedBuffer& results);
   // The tokens (or the host sampler's errors) from sample_greedy's results.

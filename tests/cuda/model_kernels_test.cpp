@@ -238,39 +238,6 @@ TEST(GpuLinear, F32IsExactF32AndBf16MatchesRoundedInputs) {
 
 // The device greedy sampler follows the host sampler's rules: first index among ties, -inf is a
 // mask, NaN and +inf are reported (the first offending index), a row without finite values too.
-TEST(GpuModelKernels, GreedyArgmaxFollowsTheHostRules) {
-  RLT_REQUIRE_CUDA_DEVICE();
-  const int64_t vocab = 1000;
-  const float inf = std::numeric_limits<float>::infinity(),
-              nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> logits = normal(6 * vocab, 12);
-  float* row = logits.data();
-  row[10] = row[700] = 50.0f;  // row 0: tie, the first wins
-  for (int64_t i = 0; i < vocab; ++i)
-    row[vocab + i] = i == 999 ? 1.0f : -inf;  // row 1: masked but one
-  row[2 * vocab + 500] = nan;                 // row 2: NaN reported
-  row[2 * vocab + 800] = inf;
-  row[3 * vocab + 3] = inf;                                       // row 3: +inf reported
-  for (int64_t i = 0; i < vocab; ++i) row[4 * vocab + i] = -inf;  // row 4: nothing finite
-  Dev<float> dl(logits), bad(6);
-  Dev<int32_t> result(18);
-  ASSERT_TRUE(greedy_argmax(dl.p(), 6, vocab, result.p(), bad.p(), nullptr).ok());
-  const auto r = result.read(18);
-  const auto b = bad.read(6);
-  EXPECT_EQ(r[0], 10);
-  EXPECT_EQ(r[1], -1);
-  EXPECT_EQ(r[3], 999);
-  EXPECT_EQ(r[7], 500);
-  EXPECT_TRUE(std::isnan(b[2]));
-  EXPECT_EQ(r[10], 3);
-  EXPECT_EQ(b[3], inf);
-  EXPECT_EQ(r[13], -1);
-  EXPECT_EQ(r[14], 0) << "no finite value";
-  EXPECT_EQ(r[15], kernels::argmax(row + 5 * vocab, vocab)) << "a plain random row";
-  EXPECT_EQ(r[16], -1);
-  EXPECT_EQ(r[17], 1);
-}
-
 TEST(GpuModelKernels, EmbeddingAndStateRows) {
   RLT_REQUIRE_CUDA_DEVICE();
   const int64_t vocab = 50, hidden = 96;

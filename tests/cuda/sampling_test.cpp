@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -98,6 +99,50 @@ TEST(DeviceSampling, EqualsTheHostSampler) {
   check_vocab(1000, 1);
   check_vocab(49152, 2);  // Ouro's vocabulary: several elements per thread, real sort sizes
   check_vocab(131, 3);    // fewer entries than threads
+}
+
+// Greedy rows (temperature 0): the first index among ties, NaN / +inf and rows without a finite
+// value reported as the host sampler reports them.
+TEST(DeviceSampling, GreedyRowsFollowTheHostRules) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  const int64_t vocab = 1000;
+  const float inf = std::numeric_limits<float>::infinity(),
+              nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> logits(6 * vocab);
+  std::mt19937 g(12);
+  std::normal_distribution<float> d;
+  for (float& x : logits) x = d(g);
+  float* row = logits.data();
+  row[10] = row[700] = 50.0f;  // row 0: tie, the first wins
+  for (int64_t i = 0; i < vocab; ++i)
+    row[vocab + i] = i == 999 ? 1.0f : -inf;  // row 1: masked but one
+  row[2 * vocab + 500] = nan;                 // row 2: NaN reported
+  row[2 * vocab + 800] = inf;
+  row[3 * vocab + 3] = inf;                                       // row 3: +inf reported
+  for (int64_t i = 0; i < vocab; ++i) row[4 * vocab + i] = -inf;  // row 4: nothing finite
+  Dev<float> dl(logits), bad(6);
+  Dev<int32_t> result(18);
+  Dev<DeviceSampleParams> params(std::vector<DeviceSampleParams>(6));  // all greedy
+  Dev<std::byte> scratch(sampling_scratch_bytes(6, vocab, false));
+  ASSERT_TRUE(
+      sample_rows(dl.p(), 6, vocab, params.p(), false, scratch.p(), result.p(), bad.p(), nullptr)
+          .ok());
+  const auto r = result.read(18);
+  const auto b = bad.read(6);
+  EXPECT_EQ(r[0], 10);
+  EXPECT_EQ(r[1], -1);
+  EXPECT_EQ(r[3], 999);
+  EXPECT_EQ(r[7], 500);
+  EXPECT_TRUE(std::isnan(b[2]));
+  EXPECT_EQ(r[10], 3);
+  EXPECT_EQ(b[3], inf);
+  EXPECT_EQ(r[13], -1);
+  EXPECT_EQ(r[14], 0) << "no finite value";
+  EXPECT_EQ(r[15], static_cast<int32_t>(std::max_element(row + 5 * vocab, row + 6 * vocab) -
+                                        (row + 5 * vocab)))
+      << "a plain random row";
+  EXPECT_EQ(r[16], -1);
+  EXPECT_EQ(r[17], 1);
 }
 
 TEST(DeviceSampling, BrokenRowsAreReportedAsTheHostReportsThem) {
