@@ -51,6 +51,10 @@ struct EngineConfig {
   // if capture fails), "on" (required: the attention backend must be graph-safe and a failed
   // capture is an error), "off".
   std::string cuda_graphs = "auto";
+  // Programmatic dependent launch (GPU runs on sm_90+): each of rlt's kernels may begin launching
+  // while the one before it finishes, hiding most of the gap between short kernels. Off by
+  // default until measured; a GPU below sm_90 refuses it.
+  bool programmatic_launch = false;
 
   // Detokenize outputs with the folder's tokenizer.json (when it has one): RequestOutput.text.
   bool detokenize = true;

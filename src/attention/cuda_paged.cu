@@ -19,6 +19,7 @@
 #include "attention/cuda_paged_kernels.h"
 #include "attention/cuda_paged_plan.h"
 #include "cuda/device.h"
+#include "cuda/launch.cuh"
 
 namespace rlt::attention::cuda_paged {
 namespace {
@@ -117,6 +118,7 @@ __device__ __forceinline__ bool unit_row(const PagedLaunch& p, int64_t unit, int
 // them (GQA), with an online-softmax state per head.
 template <ElementType E, int kLanesPerKey, int kHeads>
 __global__ void __launch_bounds__(kThreads) partition_kernel(PagedLaunch p, int64_t unit_begin) {
+  ::rlt::cuda::wait_for_upstream_kernels();
   constexpr int kMaxHeadDim = kLanesPerKey * 8;
   constexpr int kGroups = kThreads / kLanesPerKey;
   constexpr int kKeysInFlight = kHeads >= 4 ? 2 : kUnroll;  // bounds registers with many heads
@@ -250,6 +252,7 @@ __global__ void __launch_bounds__(kThreads) partition_kernel(PagedLaunch p, int6
 
 // Merges the partitions of split rows (log-sum-exp, in partition order).
 __global__ void __launch_bounds__(kThreads) merge_kernel(PagedLaunch p, int64_t unit_begin) {
+  ::rlt::cuda::wait_for_upstream_kernels();
   __shared__ float weight[kMaxPartitions];
   const int64_t unit = unit_begin + blockIdx.x;
   const int32_t head = blockIdx.y;
@@ -295,6 +298,7 @@ __device__ __forceinline__ float load1(const void* base, int64_t offset) {
 
 template <ElementType E>
 __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(PagedLaunch p) {
+  ::rlt::cuda::wait_for_upstream_kernels();
   extern __shared__ float smem[];
   const int d = p.head_dim, ds = d + 1;
   float* q_s = smem;               // [kQTile][ds]
@@ -412,15 +416,16 @@ cudaError_t launch_prefill(const PagedLaunch& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.num_seqs),
                   static_cast<unsigned>((p.max_seqlen_q + kQTile - 1) / kQTile),
                   static_cast<unsigned>(p.num_q_heads));
-  prefill_kernel<E><<<grid, kPrefillThreads, bytes, stream>>>(p);
-  return cudaGetLastError();
+  return ::rlt::cuda::launch(prefill_kernel<E>, grid, kPrefillThreads, bytes, stream, p);
 }
 
 template <ElementType E, int kLanesPerKey, int kHeads>
 void launch_heads(const PagedLaunch& p, int64_t unit_begin, int64_t units, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(units), static_cast<unsigned>(p.num_q_heads / kHeads),
                   static_cast<unsigned>(p.max_partitions));
-  partition_kernel<E, kLanesPerKey, kHeads><<<grid, kThreads, 0, stream>>>(p, unit_begin);
+  // A failed launch stays the runtime's last error, which the caller checks.
+  (void)::rlt::cuda::launch(partition_kernel<E, kLanesPerKey, kHeads>, grid, kThreads, 0, stream, p,
+                            unit_begin);
 }
 
 // Query heads per block: the largest of 4, 2, 1 that divides the GQA ratio (a function of the
@@ -475,8 +480,9 @@ Status launch_paged_attention(const PagedLaunch& p, CUstream_st* stream) {
         break;
     }
     if (p.max_partitions > 1) {
-      merge_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(p.num_q_heads)),
-                     kThreads, 0, stream>>>(p, begin);
+      (void)::rlt::cuda::launch(
+          merge_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(p.num_q_heads)),
+          kThreads, 0, stream, p, begin);
     }
     RLT_RETURN_IF_ERROR(
         ::rlt::cuda::cuda_status(static_cast<int>(cudaGetLastError()), "cuda_paged launch"));

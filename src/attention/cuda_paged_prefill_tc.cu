@@ -21,6 +21,7 @@
 #include "attention/cuda_paged_kernels.h"
 #include "attention/cuda_paged_plan.h"
 #include "cuda/device.h"
+#include "cuda/launch.cuh"
 
 namespace rlt::attention::cuda_paged {
 namespace {
@@ -116,6 +117,7 @@ __device__ __forceinline__ float softmax_update(float (&x)[kGroups][2], int key0
 
 template <ElementType E, int D>
 __global__ void __launch_bounds__(kThreads) prefill_tc_kernel(PagedLaunch p) {
+  ::rlt::cuda::wait_for_upstream_kernels();
   __shared__ __align__(16) uint16_t k_s[kKeys][D + 8];
   __shared__ __align__(16) uint16_t v_s[kKeys][D + 8];
   constexpr int kGroups = kKeys / 8;  // key groups of 8 (n-tiles of S)
@@ -256,8 +258,7 @@ cudaError_t launch(const PagedLaunch& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.num_seqs),
                   static_cast<unsigned>((p.max_seqlen_q + kRows - 1) / kRows),
                   static_cast<unsigned>(p.num_q_heads));
-  prefill_tc_kernel<E, D><<<grid, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return ::rlt::cuda::launch(prefill_tc_kernel<E, D>, grid, kThreads, 0, stream, p);
 }
 
 }  // namespace

@@ -46,6 +46,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_flag("--no-cuda-graphs", f.no_cuda_graphs, "GPU runs: never capture CUDA graphs (default: capture per "
                "batch bucket, eager if capture fails; --cuda-graphs makes graphs required)")
       ->excludes("--cuda-graphs");
+  cmd.add_flag("--pdl", c.programmatic_launch,
+               "GPU runs on sm_90+: programmatic dependent launch (each kernel starts launching while "
+               "the previous one finishes)");
   cmd.add_option("--device", c.device, "Where the model runs: cpu, or cuda / cuda:N (CUDA builds)")->capture_default_str();
   cmd.add_option("--activation-dtype", c.activation_dtype,
                  "Linear-layer activations: f32, or bf16 (bf16 weights on AVX512_BF16 CPUs: ~2x prefill)")

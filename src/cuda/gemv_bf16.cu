@@ -5,20 +5,40 @@
 
 #include "cuda/device.h"
 #include "cuda/gemv_bf16.h"
+#include "cuda/launch.cuh"
 
 namespace rlt::cuda {
 namespace {
 
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
+// 16-byte weight loads each lane issues before using any: a warp keeps 2 KiB in flight, which a
+// row-per-warp GEMV needs to stream near the memory's bandwidth.
+constexpr int kLoadsInFlight = 4;
+constexpr int64_t kWarpStep = kWarp * 8;  // columns a warp covers per load
 
 __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits16) {
   return __uint_as_float(bits16 << 16);
 }
 
-// Each lane reads 8 consecutive bf16 (16 bytes) per step; lanes of a warp cover 256 columns.
-__global__ void gemv_bf16_kernel(const uint16_t* __restrict__ w, const float* __restrict__ x,
-                                 float* __restrict__ y, int64_t rows, int64_t cols) {
+// sum + the dot product of 8 bf16 weights with x[0..8), in a fixed order.
+__device__ __forceinline__ float dot8(uint4 packed, const float* x, float sum) {
+  const float4 x0 = __ldg(reinterpret_cast<const float4*>(x));
+  const float4 x1 = __ldg(reinterpret_cast<const float4*>(x + 4));
+  sum += bf16_bits_to_float(packed.x & 0xffffu) * x0.x + bf16_bits_to_float(packed.x >> 16) * x0.y;
+  sum += bf16_bits_to_float(packed.y & 0xffffu) * x0.z + bf16_bits_to_float(packed.y >> 16) * x0.w;
+  sum += bf16_bits_to_float(packed.z & 0xffffu) * x1.x + bf16_bits_to_float(packed.z >> 16) * x1.y;
+  sum += bf16_bits_to_float(packed.w & 0xffffu) * x1.z + bf16_bits_to_float(packed.w >> 16) * x1.w;
+  return sum;
+}
+
+// One warp per row. Each lane reads 8 consecutive bf16 (16 bytes) per load, lanes of a warp cover
+// 256 columns, and a lane's products are summed in column order (so the unrolled loop gives the
+// same bits as one load at a time). Weights are read once: streamed past L1, which keeps x.
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarp)
+    gemv_bf16_kernel(const uint16_t* __restrict__ w, const float* __restrict__ x,
+                     float* __restrict__ y, int64_t rows, int64_t cols) {
+  wait_for_upstream_kernels();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (row >= rows) return;
@@ -26,23 +46,20 @@ __global__ void gemv_bf16_kernel(const uint16_t* __restrict__ w, const float* __
   float sum = 0.0f;
   const bool vector_ok = (cols % 8 == 0) && (reinterpret_cast<uintptr_t>(wr) % 16 == 0) &&
                          (reinterpret_cast<uintptr_t>(x) % 16 == 0);
-  int64_t c = 0;
   if (vector_ok) {
-    for (c = static_cast<int64_t>(lane) * 8; c + 8 <= cols; c += kWarp * 8) {
-      const uint4 packed = *reinterpret_cast<const uint4*>(wr + c);
-      const float4 x0 = *reinterpret_cast<const float4*>(x + c);
-      const float4 x1 = *reinterpret_cast<const float4*>(x + c + 4);
-      sum +=
-          bf16_bits_to_float(packed.x & 0xffffu) * x0.x + bf16_bits_to_float(packed.x >> 16) * x0.y;
-      sum +=
-          bf16_bits_to_float(packed.y & 0xffffu) * x0.z + bf16_bits_to_float(packed.y >> 16) * x0.w;
-      sum +=
-          bf16_bits_to_float(packed.z & 0xffffu) * x1.x + bf16_bits_to_float(packed.z >> 16) * x1.y;
-      sum +=
-          bf16_bits_to_float(packed.w & 0xffffu) * x1.z + bf16_bits_to_float(packed.w >> 16) * x1.w;
+    int64_t c = static_cast<int64_t>(lane) * 8;
+    for (; c + (kLoadsInFlight - 1) * kWarpStep + 8 <= cols; c += kLoadsInFlight * kWarpStep) {
+      uint4 packed[kLoadsInFlight];
+#pragma unroll
+      for (int u = 0; u < kLoadsInFlight; ++u)
+        packed[u] = __ldcs(reinterpret_cast<const uint4*>(wr + c + u * kWarpStep));
+#pragma unroll
+      for (int u = 0; u < kLoadsInFlight; ++u) sum = dot8(packed[u], x + c + u * kWarpStep, sum);
     }
+    for (; c + 8 <= cols; c += kWarpStep)
+      sum = dot8(__ldcs(reinterpret_cast<const uint4*>(wr + c)), x + c, sum);
   } else {
-    for (c = lane; c < cols; c += kWarp) sum += bf16_bits_to_float(wr[c]) * x[c];
+    for (int64_t c = lane; c < cols; c += kWarp) sum += bf16_bits_to_float(wr[c]) * x[c];
   }
   for (int offset = kWarp / 2; offset > 0; offset /= 2)
     sum += __shfl_down_sync(0xffffffffu, sum, offset);
@@ -54,9 +71,11 @@ __global__ void gemv_bf16_kernel(const uint16_t* __restrict__ w, const float* __
 Status gemv_bf16(const uint16_t* w, const float* x, float* y, int64_t rows, int64_t cols,
                  CUstream_st* stream) {
   if (rows <= 0) return {};
-  const auto blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  gemv_bf16_kernel<<<blocks, kWarpsPerBlock * kWarp, 0, stream>>>(w, x, y, rows, cols);
-  return cuda_status(static_cast<int>(cudaGetLastError()), "gemv_bf16 launch");
+  const dim3 blocks(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
+  const cudaError_t e =
+      launch(gemv_bf16_kernel, blocks, kWarpsPerBlock * kWarp, 0, stream, w, x, y, rows, cols);
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return cuda_status(static_cast<int>(e), "gemv_bf16 launch");
 }
 
 }  // namespace rlt::cuda

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/device.h"
+#include "cuda/launch.cuh"
 #include "cuda/model_kernels.h"
 
 namespace rlt::cuda {
@@ -13,12 +14,18 @@ namespace {
 
 constexpr int kRowThreads = 256;
 
-Status launched(const char* what) {
-  return cuda_status(static_cast<int>(cudaGetLastError()), what);
+Status launched(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) (void)cudaGetLastError();  // reported here, not again by a later check
+  return cuda_status(static_cast<int>(e), what);
 }
 
-unsigned grid_for(int64_t n, int threads) {
-  return static_cast<unsigned>((n + threads - 1) / threads);
+dim3 grid_for(int64_t n, int threads) {
+  return dim3(static_cast<unsigned>((n + threads - 1) / threads));
+}
+
+// One block per row.
+dim3 rows_grid(int64_t rows) {
+  return dim3(static_cast<unsigned>(rows));
 }
 
 __device__ __forceinline__ float load_as_f32(const void* base, ElementType type, int64_t i) {
@@ -60,6 +67,7 @@ __device__ float block_sum(float v) {
 
 __global__ void embed_kernel(const void* table, ElementType type, int64_t hidden,
                              const int32_t* tokens, float* out) {
+  wait_for_upstream_kernels();
   const int64_t r = blockIdx.x;
   const int64_t base = static_cast<int64_t>(tokens[r]) * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x)
@@ -70,6 +78,7 @@ __global__ void embed_kernel(const void* table, ElementType type, int64_t hidden
 __global__ void __launch_bounds__(kRowThreads)
     norm_kernel(const float* x, const float* w, int64_t n, float eps, void* y, ElementType y_type,
                 int mode) {
+  wait_for_upstream_kernels();
   const int64_t r = blockIdx.x;
   const float* xr = x + r * n;
   float squares = 0.0f;
@@ -93,6 +102,7 @@ __global__ void __launch_bounds__(kRowThreads)
 __global__ void __launch_bounds__(kRowThreads)
     residual_norm_kernel(const float* x, const float* w, float* h, const float* next_w, int64_t n,
                          float eps, void* y, ElementType y_type) {
+  wait_for_upstream_kernels();
   const int64_t r = blockIdx.x;
   const float* xr = x + r * n;
   float* hr = h + r * n;
@@ -109,12 +119,14 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 __global__ void add_kernel(float* h, const float* x, int64_t n) {
+  wait_for_upstream_kernels();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) h[i] += x[i];
 }
 
 // One block per row; threads take (head, pair) items of q and k, then K/V elements.
 __global__ void rope_kv_kernel(RopeKvWrite a) {
+  wait_for_upstream_kernels();
   const int64_t r = blockIdx.x;
   const int32_t d = a.head_dim, half = d / 2;
   const int64_t q_dim = int64_t{a.num_heads} * d, kv_dim = int64_t{a.num_kv_heads} * d;
@@ -148,6 +160,7 @@ __global__ void rope_kv_kernel(RopeKvWrite a) {
 
 __global__ void silu_mul_kernel(const float* gate_up, int64_t rows, int64_t inter, void* out,
                                 ElementType out_type) {
+  wait_for_upstream_kernels();
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= rows * inter) return;
   const int64_t r = idx / inter, i = idx % inter;
@@ -157,6 +170,7 @@ __global__ void silu_mul_kernel(const float* gate_up, int64_t rows, int64_t inte
 
 __global__ void __launch_bounds__(kRowThreads)
     gate_kernel(const float* h, const float* w, float bias, int64_t n, float* out) {
+  wait_for_upstream_kernels();
   const int64_t r = blockIdx.x;
   float dot = 0.0f;
   for (int64_t i = threadIdx.x; i < n; i += kRowThreads) dot = fmaf(h[r * n + i], w[i], dot);
@@ -165,12 +179,14 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 __global__ void convert_kernel(const float* x, ElementType type, void* y, int64_t n) {
+  wait_for_upstream_kernels();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) store_from_f32(y, type, i, x[i]);
 }
 
 __global__ void move_rows_kernel(const float* src, const int32_t* index, int64_t n, float* dst,
                                  bool gather) {
+  wait_for_upstream_kernels();
   const int64_t r = blockIdx.x;
   const int64_t from = gather ? index[r] : r, to = gather ? r : index[r];
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[to * n + i] = src[from * n + i];
@@ -181,9 +197,9 @@ __global__ void move_rows_kernel(const float* src, const int32_t* index, int64_t
 Status embed_rows(const void* table, ElementType type, int64_t hidden, const int32_t* tokens,
                   int64_t rows, float* out, CUstream_st* stream) {
   if (rows <= 0) return {};
-  embed_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(table, type, hidden, tokens,
-                                                                        out);
-  return launched("embedding");
+  return launched(launch(embed_kernel, rows_grid(rows), kRowThreads, 0, stream, table, type, hidden,
+                         tokens, out),
+                  "embedding");
 }
 
 Status rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* y,
@@ -195,75 +211,75 @@ Status rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float e
 Status rms_norm_to(const float* x, const float* w, int64_t rows, int64_t n, float eps, void* y,
                    ElementType y_type, CUstream_st* stream) {
   if (rows <= 0) return {};
-  norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, w, n, eps, y, y_type, 0);
-  return launched("rms_norm");
+  return launched(
+      launch(norm_kernel, rows_grid(rows), kRowThreads, 0, stream, x, w, n, eps, y, y_type, 0),
+      "rms_norm");
 }
 
 Status add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_t n, float eps,
                     CUstream_st* stream) {
   if (rows <= 0) return {};
-  norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, w, n, eps, h,
-                                                                       ElementType::kF32, 1);
-  return launched("add_rms_norm");
+  return launched(launch(norm_kernel, rows_grid(rows), kRowThreads, 0, stream, x, w, n, eps, h,
+                         ElementType::kF32, 1),
+                  "add_rms_norm");
 }
 
 Status add_rms_norm_then_norm(float* h, const float* x, const float* w, const float* next_w,
                               int64_t rows, int64_t n, float eps, void* y, ElementType y_type,
                               CUstream_st* stream) {
   if (rows <= 0) return {};
-  residual_norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, w, h, next_w, n,
-                                                                                eps, y, y_type);
-  return launched("add_rms_norm_then_norm");
+  return launched(launch(residual_norm_kernel, rows_grid(rows), kRowThreads, 0, stream, x, w, h,
+                         next_w, n, eps, y, y_type),
+                  "add_rms_norm_then_norm");
 }
 
 Status add_in_place(float* h, const float* x, int64_t n, CUstream_st* stream) {
   if (n <= 0) return {};
-  add_kernel<<<grid_for(n, 256), 256, 0, stream>>>(h, x, n);
-  return launched("residual add");
+  return launched(launch(add_kernel, grid_for(n, 256), 256, 0, stream, h, x, n), "residual add");
 }
 
 Status rope_and_write_kv(const RopeKvWrite& args, CUstream_st* stream) {
   if (args.rows <= 0) return {};
   if (args.head_dim % 2 != 0) return invalid_argument("rope: head_dim must be even");
-  rope_kv_kernel<<<static_cast<unsigned>(args.rows), 128, 0, stream>>>(args);
-  return launched("rope + K/V write");
+  return launched(launch(rope_kv_kernel, rows_grid(args.rows), 128, 0, stream, args),
+                  "rope + K/V write");
 }
 
 Status silu_mul(const float* gate_up, int64_t rows, int64_t intermediate, void* out,
                 ElementType out_type, CUstream_st* stream) {
   if (rows <= 0) return {};
-  silu_mul_kernel<<<grid_for(rows * intermediate, 256), 256, 0, stream>>>(
-      gate_up, rows, intermediate, out, out_type);
-  return launched("silu_mul");
+  return launched(launch(silu_mul_kernel, grid_for(rows * intermediate, 256), 256, 0, stream,
+                         gate_up, rows, intermediate, out, out_type),
+                  "silu_mul");
 }
 
 Status gate_logits(const float* h, const float* w, float bias, int64_t rows, int64_t n, float* out,
                    CUstream_st* stream) {
   if (rows <= 0) return {};
-  gate_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(h, w, bias, n, out);
-  return launched("exit gate");
+  return launched(launch(gate_kernel, rows_grid(rows), kRowThreads, 0, stream, h, w, bias, n, out),
+                  "exit gate");
 }
 
 Status convert_from_f32(const float* x, ElementType type, void* y, int64_t n, CUstream_st* stream) {
   if (n <= 0) return {};
-  convert_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, type, y, n);
-  return launched("f32 conversion");
+  return launched(launch(convert_kernel, grid_for(n, 256), 256, 0, stream, x, type, y, n),
+                  "f32 conversion");
 }
 
 Status gather_rows(const float* src, const int32_t* index, int64_t rows, int64_t n, float* dst,
                    CUstream_st* stream) {
   if (rows <= 0) return {};
-  move_rows_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(src, index, n, dst,
-                                                                            true);
-  return launched("gather rows");
+  return launched(
+      launch(move_rows_kernel, rows_grid(rows), kRowThreads, 0, stream, src, index, n, dst, true),
+      "gather rows");
 }
 
 Status scatter_rows(const float* src, const int32_t* index, int64_t rows, int64_t n, float* dst,
                     CUstream_st* stream) {
   if (rows <= 0) return {};
-  move_rows_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(src, index, n, dst,
-                                                                            false);
-  return launched("scatter rows");
+  return launched(
+      launch(move_rows_kernel, rows_grid(rows), kRowThreads, 0, stream, src, index, n, dst, false),
+      "scatter rows");
 }
 
 }  // namespace rlt::cuda

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "cuda/device.h"
+#include "cuda/programmatic_launch.h"
 
 namespace rlt::cuda {
 namespace {
@@ -60,7 +61,9 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 }
 
 Stream::~Stream() {
-  if (handle_) cudaStreamDestroy(handle_);
+  if (!handle_) return;
+  set_programmatic_launch(handle_, false);  // a later stream may get the same handle
+  cudaStreamDestroy(handle_);
 }
 
 Status Stream::synchronize() const {

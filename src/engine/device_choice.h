@@ -30,7 +30,7 @@ double copy_bandwidth_gbs(const std::string& device);
 Result<std::unique_ptr<ModelRunner>> make_gpu_runner(
     std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
     std::unique_ptr<attention::AttentionBackend> backend,
-    const attention::BackendCapabilities& caps, kv::KVLayout layout,
-    const std::string& cuda_graphs);
+    const attention::BackendCapabilities& caps, kv::KVLayout layout, const std::string& cuda_graphs,
+    bool programmatic_launch);
 
 }  // namespace rlt::engine

@@ -175,6 +175,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   if (config.cuda_graphs != "auto" && config.cuda_graphs != "on" && config.cuda_graphs != "off") {
     return invalid_argument(fmt::format("cuda_graphs '{}': expected auto, on or off", config.cuda_graphs));
   }
+  if (config.programmatic_launch && !device.cuda) {
+    return invalid_argument("programmatic dependent launch (--pdl) applies to GPU runs; this run is on the CPU: "
+                            "use --device cuda or drop --pdl");
+  }
   impl->attention_report = attention::select_attention_backend(sel);
   impl->attention_json = impl->attention_report.to_json();
   if (!impl->attention_report.status.ok()) return impl->attention_report.status;
@@ -208,7 +212,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   if (device.cuda) {
     RLT_ASSIGN_OR_RETURN(impl->runner, engine::make_gpu_runner(impl->model, kc.geometry, device.cuda_index,
                                                                entry->create(), entry->caps, *layout,
-                                                               config.cuda_graphs));
+                                                               config.cuda_graphs, config.programmatic_launch));
   } else {
     RLT_ASSIGN_OR_RETURN(auto storage, kv::CpuKVStorage::create(kc.geometry));
     impl->runner = std::make_unique<engine::CpuModelRunner>(impl->model, std::move(storage), entry->create(),

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "cuda/device.h"
 #include "cuda/element_type.h"
+#include "cuda/programmatic_launch.h"
 #include "engine/batch_rows.h"
 #include "engine/pass_plan.h"
 #include "engine/sampler.h"
@@ -35,6 +36,18 @@ int64_t next_power_of_two(int64_t v) {
 
 // Largest recurrent batch run as a graph; bigger batches run eagerly.
 constexpr int64_t kMaxGraphRows = 1024;
+
+Status check_programmatic_launch(int device) {
+  const cuda::DeviceList list = cuda::list_devices();
+  for (const cuda::DeviceInfo& d : list.devices) {
+    if (d.index != device || d.compute_major >= 9) continue;
+    return failed_precondition(fmt::format(
+        "programmatic dependent launch (--pdl) needs a GPU of compute capability 9.0 or newer; "
+        "device {} ({}) is sm_{}{}: run without --pdl",
+        device, d.name, d.compute_major, d.compute_minor));
+  }
+  return {};
+}
 
 }  // namespace
 
@@ -182,7 +195,8 @@ GpuModelRunner::~GpuModelRunner() {
 Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
     std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
     std::unique_ptr<attention::AttentionBackend> backend,
-    const attention::BackendCapabilities& caps, kv::KVLayout layout, CudaGraphMode graphs) {
+    const attention::BackendCapabilities& caps, kv::KVLayout layout, CudaGraphMode graphs,
+    bool programmatic_launch) {
   if (!backend->reads_device_memory()) {
     return invalid_argument(
         fmt::format("attention backend {} runs on the CPU; the GPU runner needs a CUDA backend",
@@ -196,6 +210,10 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
   r->graph_mode_ = graphs;
   RLT_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::create());
   r->stream_ = std::make_unique<cuda::Stream>(std::move(stream));
+  if (programmatic_launch) {
+    RLT_RETURN_IF_ERROR(check_programmatic_launch(device));
+    cuda::set_programmatic_launch(r->stream_->handle(), true);
+  }
   RLT_ASSIGN_OR_RETURN(r->core_, GpuCore::create(*r->model_, r->stream_->handle()));
   RLT_ASSIGN_OR_RETURN(r->storage_, cuda::CudaKVStorage::create(geometry, r->stream_->handle()));
   r->attention_ = std::make_unique<Attention>(*r, std::move(backend), caps);

@@ -41,11 +41,13 @@ Result<CudaGraphMode> parse_cuda_graph_mode(const std::string& text);
 class GpuModelRunner final : public ModelRunner {
  public:
   // Creates the stream, uploads the model, allocates the KV pools with `geometry` (plus the
-  // padding block) on `device`.
+  // padding block) on `device`. `programmatic_launch` turns on programmatic dependent launch for
+  // the runner's stream (cuda/programmatic_launch.h); devices below sm_90 refuse it.
   static Result<std::unique_ptr<GpuModelRunner>> create(
       std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
       std::unique_ptr<attention::AttentionBackend> backend,
-      const attention::BackendCapabilities& caps, kv::KVLayout layout, CudaGraphMode graphs);
+      const attention::BackendCapabilities& caps, kv::KVLayout layout, CudaGraphMode graphs,
+      bool programmatic_launch = false);
   ~GpuModelRunner() override;
 
   Status submit(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,

@@ -69,8 +69,9 @@ struct Generation {
 Generation generate(const std::string& dir, const std::string& device, const std::string& layout,
                     const std::string& graphs = "auto", const std::string& kv_dtype = "f32",
                     bool logprobs = false, const std::string& exit_policy = "ouro",
-                    bool async = false, double temperature = 0.0) {
+                    bool async = false, double temperature = 0.0, bool pdl = false) {
   EngineConfig c;
+  c.programmatic_launch = pdl;
   c.exit_policy = exit_policy;
   c.async_scheduling = async;
   c.model_dir = dir;
@@ -205,6 +206,36 @@ TEST(GpuEngine, AsyncSchedulingEqualsSynchronousStepping) {
     EXPECT_EQ(async.depths, sync.depths) << "logprobs " << logprobs;
     EXPECT_EQ(sync.lookahead_batches, 0);
     EXPECT_GT(async.lookahead_batches, 0);
+  }
+}
+
+// Programmatic dependent launch changes when kernels start, never what they compute: the same
+// tokens and depths, bit for bit, with graphs and eagerly, synchronous and asynchronous.
+TEST(GpuEngine, ProgrammaticLaunchComputesTheSameTokens) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  set_log_level(LogLevel::kWarn);
+  const std::string dir = bf16_demo_dir();
+  const cuda::DeviceList devices = cuda::list_devices();
+  if (devices.devices.front().compute_major < 9) {
+    EngineConfig c;
+    c.model_dir = dir;
+    c.device = "cuda:0";
+    c.programmatic_launch = true;
+    auto refused = Engine::create(c);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("run without --pdl"), std::string::npos)
+        << refused.status().message();
+    return;
+  }
+  for (const char* graphs : {"on", "off"}) {
+    for (bool async : {false, true}) {
+      const Generation plain =
+          generate(dir, "cuda", "last_exited", graphs, "bf16", false, "ouro_delayed", async, 0.7);
+      const Generation pdl = generate(dir, "cuda", "last_exited", graphs, "bf16", false,
+                                      "ouro_delayed", async, 0.7, true);
+      EXPECT_EQ(pdl.tokens, plain.tokens) << "graphs " << graphs << " async " << async;
+      EXPECT_EQ(pdl.depths, plain.depths) << "graphs " << graphs << " async " << async;
+    }
   }
 }
 

@@ -179,6 +179,11 @@ TEST(EngineApi, DeviceChoiceIsCheckedBeforeTheModelIsRead) {
   }
   c.device = "cpu";
   EXPECT_TRUE(Engine::create(c).ok());
+  c.programmatic_launch = true;  // a GPU-only setting asked of a CPU run
+  auto pdl = Engine::create(c);
+  ASSERT_FALSE(pdl.ok());
+  EXPECT_NE(pdl.status().message().find("use --device cuda or drop --pdl"), std::string::npos)
+      << pdl.status().message();
 }
 
 TEST(EngineApi, StreamsTextThatJoinsToTheFullDecode) {

@@ -1,0 +1,96 @@
+// Programmatic dependent launch (cuda/launch.cuh) must keep stream order: each kernel may start
+// launching early but waits for its producer's results. A chain of additions that each read the
+// previous one's output over 16 MiB (many waves of blocks) gives exact Fibonacci numbers only if
+// no kernel reads early, eagerly and replayed from a captured graph.
+#include "cuda/programmatic_launch.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "cuda/model_kernels.h"
+#include "cuda/runtime.h"
+#include "device_buffer.h"
+#include "gpu_test_util.h"
+
+namespace rlt::cuda {
+namespace {
+
+using testing::Dev;
+
+TEST(ProgrammaticLaunch, IsASettingOfEachStream) {
+  auto* first = reinterpret_cast<CUstream_st*>(0x1000);
+  auto* second = reinterpret_cast<CUstream_st*>(0x2000);
+  EXPECT_FALSE(programmatic_launch_enabled(first));
+  set_programmatic_launch(first, true);
+  set_programmatic_launch(first, true);  // idempotent
+  EXPECT_TRUE(programmatic_launch_enabled(first));
+  EXPECT_FALSE(programmatic_launch_enabled(second));
+  set_programmatic_launch(first, false);
+  EXPECT_FALSE(programmatic_launch_enabled(first));
+}
+
+TEST(ProgrammaticLaunch, DestroyingAStreamClearsItsSetting) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  CUstream_st* handle = nullptr;
+  {
+    auto stream = Stream::create();
+    ASSERT_TRUE(stream.ok());
+    handle = stream->handle();
+    set_programmatic_launch(handle, true);
+    EXPECT_TRUE(programmatic_launch_enabled(handle));
+  }
+  EXPECT_FALSE(programmatic_launch_enabled(handle));  // a new stream may reuse the handle
+}
+
+// a += b, b += a, ... `steps` times, queued on `stream`.
+void queue_chain(float* a, float* b, int64_t n, int steps, CUstream_st* stream) {
+  for (int s = 0; s < steps; ++s) {
+    ASSERT_TRUE((s % 2 == 0 ? add_in_place(a, b, n, stream) : add_in_place(b, a, n, stream)).ok());
+  }
+}
+
+TEST(ProgrammaticLaunch, DependentKernelsSeeTheirProducersResults) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  int device = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  if (major < 9) GTEST_SKIP() << "programmatic dependent launch needs sm_90 or newer";
+  auto stream = Stream::create();
+  ASSERT_TRUE(stream.ok());
+  set_programmatic_launch(stream->handle(), true);
+  constexpr int64_t n = int64_t{1} << 22;
+  constexpr int steps = 30;  // F(32) = 2,178,309: exact in f32
+  double x = 1, y = 1;
+  for (int s = 0; s < steps; ++s) (s % 2 == 0 ? x : y) = x + y;
+  const std::vector<float> ones(n, 1.0f);
+  for (bool graph : {false, true}) {
+    Dev<float> a(ones), b(ones);
+    if (graph) {
+      cudaGraph_t captured = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      ASSERT_EQ(cudaStreamBeginCapture(stream->handle(), cudaStreamCaptureModeThreadLocal),
+                cudaSuccess);
+      queue_chain(a.p(), b.p(), n, steps, stream->handle());
+      ASSERT_EQ(cudaStreamEndCapture(stream->handle(), &captured), cudaSuccess);
+      ASSERT_EQ(cudaGraphInstantiate(&exec, captured, 0), cudaSuccess);
+      ASSERT_EQ(cudaGraphLaunch(exec, stream->handle()), cudaSuccess);
+      ASSERT_TRUE(stream->synchronize().ok());
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(captured);
+    } else {
+      queue_chain(a.p(), b.p(), n, steps, stream->handle());
+      ASSERT_TRUE(stream->synchronize().ok());
+    }
+    const std::vector<float> ra = a.read(n), rb = b.read(n);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(ra[i], static_cast<float>(x)) << "graph " << graph << " element " << i;
+      ASSERT_EQ(rb[i], static_cast<float>(y)) << "graph " << graph << " element " << i;
+    }
+  }
+  set_programmatic_launch(stream->handle(), false);
+}
+
+}  // namespace
+}  // namespace rlt::cuda
