@@ -164,27 +164,35 @@ Status CudaKVStorage::transfer(std::span<const kv::BlockId> blocks, std::byte* k
       std::memcpy(stage_k, keys_src + start * block_bytes, n * block_bytes);
       std::memcpy(stage_v, values_src + start * block_bytes, n * block_bytes);
     }
-    for (size_t i = 0; i < n; ++i) {
-      const size_t off = static_cast<size_t>(blocks[start + i]) * block_bytes;
-      const size_t staged = i * block_bytes;
-      if (to_host) {
-        RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(stage_k + staged, dev_k + off, block_bytes,
-                                                  cudaMemcpyDeviceToHost, stream_),
-                                  "reading KV blocks"));
-        RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(stage_v + staged, dev_v + off, block_bytes,
-                                                  cudaMemcpyDeviceToHost, stream_),
-                                  "reading KV blocks"));
-      } else {
-        RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(dev_k + off, stage_k + staged, block_bytes,
-                                                  cudaMemcpyHostToDevice, stream_),
-                                  "writing KV blocks"));
-        RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(dev_v + off, stage_v + staged, block_bytes,
-                                                  cudaMemcpyHostToDevice, stream_),
-                                  "writing KV blocks"));
+    auto queue_copies = [&]() -> Status {
+      for (size_t i = 0; i < n; ++i) {
+        const size_t off = static_cast<size_t>(blocks[start + i]) * block_bytes;
+        const size_t staged = i * block_bytes;
+        if (to_host) {
+          RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(stage_k + staged, dev_k + off, block_bytes,
+                                                    cudaMemcpyDeviceToHost, stream_),
+                                    "reading KV blocks"));
+          RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(stage_v + staged, dev_v + off, block_bytes,
+                                                    cudaMemcpyDeviceToHost, stream_),
+                                    "reading KV blocks"));
+        } else {
+          RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(dev_k + off, stage_k + staged, block_bytes,
+                                                    cudaMemcpyHostToDevice, stream_),
+                                    "writing KV blocks"));
+          RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(dev_v + off, stage_v + staged, block_bytes,
+                                                    cudaMemcpyHostToDevice, stream_),
+                                    "writing KV blocks"));
+        }
       }
-    }
-    RLT_RETURN_IF_ERROR(
-        check(cudaStreamSynchronize(stream_), to_host ? "reading KV blocks" : "writing KV blocks"));
+      return {};
+    };
+    // Even when queueing failed halfway, the copies already queued must finish before the
+    // staging buffer is written again (by the next transfer).
+    const Status queued = queue_copies();
+    const Status finished =
+        check(cudaStreamSynchronize(stream_), to_host ? "reading KV blocks" : "writing KV blocks");
+    RLT_RETURN_IF_ERROR(queued);
+    RLT_RETURN_IF_ERROR(finished);
     if (to_host) {
       std::memcpy(keys_host + start * block_bytes, stage_k, n * block_bytes);
       std::memcpy(values_host + start * block_bytes, stage_v, n * block_bytes);

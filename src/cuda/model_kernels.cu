@@ -266,6 +266,17 @@ Status convert_from_f32(const float* x, ElementType type, void* y, int64_t n, CU
                   "f32 conversion");
 }
 
+Result<bool> kernels_wait_for_upstream() {
+  cudaFuncAttributes attributes{};
+  const cudaError_t e = cudaFuncGetAttributes(&attributes, add_kernel);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cuda_status(static_cast<int>(e), "reading the model kernels' attributes");
+  }
+  // __CUDA_ARCH__ of the code that runs is its PTX version x 10.
+  return attributes.ptxVersion >= 90;
+}
+
 Status gather_rows(const float* src, const int32_t* index, int64_t rows, int64_t n, float* dst,
                    CUstream_st* stream) {
   if (rows <= 0) return {};

@@ -71,6 +71,12 @@ Status gate_logits(const float* h, const float* w, float bias, int64_t rows, int
 // y[i] = x[i] rounded to `type` (round to nearest even); the input of 16-bit GEMMs.
 Status convert_from_f32(const float* x, ElementType type, void* y, int64_t n, CUstream_st* stream);
 
+// Whether the current device runs these kernels from code built for sm_90 or newer, where
+// wait_for_upstream_kernels() (cuda/launch.cuh) is compiled in. False when the driver JIT-compiles
+// older PTX (e.g. sm_80 code on an sm_103 part, or a build without sm_90): programmatic dependent
+// launch would then let kernels read before their producers finish.
+Result<bool> kernels_wait_for_upstream();
+
 // dst[r, :] = src[index[r], :] and its reverse, for per-request hidden-state slots.
 Status gather_rows(const float* src, const int32_t* index, int64_t rows, int64_t n, float* dst,
                    CUstream_st* stream);

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "cuda/device.h"
 #include "cuda/element_type.h"
+#include "cuda/model_kernels.h"
 #include "cuda/programmatic_launch.h"
 #include "engine/batch_rows.h"
 #include "engine/pass_plan.h"
@@ -37,14 +38,30 @@ int64_t next_power_of_two(int64_t v) {
 // Largest recurrent batch run as a graph; bigger batches run eagerly.
 constexpr int64_t kMaxGraphRows = 1024;
 
+// Programmatic dependent launch is safe only where the kernels wait for their producers, which
+// needs sm_90+ hardware running code built for sm_90+.
 Status check_programmatic_launch(int device) {
   const cuda::DeviceList list = cuda::list_devices();
-  for (const cuda::DeviceInfo& d : list.devices) {
-    if (d.index != device || d.compute_major >= 9) continue;
+  const auto d = std::find_if(list.devices.begin(), list.devices.end(),
+                              [&](const cuda::DeviceInfo& info) { return info.index == device; });
+  if (d == list.devices.end()) {
+    return failed_precondition(
+        fmt::format("programmatic dependent launch (--pdl): CUDA device {} is not usable ({})",
+                    device, list.why_none.empty() ? "not listed" : list.why_none));
+  }
+  if (d->compute_major < 9) {
     return failed_precondition(fmt::format(
         "programmatic dependent launch (--pdl) needs a GPU of compute capability 9.0 or newer; "
         "device {} ({}) is sm_{}{}: run without --pdl",
-        device, d.name, d.compute_major, d.compute_minor));
+        device, d->name, d->compute_major, d->compute_minor));
+  }
+  RLT_ASSIGN_OR_RETURN(bool waits, cuda::kernels_wait_for_upstream());
+  if (!waits) {
+    return failed_precondition(fmt::format(
+        "programmatic dependent launch (--pdl): device {} (sm_{}{}) runs rlt's kernels from code "
+        "built for an older architecture (this build has {}), where they cannot wait for their "
+        "producers: run without --pdl, or build for this GPU (CMAKE_CUDA_ARCHITECTURES)",
+        device, d->compute_major, d->compute_minor, cuda::compiled_architectures()));
   }
   return {};
 }
