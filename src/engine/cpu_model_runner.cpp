@@ -147,14 +147,17 @@ Status CpuModelRunner::prefill_waves(const sched::SchedulerOutput& batch,
                                      const sched::Scheduler& scheduler,
                                      const kv::KVCacheManager& kv) {
   // `shared` keeps one plane that every loop overwrites, so a position must finish all its loops
-  // before the next position attends to it: one wave per position offset.
+  // before the next position attends to it: one wave per position offset. (One plan serves a
+  // wave's loops: every depth maps to that plane.)
+  depths_.resize(static_cast<size_t>(model_->config.total_ut_steps));
+  std::iota(depths_.begin(), depths_.end(), 0);
   for (int32_t offset = 0; offset < longest_chunk(batch); ++offset) {
     collect_wave_rows(batch, scheduler, offset, tokens_, rows_);
     stage_rows();
     const auto rows = static_cast<int64_t>(rows_.size());
-    for (int32_t d = 0; d < model_->config.total_ut_steps; ++d) {
-      for (auto& r : rows_) r.depth = d;
-      RLT_RETURN_IF_ERROR(attention_.plan(rows_, {}, kv, /*packed=*/false));
+    RLT_RETURN_IF_ERROR(attention_.plan(rows_, depths_, kv, /*packed=*/false));
+    for (size_t d = 0; d < depths_.size(); ++d) {
+      attention_.use_depth(d);
       core_.run_loop(h_.data(), positions_.data(), rows, attention_, scratch_, nullptr);
       RLT_RETURN_IF_ERROR(attention_.status());
     }

@@ -706,14 +706,14 @@ Status GpuModelRunner::prefill_waves(const sched::SchedulerOutput& batch,
                                      const sched::Scheduler& scheduler,
                                      const kv::KVCacheManager& kv) {
   // `shared` keeps one plane that every loop overwrites, so a position finishes all its loops
-  // before the next position attends to it: one wave per position offset.
+  // before the next position attends to it: one wave per position offset. (One plan, and one
+  // upload, serves a wave's loops: every depth maps to that plane.)
+  depths_.resize(static_cast<size_t>(model_->config.total_ut_steps));
+  std::iota(depths_.begin(), depths_.end(), 0);
   for (int32_t offset = 0; offset < longest_chunk(batch); ++offset) {
     collect_wave_rows(batch, scheduler, offset, tokens_, rows_);
     RLT_RETURN_IF_ERROR(stage_rows());
-    for (int32_t d = 0; d < model_->config.total_ut_steps; ++d) {
-      for (auto& r : rows_) r.depth = d;
-      RLT_RETURN_IF_ERROR(run_loops(rows_, {}, kv, /*packed=*/false));
-    }
+    RLT_RETURN_IF_ERROR(run_loops(rows_, depths_, kv, /*packed=*/false));
     RLT_RETURN_IF_ERROR(keep_prompt_states(scheduler));
   }
   return {};
