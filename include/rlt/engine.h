@@ -55,6 +55,9 @@ struct EngineConfig {
   // while the one before it finishes, hiding most of the gap between short kernels. Off by
   // default until measured; a GPU below sm_90 refuses it.
   bool programmatic_launch = false;
+  // GPU runs: sample on the device (the host sampler's rules, penalties and logprobs included),
+  // or copy every logits row to the host sampler (the reference path).
+  bool device_sampling = true;
 
   // Detokenize outputs with the folder's tokenizer.json (when it has one): RequestOutput.text.
   bool detokenize = true;

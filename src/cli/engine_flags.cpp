@@ -16,6 +16,7 @@ EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
   c.require_packed_prefill = attention.packed_prefill;
   c.async_scheduling = attention.async_scheduling;
   c.cuda_graphs = attention.cuda_graphs ? "on" : (no_cuda_graphs ? "off" : "auto");
+  c.device_sampling = !host_sampling;
   return c;
 }
 
@@ -49,6 +50,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_flag("--pdl", c.programmatic_launch,
                "GPU runs on sm_90+: programmatic dependent launch (each kernel starts launching while "
                "the previous one finishes)");
+  cmd.add_flag("--host-sampling", f.host_sampling,
+               "GPU runs: copy the logits to the host sampler instead of sampling on the device");
   cmd.add_option("--device", c.device, "Where the model runs: cpu, or cuda / cuda:N (CUDA builds)")->capture_default_str();
   cmd.add_option("--activation-dtype", c.activation_dtype,
                  "Linear-layer activations: f32, or bf16 (bf16 weights on AVX512_BF16 CPUs: ~2x prefill)")

@@ -22,6 +22,7 @@ struct EngineFlags {
   double preemption_host_gib = 4.0;
   bool no_incremental_kv = false;
   bool no_cuda_graphs = false;
+  bool host_sampling = false;
 
   // The final configuration for `model_dir`.
   EngineConfig resolve(const std::string& model_dir) const;
@@ -30,8 +31,8 @@ struct EngineFlags {
 // Sampling flags; optional fields use sentinels because the CLI parser has no optionals.
 struct SamplingFlags {
   SamplingParams params;
-  int64_t seed = -1;    // -1: derive from the engine seed
-  int logprobs = -1;    // -1: none
+  int64_t seed = -1;  // -1: derive from the engine seed
+  int logprobs = -1;  // -1: none
   SamplingParams resolve() const;
 };
 

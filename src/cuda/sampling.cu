@@ -1,4 +1,10 @@
-// Device sampling (sampling.h): three kernels and, for top-p rows, CUB's segmented radix sort.
+// Device sampling (sampling.h): up to six kernels and, for top-p rows, CUB's segmented radix sort.
+//   logprobs one 1024-thread block per row asking for logprobs: the raw row's log normalizer
+//            (max + log of the double sum of exp(x - max)) and its most likely ids, one
+//            block-wide selection of the next (value, id) key per id.
+//   penalty  one 256-thread block per row with penalties: copies the row, then applies the
+//            repetition penalty to every listed id, then frequency and presence (the host's
+//            f32 operations, rounded as the host rounds them; ids are distinct within a list).
 //   prepare  one 1024-thread block per row: checks the row and finds its maximum (the host's
 //            argmax rules), greedy rows end here; the shifted, tempered values (f32, as the host),
 //            top-k by a 4-pass radix select of the k-th largest value, and for top-p rows the sort
@@ -9,9 +15,11 @@
 //   pick     one 1024-thread block per row: min-p, the weights exp(x) (double), their running sum
 //            in ascending id order (contiguous chunks per thread, chunk totals scanned in a fixed
 //            order) and the first id whose running sum exceeds uniform * total.
+//   sampled  one thread per row asking for logprobs: the sampled token's raw logprob.
 // Every reduction has a fixed order, so results never depend on scheduling.
 #include <cuda_runtime.h>
 
+#include <cfloat>
 #include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "cuda/device.h"
@@ -52,17 +60,25 @@ size_t align256(size_t bytes) {
 }
 
 struct Layout {
-  size_t work = 0, states = 0, keys_in = 0, keys_out = 0, begin = 0, end = 0, temp = 0,
-         temp_bytes = 0, total = 0;
+  size_t work = 0, states = 0, penalized = 0, log_normalizer = 0, keys_in = 0, keys_out = 0,
+         begin = 0, end = 0, temp = 0, temp_bytes = 0, total = 0;
 };
 
-Layout layout(int64_t rows, int64_t vocab, bool any_top_p) {
+Layout layout(int64_t rows, int64_t vocab, bool any_top_p, bool any_penalties, bool any_logprobs) {
   Layout l;
   size_t at = 0;
   l.work = at;
   at += align256(static_cast<size_t>(rows * vocab) * sizeof(float));
   l.states = at;
   at += align256(static_cast<size_t>(rows) * sizeof(RowState));
+  if (any_penalties) {
+    l.penalized = at;
+    at += align256(static_cast<size_t>(rows * vocab) * sizeof(float));
+  }
+  if (any_logprobs) {
+    l.log_normalizer = at;
+    at += align256(static_cast<size_t>(rows) * sizeof(double));
+  }
   if (any_top_p && rows * vocab <= INT32_MAX) {  // larger calls are refused by sample_rows
     const size_t keys = align256(static_cast<size_t>(rows * vocab) * sizeof(uint64_t));
     l.keys_in = at;
@@ -86,10 +102,127 @@ Layout layout(int64_t rows, int64_t vocab, bool any_top_p) {
   return l;
 }
 
+__device__ __forceinline__ bool has_penalties(const DeviceSampleParams& p) {
+  return p.repetition != 1.0f || p.frequency != 0.0f || p.presence != 0.0f;
+}
+
+__device__ __forceinline__ float clamp_finite(float x) {
+  return fminf(fmaxf(x, -FLT_MAX), FLT_MAX);
+}
+
+constexpr int kPenaltyThreads = 256;
+
+// Penalized copies of the rows with penalties. Non-finite values stay as they are: -inf is a mask
+// the host leaves alone, and NaN / +inf make the row invalid, which prepare reports from the copy.
+__global__ void __launch_bounds__(kPenaltyThreads)
+    penalty_kernel(const float* logits, int64_t vocab, const DeviceSampleParams* params,
+                   const int32_t* ids, const int32_t* counts, float* penalized) {
+  const int64_t r = blockIdx.x;
+  const DeviceSampleParams p = params[r];
+  if (!has_penalties(p)) return;  // uniform over the block
+  const float* row = logits + r * vocab;
+  float* out = penalized + r * vocab;
+  for (int64_t i = threadIdx.x; i < vocab; i += kPenaltyThreads) out[i] = row[i];
+  __syncthreads();  // a listed id may be any element
+  if (p.repetition != 1.0f) {
+    for (int32_t j = p.repeated_begin + threadIdx.x; j < p.repeated_end; j += kPenaltyThreads) {
+      float& x = out[ids[j]];
+      if (!isfinite(x)) continue;
+      x = clamp_finite(x > 0.0f ? __fdiv_rn(x, p.repetition) : __fmul_rn(x, p.repetition));
+    }
+  }
+  __syncthreads();  // an id may be in both lists
+  if (p.frequency != 0.0f || p.presence != 0.0f) {
+    for (int32_t j = p.generated_begin + threadIdx.x; j < p.generated_end; j += kPenaltyThreads) {
+      float& x = out[ids[j]];
+      if (!isfinite(x)) continue;
+      const float frequency = __fmul_rn(p.frequency, static_cast<float>(counts[j]));
+      x = clamp_finite(__fsub_rn(__fsub_rn(x, frequency), p.presence));
+    }
+  }
+}
+
+// The raw row's log normalizer and top logprobs, as the host's fill_raw_logprobs (its maximum in
+// f32, exp(x - max) summed in double, log_softmax = x - (max + log(sum)) cast to f32).
 __global__ void __launch_bounds__(kThreads)
-    prepare_kernel(const float* logits, int64_t vocab, const DeviceSampleParams* params,
-                   bool any_top_p, float* work, uint64_t* keys, int32_t* begin, int32_t* end,
-                   RowState* states, int32_t* result, float* bad_value) {
+    logprobs_kernel(const float* logits, int64_t vocab, const DeviceSampleParams* params,
+                    double* log_normalizer, DeviceLogprobs* out) {
+  __shared__ float s_max[kThreads];
+  __shared__ double s_sum[kThreads];
+  __shared__ uint64_t s_key[kThreads];
+  const int tid = threadIdx.x;
+  const int64_t r = blockIdx.x;
+  const DeviceSampleParams p = params[r];
+  if (p.logprobs < 0) {  // uniform over the block
+    if (tid == 0) out[r].count = 0;
+    return;
+  }
+  const float* row = logits + r * vocab;
+  float max = kNegInf;
+  for (int64_t i = tid; i < vocab; i += kThreads) max = fmaxf(max, row[i]);  // NaN ignored
+  s_max[tid] = max;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (tid < stride) s_max[tid] = fmaxf(s_max[tid], s_max[tid + stride]);
+    __syncthreads();
+  }
+  max = s_max[0];
+  double sum = 0.0;
+  for (int64_t i = tid; i < vocab; i += kThreads)
+    sum += exp(static_cast<double>(row[i]) - static_cast<double>(max));
+  s_sum[tid] = sum;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (tid < stride) s_sum[tid] += s_sum[tid + stride];
+    __syncthreads();
+  }
+  const double normalizer = static_cast<double>(max) + log(s_sum[0]);
+  const int n = min(static_cast<int64_t>(min(p.logprobs, kMaxDeviceLogprobs)), vocab);
+  // The j-th most likely id is the smallest key above the (j-1)-th: one selection per id.
+  uint64_t previous = 0;
+  for (int j = 0; j < n; ++j) {
+    uint64_t best = kNoCut;
+    for (int64_t i = tid; i < vocab; i += kThreads) {
+      const uint64_t key = descending_key(row[i], static_cast<int32_t>(i));
+      if ((j == 0 || key > previous) && key < best) best = key;
+    }
+    s_key[tid] = best;
+    __syncthreads();
+    for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+      if (tid < stride) s_key[tid] = min(s_key[tid], s_key[tid + stride]);
+      __syncthreads();
+    }
+    previous = s_key[0];
+    if (tid == 0) {
+      const auto id = static_cast<int32_t>(static_cast<uint32_t>(previous));
+      out[r].ids[j] = id;
+      out[r].values[j] = static_cast<float>(static_cast<double>(row[id]) - normalizer);
+    }
+    __syncthreads();  // s_key is reused by the next selection
+  }
+  if (tid == 0) {
+    out[r].count = n;
+    log_normalizer[r] = normalizer;
+  }
+}
+
+// The sampled token's raw logprob (after pick), for rows asking for logprobs.
+__global__ void sampled_logprob_kernel(const float* logits, int64_t rows, int64_t vocab,
+                                       const DeviceSampleParams* params,
+                                       const double* log_normalizer, const int32_t* result,
+                                       DeviceLogprobs* out) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows || params[r].logprobs < 0) return;
+  const int32_t token = result[3 * r];
+  out[r].logprob =
+      static_cast<float>(static_cast<double>(logits[r * vocab + token]) - log_normalizer[r]);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    prepare_kernel(const float* logits, const float* penalized, int64_t vocab,
+                   const DeviceSampleParams* params, bool any_top_p, float* work, uint64_t* keys,
+                   int32_t* begin, int32_t* end, RowState* states, int32_t* result,
+                   float* bad_value) {
   __shared__ float s_value[kThreads];
   __shared__ int32_t s_index[kThreads], s_bad[kThreads], s_finite[kThreads];
   __shared__ double s_sum[kThreads];
@@ -97,9 +230,11 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ uint32_t s_prefix, s_remaining;
   const int tid = threadIdx.x;
   const int64_t r = blockIdx.x;
-  const float* row = logits + r * vocab;
-  float* w = work + r * vocab;
   const DeviceSampleParams p = params[r];
+  // The host checks the raw row and penalizes a copy; the copy keeps every non-finite value, so
+  // checking it finds the same problems.
+  const float* row = (penalized != nullptr && has_penalties(p) ? penalized : logits) + r * vocab;
+  float* w = work + r * vocab;
   const bool top_p = any_top_p && p.temperature != 0.0f && p.top_p < 1.0;
   if (any_top_p && tid == 0) {
     begin[r] = static_cast<int32_t>(r * vocab);
@@ -332,44 +467,69 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-size_t sampling_scratch_bytes(int64_t rows, int64_t vocab, bool any_top_p) {
-  return layout(rows, vocab, any_top_p).total;
+size_t sampling_scratch_bytes(int64_t rows, int64_t vocab, bool any_top_p, bool any_penalties,
+                              bool any_logprobs) {
+  return layout(rows, vocab, any_top_p, any_penalties, any_logprobs).total;
 }
 
-Status sample_rows(const float* logits, int64_t rows, int64_t vocab,
-                   const DeviceSampleParams* params, bool any_top_p, void* scratch, int32_t* result,
-                   float* bad_value, CUstream_st* stream) {
+Status sample_rows(const SampleBatch& b, CUstream_st* stream) {
+  const int64_t rows = b.rows, vocab = b.vocab;
   if (rows <= 0) return {};
   if (rows * vocab > INT32_MAX) {
     return invalid_argument(
         "device sampling: rows x vocab exceeds 2^31 elements; sample fewer rows at once");
   }
-  const Layout l = layout(rows, vocab, any_top_p);
-  auto* base = static_cast<std::byte*>(scratch);
+  if ((b.any_penalties && (b.history_ids == nullptr || b.history_counts == nullptr)) ||
+      (b.any_logprobs && b.logprobs == nullptr)) {
+    return invalid_argument(
+        "device sampling: penalties need the history lists, logprobs an output");
+  }
+  const Layout l = layout(rows, vocab, b.any_top_p, b.any_penalties, b.any_logprobs);
+  auto* base = static_cast<std::byte*>(b.scratch);
   auto* work = reinterpret_cast<float*>(base + l.work);
   auto* states = reinterpret_cast<RowState*>(base + l.states);
-  auto* keys_in = any_top_p ? reinterpret_cast<uint64_t*>(base + l.keys_in) : nullptr;
-  auto* keys_out = any_top_p ? reinterpret_cast<uint64_t*>(base + l.keys_out) : nullptr;
-  auto* begin = any_top_p ? reinterpret_cast<int32_t*>(base + l.begin) : nullptr;
-  auto* end = any_top_p ? reinterpret_cast<int32_t*>(base + l.end) : nullptr;
-  prepare_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      logits, vocab, params, any_top_p, work, keys_in, begin, end, states, result, bad_value);
-  RLT_RETURN_IF_ERROR(
-      cuda_status(static_cast<int>(cudaGetLastError()), "device sampling (prepare)"));
-  if (any_top_p) {
+  auto* penalized = b.any_penalties ? reinterpret_cast<float*>(base + l.penalized) : nullptr;
+  auto* log_normalizer =
+      b.any_logprobs ? reinterpret_cast<double*>(base + l.log_normalizer) : nullptr;
+  auto* keys_in = b.any_top_p ? reinterpret_cast<uint64_t*>(base + l.keys_in) : nullptr;
+  auto* keys_out = b.any_top_p ? reinterpret_cast<uint64_t*>(base + l.keys_out) : nullptr;
+  auto* begin = b.any_top_p ? reinterpret_cast<int32_t*>(base + l.begin) : nullptr;
+  auto* end = b.any_top_p ? reinterpret_cast<int32_t*>(base + l.end) : nullptr;
+  const auto grid = static_cast<unsigned>(rows);
+  auto launched = [](const char* what) {
+    return cuda_status(static_cast<int>(cudaGetLastError()), what);
+  };
+  if (b.any_logprobs) {
+    logprobs_kernel<<<grid, kThreads, 0, stream>>>(b.logits, vocab, b.params, log_normalizer,
+                                                   b.logprobs);
+    RLT_RETURN_IF_ERROR(launched("device sampling (logprobs)"));
+  }
+  if (b.any_penalties) {
+    penalty_kernel<<<grid, kPenaltyThreads, 0, stream>>>(b.logits, vocab, b.params, b.history_ids,
+                                                         b.history_counts, penalized);
+    RLT_RETURN_IF_ERROR(launched("device sampling (penalties)"));
+  }
+  prepare_kernel<<<grid, kThreads, 0, stream>>>(b.logits, penalized, vocab, b.params, b.any_top_p,
+                                                work, keys_in, begin, end, states, b.result,
+                                                b.bad_value);
+  RLT_RETURN_IF_ERROR(launched("device sampling (prepare)"));
+  if (b.any_top_p) {
     size_t temp_bytes = l.temp_bytes;
     const cudaError_t e = cub::DeviceSegmentedRadixSort::SortKeys(
         base + l.temp, temp_bytes, keys_in, keys_out, static_cast<int>(rows * vocab),
         static_cast<int>(rows), begin, end, 0, 64, stream);
     RLT_RETURN_IF_ERROR(cuda_status(static_cast<int>(e), "device sampling (top-p sort)"));
-    top_p_kernel<<<static_cast<unsigned>(rows), 32, 0, stream>>>(vocab, params, work, keys_out,
-                                                                 states);
-    RLT_RETURN_IF_ERROR(
-        cuda_status(static_cast<int>(cudaGetLastError()), "device sampling (top-p)"));
+    top_p_kernel<<<grid, 32, 0, stream>>>(vocab, b.params, work, keys_out, states);
+    RLT_RETURN_IF_ERROR(launched("device sampling (top-p)"));
   }
-  pick_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(vocab, params, work, states,
-                                                                    result);
-  return cuda_status(static_cast<int>(cudaGetLastError()), "device sampling (pick)");
+  pick_kernel<<<grid, kThreads, 0, stream>>>(vocab, b.params, work, states, b.result);
+  RLT_RETURN_IF_ERROR(launched("device sampling (pick)"));
+  if (b.any_logprobs) {
+    sampled_logprob_kernel<<<static_cast<unsigned>((rows + 127) / 128), 128, 0, stream>>>(
+        b.logits, rows, vocab, b.params, log_normalizer, b.result, b.logprobs);
+    RLT_RETURN_IF_ERROR(launched("device sampling (sampled logprob)"));
+  }
+  return {};
 }
 
 }  // namespace rlt::cuda

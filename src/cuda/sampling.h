@@ -1,12 +1,15 @@
-// Sampling on the device with the host sampler's rules (engine/sampler.h), for rows without
-// penalties or logprobs: greedy (temperature 0: the first index of the maximum), or temperature,
+// Sampling on the device with the host sampler's rules (engine/sampler.h): penalties (repetition
+// over the prompt and generated ids, then frequency and presence over the generated ids, in f32,
+// clamped finite), then greedy (temperature 0: the first index of the maximum), or temperature,
 // top-k (ties at the k-th value kept), top-p (strict `>`, first token always kept, over the
 // descending (value, id) order), min-p, then the inverse CDF in ascending id order at the
-// request's uniform. The host computes what it would derive itself — the f32 temperature,
-// ln(min_p), the uniform of the request's counter-based stream — so the device repeats the host's
-// f32 arithmetic exactly; only double-precision sums are associated differently (and CUDA's exp is
-// within 1 ulp), which moves a boundary by ~1e-16 of the total weight: the sampled token equals
-// the host's unless the uniform lands within that distance of a boundary.
+// request's uniform; and the raw logprobs (the sampled token's and the most likely tokens', ties
+// by lower id). The host computes what it would derive itself — the f32 temperature and
+// penalties, ln(min_p), the uniform of the request's counter-based stream — so the device repeats
+// the host's f32 arithmetic exactly; only double-precision sums are associated differently (and
+// CUDA's exp and log are within 1 ulp), which moves a boundary by ~1e-16 of the total weight: the
+// sampled token equals the host's unless the uniform lands within that distance of a boundary, and
+// a logprob may differ from the host's in its last bit.
 // C++17 and free of CUDA headers (the runner includes it).
 #pragma once
 
@@ -19,25 +22,56 @@ struct CUstream_st;
 
 namespace rlt::cuda {
 
+constexpr int kMaxDeviceLogprobs = 20;  // SamplingParams::kMaxLogprobs
+
 struct DeviceSampleParams {
   float temperature = 0.0f;  // 0: greedy; else the host's positive_f32(temperature)
   int32_t top_k = 0;         // applied when 0 < top_k < vocab
   double top_p = 1.0;        // applied when < 1
   double log_min_p = 0.0;    // applied when min_p > 0: std::log(min_p); else -infinity
   double uniform = 0.0;      // the request's sampling uniform for this token, in [0, 1)
+  // Penalties: the repetition penalty (the host's positive_f32; 1: none) over
+  // history_ids[repeated_begin, repeated_end) (every distinct prompt and generated id), then the
+  // frequency and presence penalties over history_ids[generated_begin, generated_end) (every
+  // distinct generated id) with their counts at the same positions of history_counts.
+  float repetition = 1.0f, frequency = 0.0f, presence = 0.0f;
+  int32_t repeated_begin = 0, repeated_end = 0, generated_begin = 0, generated_end = 0;
+  int32_t logprobs = -1;  // -1: none; else how many top logprobs (0..kMaxDeviceLogprobs)
 };
 
-// Device memory sample_rows needs for `rows` x `vocab` logits.
-size_t sampling_scratch_bytes(int64_t rows, int64_t vocab, bool any_top_p);
+// The raw logprobs of one row (DeviceSampleParams::logprobs >= 0).
+struct DeviceLogprobs {
+  float logprob = 0.0f;  // the sampled token's
+  int32_t count = 0;     // entries of ids / values, most likely first
+  int32_t ids[kMaxDeviceLogprobs] = {};
+  float values[kMaxDeviceLogprobs] = {};
+};
 
-// Samples every row of logits[rows, vocab] under params[row] (device array). Per row:
-// result[3r] = the token, result[3r + 1] = the first index holding NaN or +inf (-1 if none),
-// result[3r + 2] = 1 if some value is finite (the row is valid iff result[3r + 1] < 0 and
-// result[3r + 2] == 1; the token is meaningless otherwise); bad_value[r] = the value at
-// result[3r + 1]. `any_top_p`: some row has top_p < 1 (sorts the rows). `scratch` holds
-// sampling_scratch_bytes(rows, vocab, any_top_p) bytes, 256-byte aligned. Asynchronous.
-Status sample_rows(const float* logits, int64_t rows, int64_t vocab,
-                   const DeviceSampleParams* params, bool any_top_p, void* scratch, int32_t* result,
-                   float* bad_value, CUstream_st* stream);
+// One call of sample_rows; device pointers unless noted.
+struct SampleBatch {
+  const float* logits = nullptr;  // [rows, vocab]; never modified
+  int64_t rows = 0, vocab = 0;
+  const DeviceSampleParams* params = nullptr;  // [rows]
+  // Known on the host (they size the scratch): some row has top_p < 1 (its keys are sorted),
+  // penalties (it is copied before they apply), logprobs.
+  bool any_top_p = false, any_penalties = false, any_logprobs = false;
+  const int32_t* history_ids = nullptr;     // the penalties' id lists, < vocab
+  const int32_t* history_counts = nullptr;  // parallel to history_ids (generated ranges)
+  void* scratch = nullptr;                  // sampling_scratch_bytes(...) bytes, 256-byte aligned
+  // Per row: result[3r] = the token, result[3r + 1] = the first index holding NaN or +inf (-1 if
+  // none), result[3r + 2] = 1 if some value is finite (the row is valid iff result[3r + 1] < 0
+  // and result[3r + 2] == 1; its token and logprobs are meaningless otherwise); bad_value[r] = the
+  // value at result[3r + 1].
+  int32_t* result = nullptr;
+  float* bad_value = nullptr;
+  DeviceLogprobs* logprobs = nullptr;  // [rows] when any_logprobs (rows without: count 0)
+};
+
+// Device memory sample_rows needs.
+size_t sampling_scratch_bytes(int64_t rows, int64_t vocab, bool any_top_p, bool any_penalties,
+                              bool any_logprobs);
+
+// Samples every row of `batch` (asynchronously, on `stream`).
+Status sample_rows(const SampleBatch& batch, CUstream_st* stream);
 
 }  // namespace rlt::cuda

@@ -70,17 +70,16 @@ double copy_bandwidth_gbs(const std::string& device) {
 Result<std::unique_ptr<ModelRunner>> make_gpu_runner(
     std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
     std::unique_ptr<attention::AttentionBackend> backend,
-    const attention::BackendCapabilities& caps, kv::KVLayout layout, const std::string& cuda_graphs,
-    bool programmatic_launch) {
+    const attention::BackendCapabilities& caps, kv::KVLayout layout,
+    const GpuRunnerSettings& settings) {
 #ifdef RLT_ENGINE_HAS_CUDA
-  RLT_ASSIGN_OR_RETURN(CudaGraphMode graphs, parse_cuda_graph_mode(cuda_graphs));
   RLT_ASSIGN_OR_RETURN(
       auto runner, GpuModelRunner::create(std::move(model), geometry, device, std::move(backend),
-                                          caps, layout, graphs, programmatic_launch));
+                                          caps, layout, settings));
   return std::unique_ptr<ModelRunner>(std::move(runner));
 #else
   (void)model, (void)geometry, (void)device, (void)backend, (void)caps, (void)layout,
-      (void)cuda_graphs, (void)programmatic_launch;
+      (void)settings;
   return failed_precondition("this build has no CUDA: the GPU runner is not compiled in");
 #endif
 }

@@ -22,6 +22,13 @@ struct DeviceChoice {
 
 Result<DeviceChoice> choose_device(const std::string& text);
 
+// How the GPU runner executes (EngineConfig's GPU settings).
+struct GpuRunnerSettings {
+  std::string cuda_graphs = "auto";  // auto, on, off
+  bool programmatic_launch = false;  // sm_90+ only
+  bool device_sampling = true;       // false: logits go to the host sampler
+};
+
 // The memory bandwidth a roofline is stated against on `device` ("cpu" or "cuda:N"): a copy
 // probe counted as read + write, in GB/s; 0 when it cannot be measured.
 double copy_bandwidth_gbs(const std::string& device);
@@ -30,7 +37,7 @@ double copy_bandwidth_gbs(const std::string& device);
 Result<std::unique_ptr<ModelRunner>> make_gpu_runner(
     std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
     std::unique_ptr<attention::AttentionBackend> backend,
-    const attention::BackendCapabilities& caps, kv::KVLayout layout, const std::string& cuda_graphs,
-    bool programmatic_launch);
+    const attention::BackendCapabilities& caps, kv::KVLayout layout,
+    const GpuRunnerSettings& settings);
 
 }  // namespace rlt::engine

@@ -123,7 +123,7 @@ struct Engine::Impl : public sched::PreemptionHooks {
   Status apply(Engine& engine, const sched::SchedulerOutput& batch, engine::BatchResult& result,
                std::vector<RequestOutput>& outputs);
   Status no_progress_error() const;
-  // What the runner needs besides the scheduler's view: CODA rows' sampling uniforms.
+  // What the runner needs besides the scheduler's view: CODA rows' sampling uniforms and histories.
   engine::BatchInputs inputs_for(const sched::SchedulerOutput& batch) const;
 };
 
@@ -212,7 +212,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   if (device.cuda) {
     RLT_ASSIGN_OR_RETURN(impl->runner, engine::make_gpu_runner(impl->model, kc.geometry, device.cuda_index,
                                                                entry->create(), entry->caps, *layout,
-                                                               config.cuda_graphs, config.programmatic_launch));
+                                                               engine::GpuRunnerSettings{config.cuda_graphs,
+                                                                                         config.programmatic_launch,
+                                                                                         config.device_sampling}));
   } else {
     RLT_ASSIGN_OR_RETURN(auto storage, kv::CpuKVStorage::create(kc.geometry));
     impl->runner = std::make_unique<engine::CpuModelRunner>(impl->model, std::move(storage), entry->create(),
@@ -330,6 +332,13 @@ Status Engine::Impl::apply(Engine& engine, const sched::SchedulerOutput& batch, 
         } else {
           states[i]->rng.advance();
           engine::SampledToken t;
+          if (requests[i]->params.logprobs) {
+            if (result.device_logprobs.size() != n) {
+              sampled[i] = internal_error("the runner sampled on its device without the logprobs asked for");
+              continue;
+            }
+            t = result.device_logprobs[i];
+          }
           t.token = result.device_tokens[i];
           sampled[i] = t;
         }
@@ -403,6 +412,7 @@ engine::BatchInputs Engine::Impl::inputs_for(const sched::SchedulerOutput& batch
   for (const auto& item : batch.items) {
     auto it = live.find(item.id);
     in.uniforms.push_back(it == live.end() ? 0.0 : it->second.rng.uniform());
+    in.histories.push_back(it == live.end() ? nullptr : &it->second.history);
   }
   return in;
 }

@@ -15,6 +15,7 @@
 #include "cuda/model_kernels.h"
 #include "cuda/programmatic_launch.h"
 #include "engine/batch_rows.h"
+#include "engine/device_sample_rows.h"
 #include "engine/pass_plan.h"
 #include "engine/sampler.h"
 
@@ -212,8 +213,9 @@ GpuModelRunner::~GpuModelRunner() {
 Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
     std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
     std::unique_ptr<attention::AttentionBackend> backend,
-    const attention::BackendCapabilities& caps, kv::KVLayout layout, CudaGraphMode graphs,
-    bool programmatic_launch) {
+    const attention::BackendCapabilities& caps, kv::KVLayout layout,
+    const GpuRunnerSettings& settings) {
+  RLT_ASSIGN_OR_RETURN(CudaGraphMode graphs, parse_cuda_graph_mode(settings.cuda_graphs));
   if (!backend->reads_device_memory()) {
     return invalid_argument(
         fmt::format("attention backend {} runs on the CPU; the GPU runner needs a CUDA backend",
@@ -225,9 +227,10 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
   r->model_ = std::move(model);
   r->layout_ = layout;
   r->graph_mode_ = graphs;
+  r->device_sampling_ = settings.device_sampling;
   RLT_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::create());
   r->stream_ = std::make_unique<cuda::Stream>(std::move(stream));
-  if (programmatic_launch) {
+  if (settings.programmatic_launch) {
     RLT_RETURN_IF_ERROR(check_programmatic_launch(device));
     cuda::set_programmatic_launch(r->stream_->handle(), true);
   }
@@ -377,7 +380,7 @@ Status GpuModelRunner::submit(const sched::SchedulerOutput& batch,
   // Free: its last batch was collected (more slots than batches in flight).
   ticket.slot = next_result_;
   ResultSlot& slot = results_[ticket.slot];
-  RLT_RETURN_IF_ERROR(enqueue(batch, scheduler, kv, inputs, slot.host, &ticket.device_sampled));
+  RLT_RETURN_IF_ERROR(enqueue(batch, scheduler, kv, inputs, slot.host, ticket));
   RLT_RETURN_IF_ERROR(slot.done.record(stream_->handle()));
   next_result_ = (next_result_ + 1) % results_.size();
   tickets_.push_back(ticket);
@@ -401,7 +404,7 @@ Status GpuModelRunner::collect(uint64_t seq, BatchResult* out) {
     out->gate_logits.assign(gates, gates + t.rows);
   } else if (t.stage == sched::Stage::kCoda) {
     if (t.device_sampled) {
-      read_greedy(slot.host.data(), t.rows, out);
+      read_device_samples(slot.host.data(), t.rows, t.device_logprobs, out);
     } else {
       // Read in place from pinned memory until the next collect().
       out->runner_logits = {reinterpret_cast<const float*>(slot.host.data()),
@@ -414,7 +417,7 @@ Status GpuModelRunner::collect(uint64_t seq, BatchResult* out) {
 Status GpuModelRunner::enqueue(const sched::SchedulerOutput& batch,
                                const sched::Scheduler& scheduler, const kv::KVCacheManager& kv,
                                const BatchInputs& inputs, cuda::PinnedBuffer& results,
-                               bool* device_sampled) {
+                               Ticket& ticket) {
   const int64_t hidden = model_->config.hidden_size;
   const auto n = static_cast<int64_t>(batch.items.size());
   cudaStream_t stream = stream_->handle();
@@ -439,7 +442,7 @@ Status GpuModelRunner::enqueue(const sched::SchedulerOutput& batch,
     case sched::Stage::kRecurrent:
       return recurrent(batch, kv, results);
     case sched::Stage::kCoda:
-      return coda(batch, scheduler, inputs, results, device_sampled);
+      return coda(batch, scheduler, inputs, results, ticket);
     default:
       return internal_error(
           fmt::format("cannot execute a {} batch", sched::stage_name(batch.stage)));
@@ -448,7 +451,7 @@ Status GpuModelRunner::enqueue(const sched::SchedulerOutput& batch,
 
 Status GpuModelRunner::coda(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
                             const BatchInputs& inputs, cuda::PinnedBuffer& results,
-                            bool* device_sampled) {
+                            Ticket& ticket) {
   const int64_t hidden = model_->config.hidden_size, vocab = model_->config.vocab_size;
   const auto n = static_cast<int64_t>(batch.items.size());
   cudaStream_t stream = stream_->handle();
@@ -458,34 +461,30 @@ Status GpuModelRunner::coda(const sched::SchedulerOutput& batch, const sched::Sc
     RLT_ASSIGN_OR_RETURN(int32_t s, slot(item.id));
     slots_.push_back(s);
   }
-  // Rows without penalties or logprobs are sampled here with the sampler's rules; a batch with
-  // any other row sends every row's logits to the host sampler.
-  bool on_device = true, all_greedy = true, any_top_p = false;
-  std::vector<cuda::DeviceSampleParams> params(static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r) {
-    const SamplingParams& p = scheduler.find(batch.items[static_cast<size_t>(r)].id)->params;
-    on_device &= !p.has_penalties() && !p.logprobs;
-    if (p.greedy()) continue;
-    all_greedy = false;
-    cuda::DeviceSampleParams& d = params[static_cast<size_t>(r)];
-    d.temperature = temperature_f32(p.temperature);
-    d.top_k = p.top_k > 0 && p.top_k < vocab ? static_cast<int32_t>(p.top_k) : 0;
-    d.top_p = p.top_p;
-    any_top_p |= p.top_p < 1.0;
-    d.log_min_p = p.min_p > 0.0 ? std::log(p.min_p) : -std::numeric_limits<double>::infinity();
-    if (static_cast<size_t>(r) < inputs.uniforms.size())
-      d.uniform = inputs.uniforms[static_cast<size_t>(r)];
+  // Rows are sampled here with the sampler's rules (penalties and logprobs included), unless the
+  // engine asked for host sampling: then every row's logits go to the host sampler.
+  DeviceSampleRows& rows = sample_rows_;
+  rows.clear();
+  if (device_sampling_) {
+    for (int64_t r = 0; r < n; ++r) {
+      const auto i = static_cast<size_t>(r);
+      const SamplingParams& p = scheduler.find(batch.items[i].id)->params;
+      if (!p.greedy() && i >= inputs.uniforms.size()) {
+        return internal_error(
+            fmt::format("device sampling of {} rows got {} uniforms", n, inputs.uniforms.size()));
+      }
+      rows.add(p, i < inputs.histories.size() ? inputs.histories[i] : nullptr,
+               i < inputs.uniforms.size() ? inputs.uniforms[i] : 0.0, vocab);
+    }
   }
-  if (on_device && !all_greedy && inputs.uniforms.size() != static_cast<size_t>(n)) {
-    return internal_error(
-        fmt::format("device sampling of {} rows got {} uniforms", n, inputs.uniforms.size()));
-  }
+  const bool on_device = device_sampling_ && rows.ids_in_vocab;
   static_assert(sizeof(cuda::DeviceSampleParams) % sizeof(int32_t) == 0,
                 "the parameters travel as int32 words");
-  const std::span<const int32_t> param_words(reinterpret_cast<const int32_t*>(params.data()),
-                                             params.size() * sizeof(params[0]) / sizeof(int32_t));
+  const std::span<const int32_t> param_words(
+      reinterpret_cast<const int32_t*>(rows.params.data()),
+      rows.params.size() * sizeof(cuda::DeviceSampleParams) / sizeof(int32_t));
   std::vector<const int32_t*> dev;
-  RLT_RETURN_IF_ERROR(upload({slots_, param_words}, dev));
+  RLT_RETURN_IF_ERROR(upload({slots_, param_words, rows.history_ids, rows.history_counts}, dev));
   RLT_RETURN_IF_ERROR(cuda::gather_rows(floats(states_), dev[0], n, hidden, floats(h_), stream));
   if (logits_.bytes() < static_cast<size_t>(n * vocab) * 4) {
     RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
@@ -495,9 +494,19 @@ Status GpuModelRunner::coda(const sched::SchedulerOutput& batch, const sched::Sc
   }
   RLT_RETURN_IF_ERROR(core_->lm_head(floats(h_), n, floats(logits_)));
   if (on_device) {
-    *device_sampled = true;
-    return sample_on_device(n, reinterpret_cast<const cuda::DeviceSampleParams*>(dev[1]), any_top_p,
-                            results);
+    ticket.device_sampled = true;
+    ticket.device_logprobs = rows.any_logprobs;
+    cuda::SampleBatch sample;
+    sample.logits = floats(logits_);
+    sample.rows = n;
+    sample.vocab = vocab;
+    sample.params = reinterpret_cast<const cuda::DeviceSampleParams*>(dev[1]);
+    sample.any_top_p = rows.any_top_p;
+    sample.any_penalties = rows.any_penalties;
+    sample.any_logprobs = rows.any_logprobs;
+    sample.history_ids = dev[2];
+    sample.history_counts = dev[3];
+    return sample_on_device(sample, results);
   }
   // Into pinned memory (a fast DMA) that the sampler reads in place.
   const size_t bytes = static_cast<size_t>(n * vocab) * 4;
@@ -507,41 +516,58 @@ Status GpuModelRunner::coda(const sched::SchedulerOutput& batch, const sched::Sc
       "reading logits");
 }
 
-Status GpuModelRunner::sample_on_device(int64_t n, const cuda::DeviceSampleParams* params,
-                                        bool any_top_p, cuda::PinnedBuffer& results) {
-  // Device results: 3 int32 per row, then the offending value per row (f32).
-  const size_t result_bytes = static_cast<size_t>(n) * 3 * sizeof(int32_t),
-               bytes = result_bytes + n * 4;
-  if (sample_buffer_.bytes() < bytes) {
+namespace {
+
+static_assert(cuda::kMaxDeviceLogprobs == SamplingParams::kMaxLogprobs,
+              "device logprobs hold as many entries as a request may ask for");
+
+// Where sample_on_device puts each part of its results (device buffer and pinned copy alike):
+// 3 int32 per row, the offending value per row (f32), then the logprobs when asked for.
+struct SampleResultLayout {
+  size_t bad_values = 0, logprobs = 0, bytes = 0;
+  SampleResultLayout(int64_t n, bool logprobs_asked) {
+    bad_values = static_cast<size_t>(n) * 3 * sizeof(int32_t);
+    logprobs = bad_values + static_cast<size_t>(n) * sizeof(float);
+    bytes = logprobs + (logprobs_asked ? static_cast<size_t>(n) * sizeof(cuda::DeviceLogprobs) : 0);
+  }
+};
+
+}  // namespace
+
+Status GpuModelRunner::sample_on_device(cuda::SampleBatch batch, cuda::PinnedBuffer& results) {
+  const SampleResultLayout layout(batch.rows, batch.any_logprobs);
+  if (sample_buffer_.bytes() < layout.bytes) {
     RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
     sample_buffer_ = cuda::DeviceAllocation();
     RLT_ASSIGN_OR_RETURN(sample_buffer_,
-                         cuda::DeviceAllocation::allocate(bytes, "sampling results"));
+                         cuda::DeviceAllocation::allocate(layout.bytes, "sampling results"));
   }
-  RLT_RETURN_IF_ERROR(results.reserve(bytes));
+  RLT_RETURN_IF_ERROR(results.reserve(layout.bytes));
   auto* dev = static_cast<std::byte*>(sample_buffer_.data());
-  auto* tokens = reinterpret_cast<int32_t*>(dev);
-  auto* bad_values = reinterpret_cast<float*>(dev + result_bytes);
-  const int64_t vocab = model_->config.vocab_size;
-  const size_t scratch = cuda::sampling_scratch_bytes(n, vocab, any_top_p);
+  batch.result = reinterpret_cast<int32_t*>(dev);
+  batch.bad_value = reinterpret_cast<float*>(dev + layout.bad_values);
+  batch.logprobs =
+      batch.any_logprobs ? reinterpret_cast<cuda::DeviceLogprobs*>(dev + layout.logprobs) : nullptr;
+  const size_t scratch = cuda::sampling_scratch_bytes(batch.rows, batch.vocab, batch.any_top_p,
+                                                      batch.any_penalties, batch.any_logprobs);
   if (sample_scratch_.bytes() < scratch) {
     RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
     sample_scratch_ = cuda::DeviceAllocation();
     RLT_ASSIGN_OR_RETURN(sample_scratch_,
                          cuda::DeviceAllocation::allocate(scratch, "sampling scratch"));
   }
-  RLT_RETURN_IF_ERROR(cuda::sample_rows(floats(logits_), n, vocab, params, any_top_p,
-                                        sample_scratch_.data(), tokens, bad_values,
-                                        stream_->handle()));
+  batch.scratch = sample_scratch_.data();
+  RLT_RETURN_IF_ERROR(cuda::sample_rows(batch, stream_->handle()));
   return check(
-      cudaMemcpyAsync(results.data(), dev, bytes, cudaMemcpyDeviceToHost, stream_->handle()),
+      cudaMemcpyAsync(results.data(), dev, layout.bytes, cudaMemcpyDeviceToHost, stream_->handle()),
       "reading sampled tokens");
 }
 
-void GpuModelRunner::read_greedy(const std::byte* results, int64_t n, BatchResult* out) {
-  const size_t result_bytes = static_cast<size_t>(n) * 3 * sizeof(int32_t);
+void GpuModelRunner::read_device_samples(const std::byte* results, int64_t n, bool logprobs,
+                                         BatchResult* out) {
+  const SampleResultLayout layout(n, logprobs);
   const auto* result = reinterpret_cast<const int32_t*>(results);
-  const auto* bad_value = reinterpret_cast<const float*>(results + result_bytes);
+  const auto* bad_value = reinterpret_cast<const float*>(results + layout.bad_values);
   out->device_tokens.assign(static_cast<size_t>(n), -1);
   out->device_sample_errors.assign(static_cast<size_t>(n), std::string());
   for (int64_t r = 0; r < n; ++r) {
@@ -554,6 +580,17 @@ void GpuModelRunner::read_greedy(const std::byte* results, int64_t n, BatchResul
     } else {
       out->device_tokens[r] = result[3 * r];
     }
+  }
+  if (!logprobs) return;
+  const auto* lp = reinterpret_cast<const cuda::DeviceLogprobs*>(results + layout.logprobs);
+  out->device_logprobs.assign(static_cast<size_t>(n), SampledToken());
+  for (int64_t r = 0; r < n; ++r) {
+    SampledToken& t = out->device_logprobs[static_cast<size_t>(r)];
+    t.token = result[3 * r];
+    t.logprob = lp[r].logprob;
+    t.top_logprobs.count = std::clamp(lp[r].count, 0, SamplingParams::kMaxLogprobs);
+    for (int j = 0; j < t.top_logprobs.count; ++j)
+      t.top_logprobs.items[static_cast<size_t>(j)] = {lp[r].ids[j], lp[r].values[j]};
   }
 }
 

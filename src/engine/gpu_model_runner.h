@@ -28,6 +28,8 @@
 #include "attention/metadata_planner.h"
 #include "cuda/cuda_kv_storage.h"
 #include "cuda/sampling.h"
+#include "engine/device_choice.h"
+#include "engine/device_sample_rows.h"
 #include "engine/gpu_model.h"
 #include "engine/model_runner.h"
 
@@ -41,13 +43,13 @@ Result<CudaGraphMode> parse_cuda_graph_mode(const std::string& text);
 class GpuModelRunner final : public ModelRunner {
  public:
   // Creates the stream, uploads the model, allocates the KV pools with `geometry` (plus the
-  // padding block) on `device`. `programmatic_launch` turns on programmatic dependent launch for
-  // the runner's stream (cuda/programmatic_launch.h); devices below sm_90 refuse it.
+  // padding block) on `device`. settings.programmatic_launch turns on programmatic dependent
+  // launch for the runner's stream (cuda/programmatic_launch.h); devices below sm_90 refuse it.
   static Result<std::unique_ptr<GpuModelRunner>> create(
       std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
       std::unique_ptr<attention::AttentionBackend> backend,
-      const attention::BackendCapabilities& caps, kv::KVLayout layout, CudaGraphMode graphs,
-      bool programmatic_launch = false);
+      const attention::BackendCapabilities& caps, kv::KVLayout layout,
+      const GpuRunnerSettings& settings);
   ~GpuModelRunner() override;
 
   Status submit(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
@@ -66,12 +68,22 @@ class GpuModelRunner final : public ModelRunner {
   struct Graph;
   GpuModelRunner() = default;
 
-  // Enqueues `batch`'s work; what comes back to the host goes to `results`.
+  // A submitted batch: what collect() finds in its result slot.
+  struct Ticket {
+    uint64_t seq = 0;
+    sched::Stage stage = sched::Stage::kWaiting;
+    int64_t rows = 0;
+    bool device_sampled = false, device_logprobs = false;
+    size_t slot = 0;
+  };
+
+  // Enqueues `batch`'s work; what comes back to the host goes to `results` (CODA batches note in
+  // `ticket` how they were sampled).
   Status enqueue(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
                  const kv::KVCacheManager& kv, const BatchInputs& inputs,
-                 cuda::PinnedBuffer& results, bool* device_sampled);
+                 cuda::PinnedBuffer& results, Ticket& ticket);
   Status coda(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-              const BatchInputs& inputs, cuda::PinnedBuffer& results, bool* device_sampled);
+              const BatchInputs& inputs, cuda::PinnedBuffer& results, Ticket& ticket);
   // Enqueues the recurrent pass; the gate logits go to `results`.
   Status recurrent(const sched::SchedulerOutput& batch, const kv::KVCacheManager& kv,
                    cuda::PinnedBuffer& results);
@@ -98,12 +110,12 @@ class GpuModelRunner final : public ModelRunner {
   Status upload(std::initializer_list<std::span<const int32_t>> arrays,
                 std::vector<const int32_t*>& device);
   Status synchronize();
-  // Enqueues sampling of the `n` logits rows on the device under per-row parameters (device
-  // array; temperature 0 is greedy); the results go to `results`.
-  Status sample_on_device(int64_t n, const cuda::DeviceSampleParams* params, bool any_top_p,
-                          cuda::PinnedBuffer& results);
-  // The tokens (or the host sampler's errors) from sample_greedy's results.
-  static void read_greedy(const std::byte* results, int64_t n, BatchResult* out);
+  // Enqueues sampling of the `n` logits rows on the device (cuda::sample_rows; `batch` without
+  // its scratch and outputs, which this fills in); the results go to `results`.
+  Status sample_on_device(cuda::SampleBatch batch, cuda::PinnedBuffer& results);
+  // The tokens (or the host sampler's errors) and logprobs from sample_on_device's results.
+  static void read_device_samples(const std::byte* results, int64_t n, bool logprobs,
+                                  BatchResult* out);
 
   std::shared_ptr<const model::OuroModel> model_;
   kv::KVLayout layout_ = kv::KVLayout::kLastExited;
@@ -131,8 +143,8 @@ class GpuModelRunner final : public ModelRunner {
     cuda::Event landed;
     bool used = false;
   };
-  // Eight: a shared-layout prefill wave uploads five plans, so two waves fit before the host
-  // would wait for the device.
+  // Eight: a batch uploads one or two plans (a shared-layout prefill wave two), so the host plans
+  // several batches or waves ahead before it waits for the device.
   std::array<Staging, 8> staging_;
   size_t next_staging_ = 0;
   // Submitted, uncollected batches and the pinned slots their results land in (one more slot than
@@ -141,21 +153,16 @@ class GpuModelRunner final : public ModelRunner {
     cuda::PinnedBuffer host;
     cuda::Event done;
   };
-  struct Ticket {
-    uint64_t seq = 0;
-    sched::Stage stage = sched::Stage::kWaiting;
-    int64_t rows = 0;
-    bool device_sampled = false;
-    size_t slot = 0;
-  };
   std::array<ResultSlot, kMaxInFlight + 1> results_;
   size_t next_result_ = 0;
   std::deque<Ticket> tickets_;
   std::vector<int32_t> tokens_, positions_, slots_;
+  DeviceSampleRows sample_rows_;  // a CODA batch's device sampling inputs
   std::vector<attention::PlannedRow> rows_;
   std::vector<int32_t> depths_;
   // CUDA graphs, keyed by (rows bucket, table width bucket).
   CudaGraphMode graph_mode_ = CudaGraphMode::kAuto;
+  bool device_sampling_ = true;
   bool graphs_disabled_ = false;  // kAuto after a failed capture
   std::map<std::pair<int64_t, int32_t>, std::unique_ptr<Graph>> graphs_;
   int64_t graph_replays_ = 0;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/sampler.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_storage.h"
 #include "sched/scheduler.h"
@@ -27,12 +28,15 @@ struct BatchResult {
   // CODA from a runner that keeps the logits in its own (pinned) buffer instead: valid until its
   // next collect(). Read through all_logits().
   std::span<const float> runner_logits;
-  // CODA batches whose requests all sample without penalties or logprobs may be sampled by the
-  // runner on its device with the sampler's rules (BatchInputs::uniforms): then
+  // CODA batches may be sampled by the runner on its device with the sampler's rules
+  // (BatchInputs::uniforms and histories): then
   // device_tokens[row] is the token, or -1 with the sampler's error in device_sample_errors[row],
   // and no logits come back.
   std::vector<int32_t> device_tokens;
   std::vector<std::string> device_sample_errors;
+  // With device_tokens, when some row asked for logprobs: per row, its token's raw logprob and
+  // top list (SampledToken's fields; read only for rows that asked).
+  std::vector<SampledToken> device_logprobs;
 
   std::span<const float> all_logits() const {
     return runner_logits.empty() ? std::span<const float>(logits) : runner_logits;
@@ -41,9 +45,11 @@ struct BatchResult {
 
 // What a batch needs from the engine besides the scheduler's view.
 struct BatchInputs {
-  // CODA: per row, the sampling uniform of the request's next token (RngState::uniform()), for
-  // runners that sample on their device; empty otherwise.
+  // CODA: per row, the sampling uniform of the request's next token (RngState::uniform()), and
+  // the request's token history (the penalties'; null for a request no longer live), for runners
+  // that sample on their device; empty otherwise. The histories are read during submit() only.
   std::vector<double> uniforms;
+  std::vector<const TokenHistory*> histories;
 };
 
 // Batches run in submission order: a batch sees everything earlier ones wrote (K/V, recurrent

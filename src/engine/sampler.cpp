@@ -72,7 +72,7 @@ Status Sampler::apply_penalties(std::span<const float> logits, const SamplingPar
   // Results are clamped to the finite f32 range: an extreme (but valid) penalty then still ranks
   // the token first or last instead of creating an infinity or masking the whole row.
   if (params.repetition_penalty != 1.0) {
-    const float penalty = positive_f32(params.repetition_penalty);
+    const float penalty = repetition_penalty_f32(params.repetition_penalty);
     for (int32_t id : history.distinct_tokens()) {
       RLT_RETURN_IF_ERROR(check_history_id(id, vocab));
       float& x = work_[id];
@@ -161,6 +161,10 @@ void Sampler::apply_min_p(double min_p) {
 
 float temperature_f32(double temperature) {
   return positive_f32(temperature);
+}
+
+float repetition_penalty_f32(double penalty) {
+  return positive_f32(penalty);
 }
 
 double Sampler::filter(const SamplingParams& params) {

@@ -57,6 +57,8 @@ struct SampledToken {
 // The temperature the sampler divides by: `temperature` as f32, saturated to the positive finite
 // f32 range (a 0 or +inf factor would turn the arithmetic into NaNs). Device samplers use it too.
 float temperature_f32(double temperature);
+// The repetition penalty the sampler divides and multiplies by, saturated the same way.
+float repetition_penalty_f32(double penalty);
 
 class Sampler {
  public:

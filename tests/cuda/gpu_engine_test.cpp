@@ -2,8 +2,10 @@
 // greedy decoding gives the same tokens and exit depths. Both compute in f32; they differ in
 // summation order (cuBLAS, tree reductions) by a few ulps, far below the demo model's logit
 // margins.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -63,23 +65,31 @@ std::string f32_demo_dir() {
 struct Generation {
   std::vector<std::vector<int32_t>> tokens;
   std::vector<std::vector<int32_t>> depths;
+  std::vector<std::vector<TokenLogprobs>> logprobs;
   int64_t graph_replays = 0;
   int64_t lookahead_batches = 0;
 };
 
-Generation generate(const std::string& dir, const std::string& device, const std::string& layout,
-                    const std::string& graphs = "auto", const std::string& kv_dtype = "f32",
-                    bool logprobs = false, const std::string& exit_policy = "ouro",
-                    bool async = false, double temperature = 0.0, bool pdl = false) {
+// One generation's settings.
+struct RunSettings {
+  std::string device = "cuda", layout = "last_exited", graphs = "auto", kv_dtype = "f32";
+  std::string exit_policy = "ouro";
+  bool logprobs = false, async = false, pdl = false, device_sampling = true, penalties = false;
+  double temperature = 0.0;
+};
+
+Generation generate(const std::string& dir, const RunSettings& run_settings) {
+  const RunSettings& s = run_settings;
   EngineConfig c;
-  c.programmatic_launch = pdl;
-  c.exit_policy = exit_policy;
-  c.async_scheduling = async;
+  c.programmatic_launch = s.pdl;
+  c.device_sampling = s.device_sampling;
+  c.exit_policy = s.exit_policy;
+  c.async_scheduling = s.async;
   c.model_dir = dir;
-  c.device = device;
-  c.cuda_graphs = graphs;
-  c.kv_dtype = kv_dtype;
-  c.kv_layout = layout;
+  c.device = s.device;
+  c.cuda_graphs = s.graphs;
+  c.kv_dtype = s.kv_dtype;
+  c.kv_layout = s.layout;
   c.max_num_seqs = 4;
   c.prefill_chunk_size = 7;  // several chunks per prompt
   auto engine = Engine::create(c);
@@ -93,20 +103,26 @@ Generation generate(const std::string& dir, const std::string& device, const std
       {100, 7, 100, 7, 100, 7, 100, 7}};
   SamplingParams p;
   p.max_tokens = 12;
-  p.temperature = temperature;
-  p.top_p = temperature > 0 ? 0.9 : 1.0;
-  p.top_k = temperature > 0 ? 50 : -1;
+  p.temperature = s.temperature;
+  p.top_p = s.temperature > 0 ? 0.9 : 1.0;
+  p.top_k = s.temperature > 0 ? 50 : -1;
   p.ignore_eos = true;
   // Early exit on: the exit gate decides depths, and rows leave recurrent batches at different
   // loops, so batches of 1..4 rows (padded buckets included) all occur.
   p.exit_threshold = 0.5;
   p.min_loops = 1;
-  if (logprobs) p.logprobs = 1;  // forces host sampling (plain greedy is sampled on the device)
+  if (s.logprobs) p.logprobs = 3;
+  if (s.penalties) {
+    p.repetition_penalty = 1.2;
+    p.frequency_penalty = 0.4;
+    p.presence_penalty = 0.2;
+  }
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_TRUE((*engine)->add_request(10 + i, prompts[i], p).ok());
   }
   run.tokens.resize(prompts.size());
   run.depths.resize(prompts.size());
+  run.logprobs.resize(prompts.size());
   size_t finished = 0;
   for (int step = 0; step < 10000 && finished < prompts.size(); ++step) {
     auto outputs = (*engine)->step();
@@ -116,6 +132,7 @@ Generation generate(const std::string& dir, const std::string& device, const std
       if (!o.finished) continue;
       run.tokens[o.request_id - 10] = o.token_ids;
       run.depths[o.request_id - 10] = o.exit_depths;
+      run.logprobs[o.request_id - 10] = o.logprobs;
       ++finished;
     }
   }
@@ -130,9 +147,9 @@ TEST(GpuEngine, GreedyTokensEqualTheCpuEngineInF32) {
   set_log_level(LogLevel::kWarn);
   const std::string dir = f32_demo_dir();
   for (const char* layout : {"last_exited", "shared"}) {
-    const Generation cpu = generate(dir, "cpu", layout);
+    const Generation cpu = generate(dir, {.device = "cpu", .layout = layout});
     for (const char* graphs : {"on", "off"}) {
-      const Generation gpu = generate(dir, "cuda", layout, graphs);
+      const Generation gpu = generate(dir, {.layout = layout, .graphs = graphs});
       EXPECT_EQ(gpu.tokens, cpu.tokens) << layout << " graphs " << graphs;
       EXPECT_EQ(gpu.depths, cpu.depths) << layout << " graphs " << graphs;
       if (std::string(graphs) == "on") {
@@ -150,32 +167,66 @@ TEST(GpuEngine, Bf16GraphsReplayEagerResultsExactly) {
   RLT_REQUIRE_CUDA_DEVICE();
   set_log_level(LogLevel::kWarn);
   const std::string dir = bf16_demo_dir();
-  const Generation eager = generate(dir, "cuda", "last_exited", "off", "bf16");
-  const Generation graphs = generate(dir, "cuda", "last_exited", "on", "bf16");
+  const Generation eager = generate(dir, {.graphs = "off", .kv_dtype = "bf16"});
+  const Generation graphs = generate(dir, {.graphs = "on", .kv_dtype = "bf16"});
   EXPECT_EQ(graphs.tokens, eager.tokens);
   EXPECT_EQ(graphs.depths, eager.depths);
   EXPECT_GT(graphs.graph_replays, 0);
   std::filesystem::remove_all(test_dir());
 }
 
-// Rows without penalties or logprobs are sampled on the device; asking for logprobs sends the
-// logits to the host sampler instead. Both follow the same rules at the same uniforms, so the
-// tokens agree: greedy, and temperature 0.8 with top-k 50 and top-p 0.9 (synchronous and
-// asynchronous scheduling).
+// Logprobs from the device against the host sampler's on the same logits: the same tokens, the
+// f32 values within one ulp (their double normalizers associate differently).
+void expect_same_logprobs(const Generation& device, const Generation& host,
+                          const std::string& what) {
+  ASSERT_EQ(device.logprobs.size(), host.logprobs.size());
+  for (size_t r = 0; r < host.logprobs.size(); ++r) {
+    ASSERT_EQ(device.logprobs[r].size(), host.logprobs[r].size()) << what << " request " << r;
+    for (size_t t = 0; t < host.logprobs[r].size(); ++t) {
+      const TokenLogprobs &d = device.logprobs[r][t], &h = host.logprobs[r][t];
+      EXPECT_EQ(d.token, h.token) << what;
+      EXPECT_NEAR(d.logprob, h.logprob, std::max(1.0f, std::fabs(h.logprob)) * 1.2e-7f) << what;
+      ASSERT_EQ(d.top.size(), h.top.size()) << what;
+      for (size_t j = 0; j < h.top.size(); ++j) {
+        EXPECT_EQ(d.top[j].token, h.top[j].token) << what << " top " << j;
+        EXPECT_NEAR(d.top[j].logprob, h.top[j].logprob,
+                    std::max(1.0f, std::fabs(h.top[j].logprob)) * 1.2e-7f)
+            << what << " top " << j;
+      }
+    }
+  }
+}
+
+// Sampling on the device follows the host sampler's rules at the same uniforms, so the tokens
+// agree with --host-sampling on the same GPU logits: greedy, and temperature 0.8 with top-k 50 and
+// top-p 0.9; with and without penalties and logprobs (synchronous and asynchronous scheduling).
 TEST(GpuEngine, DeviceSamplingEqualsTheHostSampler) {
   RLT_REQUIRE_CUDA_DEVICE();
   set_log_level(LogLevel::kWarn);
   const std::string dir = bf16_demo_dir();
   for (double temperature : {0.0, 0.8}) {
-    const Generation device = generate(dir, "cuda", "last_exited", "auto", "bf16", false,
-                                       "ouro_delayed", false, temperature);
-    const Generation host = generate(dir, "cuda", "last_exited", "auto", "bf16", true,
-                                     "ouro_delayed", false, temperature);
-    const Generation async = generate(dir, "cuda", "last_exited", "auto", "bf16", false,
-                                      "ouro_delayed", true, temperature);
-    EXPECT_EQ(device.tokens, host.tokens) << "temperature " << temperature;
-    EXPECT_EQ(device.depths, host.depths) << "temperature " << temperature;
-    EXPECT_EQ(async.tokens, host.tokens) << "temperature " << temperature;
+    for (bool extras : {false, true}) {
+      RunSettings run{
+          .kv_dtype = "bf16", .exit_policy = "ouro_delayed", .temperature = temperature};
+      run.logprobs = run.penalties = extras;
+      const Generation device = generate(dir, run);
+      RunSettings host_run = run;
+      host_run.device_sampling = false;
+      const Generation host = generate(dir, host_run);
+      RunSettings async_run = run;
+      async_run.async = true;
+      const Generation async = generate(dir, async_run);
+      const std::string what =
+          fmt::format("temperature {} penalties and logprobs {}", temperature, extras);
+      EXPECT_EQ(device.tokens, host.tokens) << what;
+      EXPECT_EQ(device.depths, host.depths) << what;
+      EXPECT_EQ(async.tokens, host.tokens) << what;
+      if (extras) {
+        expect_same_logprobs(device, host, what);
+        expect_same_logprobs(async, host, what + " async");
+        EXPECT_FALSE(host.logprobs[0].empty());
+      }
+    }
   }
 }
 
@@ -188,23 +239,25 @@ TEST(GpuEngine, AsyncSchedulingEqualsSynchronousStepping) {
   set_log_level(LogLevel::kWarn);
   const std::string f32 = f32_demo_dir();
   for (const char* layout : {"last_exited", "shared"}) {
-    const Generation cpu = generate(f32, "cpu", layout, "auto", "f32", false, "ouro_delayed");
+    const Generation cpu =
+        generate(f32, {.device = "cpu", .layout = layout, .exit_policy = "ouro_delayed"});
     for (const char* graphs : {"on", "off"}) {
-      const Generation gpu =
-          generate(f32, "cuda", layout, graphs, "f32", false, "ouro_delayed", true);
+      const Generation gpu = generate(
+          f32, {.layout = layout, .graphs = graphs, .exit_policy = "ouro_delayed", .async = true});
       EXPECT_EQ(gpu.tokens, cpu.tokens) << layout << " graphs " << graphs;
       EXPECT_EQ(gpu.depths, cpu.depths) << layout << " graphs " << graphs;
       EXPECT_GT(gpu.lookahead_batches, 0);
     }
   }
   const std::string bf16 = bf16_demo_dir();
-  for (bool logprobs : {false, true}) {
-    const Generation sync =
-        generate(bf16, "cuda", "last_exited", "on", "bf16", logprobs, "ouro_delayed");
-    const Generation async =
-        generate(bf16, "cuda", "last_exited", "on", "bf16", logprobs, "ouro_delayed", true);
-    EXPECT_EQ(async.tokens, sync.tokens) << "logprobs " << logprobs;
-    EXPECT_EQ(async.depths, sync.depths) << "logprobs " << logprobs;
+  for (bool device_sampling : {true, false}) {
+    RunSettings run{.graphs = "on", .kv_dtype = "bf16", .exit_policy = "ouro_delayed"};
+    run.device_sampling = device_sampling;
+    const Generation sync = generate(bf16, run);
+    run.async = true;
+    const Generation async = generate(bf16, run);
+    EXPECT_EQ(async.tokens, sync.tokens) << "device sampling " << device_sampling;
+    EXPECT_EQ(async.depths, sync.depths) << "device sampling " << device_sampling;
     EXPECT_EQ(sync.lookahead_batches, 0);
     EXPECT_GT(async.lookahead_batches, 0);
   }
@@ -232,10 +285,14 @@ TEST(GpuEngine, ProgrammaticLaunchComputesTheSameTokens) {
   }
   for (const char* graphs : {"on", "off"}) {
     for (bool async : {false, true}) {
-      const Generation plain =
-          generate(dir, "cuda", "last_exited", graphs, "bf16", false, "ouro_delayed", async, 0.7);
-      const Generation pdl = generate(dir, "cuda", "last_exited", graphs, "bf16", false,
-                                      "ouro_delayed", async, 0.7, true);
+      RunSettings run{.graphs = graphs,
+                      .kv_dtype = "bf16",
+                      .exit_policy = "ouro_delayed",
+                      .async = async,
+                      .temperature = 0.7};
+      const Generation plain = generate(dir, run);
+      run.pdl = true;
+      const Generation pdl = generate(dir, run);
       EXPECT_EQ(pdl.tokens, plain.tokens) << "graphs " << graphs << " async " << async;
       EXPECT_EQ(pdl.depths, plain.depths) << "graphs " << graphs << " async " << async;
     }

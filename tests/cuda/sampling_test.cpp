@@ -1,10 +1,12 @@
 // Device sampling against the host sampler (engine/sampler.h) on the same rows and uniforms:
 // temperature, top-k (with ties at the threshold), top-p, min-p and their combinations, masked
-// (-inf) entries, greedy rows in the same batch, and broken rows reported as the host reports
-// them. The tokens must be equal: the device repeats the host's f32 arithmetic and differs only in
-// how double sums associate (~1e-16 of the total), which the fixed uniforms here never straddle.
+// (-inf) entries, greedy rows in the same batch, penalties over random histories, logprobs, and
+// broken rows reported as the host reports them. The tokens must be equal: the device repeats the
+// host's f32 arithmetic and differs only in how double sums associate (~1e-16 of the total), which
+// the fixed uniforms here never straddle.
 #include "cuda/sampling.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "device_buffer.h"
+#include "engine/device_sample_rows.h"
 #include "engine/sampler.h"
 #include "gpu_test_util.h"
 
@@ -25,6 +28,7 @@ using testing::Dev;
 struct Row {
   SamplingParams params;
   engine::RngState rng;
+  engine::TokenHistory history;
 };
 
 // Logits of one row: N(0, 3), some rows quantized to steps of 0.5 (many ties), some with masked
@@ -40,65 +44,134 @@ std::vector<float> make_row(int64_t vocab, int kind, std::mt19937& g) {
   return x;
 }
 
-void check_vocab(int64_t vocab, uint32_t seed) {
+// What one sample_rows call returned.
+struct DeviceSamples {
+  std::vector<int32_t> result;
+  std::vector<float> bad;
+  std::vector<DeviceLogprobs> logprobs;
+};
+
+DeviceSamples sample_on_device(const std::vector<float>& logits, int64_t rows, int64_t vocab,
+                               const engine::DeviceSampleRows& spec) {
+  Dev<float> dl(logits), bad(static_cast<size_t>(rows));
+  Dev<DeviceSampleParams> dp(spec.params);
+  Dev<int32_t> ids(spec.history_ids), counts(spec.history_counts);
+  Dev<int32_t> result(static_cast<size_t>(rows * 3));
+  Dev<DeviceLogprobs> logprobs(static_cast<size_t>(rows));
+  Dev<std::byte> scratch(
+      sampling_scratch_bytes(rows, vocab, spec.any_top_p, spec.any_penalties, spec.any_logprobs));
+  SampleBatch b;
+  b.logits = dl.p();
+  b.rows = rows;
+  b.vocab = vocab;
+  b.params = dp.p();
+  b.any_top_p = spec.any_top_p;
+  b.any_penalties = spec.any_penalties;
+  b.any_logprobs = spec.any_logprobs;
+  b.history_ids = ids.p();
+  b.history_counts = counts.p();
+  b.scratch = scratch.p();
+  b.result = result.p();
+  b.bad_value = bad.p();
+  b.logprobs = logprobs.p();
+  EXPECT_TRUE(sample_rows(b, nullptr).ok());
+  DeviceSamples out;
+  out.result = result.read(static_cast<size_t>(rows * 3));
+  out.bad = bad.read(static_cast<size_t>(rows));
+  if (spec.any_logprobs) out.logprobs = logprobs.read(static_cast<size_t>(rows));
+  return out;
+}
+
+// A logprob from the device against the host's: both are f32 casts of x - log_normalizer, whose
+// double sums associate differently (~1e-16 relative), so they agree to the last bit but for a
+// rounding boundary: one f32 ulp of slack.
+void expect_logprob(float device, float host, const std::string& what) {
+  EXPECT_LE(std::fabs(device - host), std::max(1.0f, std::fabs(host)) * 1.2e-7f)
+      << what << ": device " << device << ", host " << host;
+}
+
+// Rows under every combination of the rules; with `extras`, a third of them with penalties over a
+// random history (prompt and generated ids, repeats included) and a quarter with logprobs.
+void check_vocab(int64_t vocab, uint32_t seed, bool extras) {
   const double temperatures[] = {0.0, 0.5, 1.0, 1.7};
   const int64_t top_ks[] = {-1, 1, 7, 40, vocab + 5};
   const double top_ps[] = {1.0, 0.9, 0.5, 0.05};
   const double min_ps[] = {0.0, 0.02, 0.3};
+  const double repetitions[] = {1.3, 0.8, 1.0};
+  const double frequencies[] = {0.5, -0.4, 0.0};
+  const double presences[] = {0.3, 0.0, -1.5};
+  const int logprob_counts[] = {0, 1, 5, 20};
   const int64_t rows = 60;
   std::mt19937 g(seed);
   std::vector<float> logits;
   std::vector<Row> spec(static_cast<size_t>(rows));
-  std::vector<DeviceSampleParams> params(static_cast<size_t>(rows));
-  bool any_top_p = false;
+  engine::DeviceSampleRows device;
   for (int64_t r = 0; r < rows; ++r) {
     const std::vector<float> x = make_row(vocab, static_cast<int>(r), g);
     logits.insert(logits.end(), x.begin(), x.end());
-    SamplingParams& p = spec[static_cast<size_t>(r)].params;
+    Row& row = spec[static_cast<size_t>(r)];
+    SamplingParams& p = row.params;
     p.temperature = temperatures[r % 4];
     p.top_k = top_ks[(r / 4) % 5];
     p.top_p = top_ps[(r / 3) % 4];
     p.min_p = min_ps[(r / 5) % 3];
-    spec[static_cast<size_t>(r)].rng =
-        engine::RngState::from_seed(seed * 1000 + static_cast<uint64_t>(r));
-    DeviceSampleParams& d = params[static_cast<size_t>(r)];
-    if (!p.greedy()) {
-      d.temperature = engine::temperature_f32(p.temperature);
-      d.top_k = p.top_k > 0 && p.top_k < vocab ? static_cast<int32_t>(p.top_k) : 0;
-      d.top_p = p.top_p;
-      d.log_min_p = p.min_p > 0 ? std::log(p.min_p) : -std::numeric_limits<double>::infinity();
-      d.uniform = spec[static_cast<size_t>(r)].rng.uniform();
-      any_top_p |= p.top_p < 1.0;
+    if (extras && r % 3 == 0) {
+      p.repetition_penalty = repetitions[(r / 3) % 3];
+      p.frequency_penalty = frequencies[(r / 9) % 3];
+      p.presence_penalty = presences[(r / 6) % 3];
+      std::uniform_int_distribution<int32_t> any(0, static_cast<int32_t>(vocab - 1)),
+          few(0, static_cast<int32_t>(std::min<int64_t>(vocab, 12) - 1));
+      std::vector<int32_t> prompt(30);
+      for (int32_t& t : prompt) t = any(g);
+      row.history = engine::TokenHistory(prompt);
+      for (int i = 0; i < 40; ++i) row.history.append(i % 2 ? few(g) : any(g));
     }
+    if (extras && r % 4 == 1) p.logprobs = logprob_counts[(r / 4) % 4];
+    row.rng = engine::RngState::from_seed(seed * 1000 + static_cast<uint64_t>(r));
+    device.add(p, &row.history, row.rng.uniform(), vocab);
   }
-  Dev<float> dl(logits), bad(static_cast<size_t>(rows));
-  Dev<DeviceSampleParams> dp(params);
-  Dev<int32_t> result(static_cast<size_t>(rows * 3));
-  Dev<std::byte> scratch(sampling_scratch_bytes(rows, vocab, any_top_p));
-  ASSERT_TRUE(
-      sample_rows(dl.p(), rows, vocab, dp.p(), any_top_p, scratch.p(), result.p(), bad.p(), nullptr)
-          .ok());
-  const auto got = result.read(static_cast<size_t>(rows * 3));
+  ASSERT_EQ(device.any_penalties, extras);
+  ASSERT_EQ(device.any_logprobs, extras);
+  const DeviceSamples got = sample_on_device(logits, rows, vocab, device);
   engine::Sampler sampler;
   for (int64_t r = 0; r < rows; ++r) {
     Row& row = spec[static_cast<size_t>(r)];
     const std::span<const float> x(logits.data() + r * vocab, static_cast<size_t>(vocab));
-    auto want = sampler.sample(x, row.params, engine::TokenHistory(), row.rng);
+    auto want = sampler.sample(x, row.params, row.history, row.rng);
     ASSERT_TRUE(want.ok()) << want.status().to_string();
-    EXPECT_EQ(got[3 * r + 1], -1);
-    EXPECT_EQ(got[3 * r + 2], 1);
-    EXPECT_EQ(got[3 * r], want->token)
-        << "vocab " << vocab << " row " << r << ": temperature " << row.params.temperature
-        << " top_k " << row.params.top_k << " top_p " << row.params.top_p << " min_p "
-        << row.params.min_p;
+    const std::string what = fmt::format(
+        "vocab {} row {}: temperature {} top_k {} top_p {} min_p {} penalties {}/{}/{} logprobs {}",
+        vocab, r, row.params.temperature, row.params.top_k, row.params.top_p, row.params.min_p,
+        row.params.repetition_penalty, row.params.frequency_penalty, row.params.presence_penalty,
+        row.params.logprobs.value_or(-1));
+    EXPECT_EQ(got.result[3 * r + 1], -1) << what;
+    EXPECT_EQ(got.result[3 * r + 2], 1) << what;
+    EXPECT_EQ(got.result[3 * r], want->token) << what;
+    if (!row.params.logprobs) continue;
+    const DeviceLogprobs& lp = got.logprobs[static_cast<size_t>(r)];
+    expect_logprob(lp.logprob, want->logprob, what + " sampled");
+    ASSERT_EQ(lp.count, want->top_logprobs.count) << what;
+    for (int j = 0; j < lp.count; ++j) {
+      EXPECT_EQ(lp.ids[j], want->top_logprobs[static_cast<size_t>(j)].token)
+          << what << " top " << j;
+      expect_logprob(lp.values[j], want->top_logprobs[static_cast<size_t>(j)].logprob,
+                     what + " top " + std::to_string(j));
+    }
   }
 }
 
 TEST(DeviceSampling, EqualsTheHostSampler) {
   RLT_REQUIRE_CUDA_DEVICE();
-  check_vocab(1000, 1);
-  check_vocab(49152, 2);  // Ouro's vocabulary: several elements per thread, real sort sizes
-  check_vocab(131, 3);    // fewer entries than threads
+  check_vocab(1000, 1, false);
+  check_vocab(49152, 2, false);  // Ouro's vocabulary: several elements per thread, real sort sizes
+  check_vocab(131, 3, false);    // fewer entries than threads
+}
+
+TEST(DeviceSampling, PenaltiesAndLogprobsEqualTheHostSampler) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  check_vocab(1000, 4, true);
+  check_vocab(49152, 5, true);
+  check_vocab(131, 6, true);
 }
 
 // Greedy rows (temperature 0): the first index among ties, NaN / +inf and rows without a finite
@@ -120,15 +193,13 @@ TEST(DeviceSampling, GreedyRowsFollowTheHostRules) {
   row[2 * vocab + 800] = inf;
   row[3 * vocab + 3] = inf;                                       // row 3: +inf reported
   for (int64_t i = 0; i < vocab; ++i) row[4 * vocab + i] = -inf;  // row 4: nothing finite
-  Dev<float> dl(logits), bad(6);
-  Dev<int32_t> result(18);
-  Dev<DeviceSampleParams> params(std::vector<DeviceSampleParams>(6));  // all greedy
-  Dev<std::byte> scratch(sampling_scratch_bytes(6, vocab, false));
-  ASSERT_TRUE(
-      sample_rows(dl.p(), 6, vocab, params.p(), false, scratch.p(), result.p(), bad.p(), nullptr)
-          .ok());
-  const auto r = result.read(18);
-  const auto b = bad.read(6);
+  engine::DeviceSampleRows greedy;
+  SamplingParams argmax;
+  argmax.temperature = 0.0;
+  for (int i = 0; i < 6; ++i) greedy.add(argmax, nullptr, 0.0, vocab);
+  const DeviceSamples got = sample_on_device(logits, 6, vocab, greedy);
+  const std::vector<int32_t>& r = got.result;
+  const std::vector<float>& b = got.bad;
   EXPECT_EQ(r[0], 10);
   EXPECT_EQ(r[1], -1);
   EXPECT_EQ(r[3], 999);
@@ -154,21 +225,23 @@ TEST(DeviceSampling, BrokenRowsAreReportedAsTheHostReportsThem) {
   logits[200] = inf;
   logits[vocab + 7] = inf;
   for (int64_t i = 0; i < vocab; ++i) logits[2 * vocab + i] = -inf;
-  std::vector<DeviceSampleParams> params(3);
-  for (auto& p : params) {
-    p.temperature = 1.0f;
+  // Top-p, penalties and logprobs on: each stage must leave the broken values for the check.
+  engine::TokenHistory history(std::vector<int32_t>{40, 200, 7, 9});
+  history.append(40);
+  history.append(7);
+  engine::DeviceSampleRows rows;
+  for (int i = 0; i < 3; ++i) {
+    SamplingParams p;
+    p.temperature = 1.0;
     p.top_p = 0.5;
-    p.log_min_p = -std::numeric_limits<double>::infinity();
-    p.uniform = 0.25;
+    p.repetition_penalty = 1.5;
+    p.frequency_penalty = 0.5;
+    p.logprobs = 3;
+    rows.add(p, &history, 0.25, vocab);
   }
-  Dev<float> dl(logits), bad(3);
-  Dev<DeviceSampleParams> dp(params);
-  Dev<int32_t> result(9);
-  Dev<std::byte> scratch(sampling_scratch_bytes(3, vocab, true));
-  ASSERT_TRUE(
-      sample_rows(dl.p(), 3, vocab, dp.p(), true, scratch.p(), result.p(), bad.p(), nullptr).ok());
-  const auto r = result.read(9);
-  const auto b = bad.read(3);
+  const DeviceSamples got = sample_on_device(logits, 3, vocab, rows);
+  const std::vector<int32_t>& r = got.result;
+  const std::vector<float>& b = got.bad;
   EXPECT_EQ(r[1], 40);
   EXPECT_TRUE(std::isnan(b[0]));
   EXPECT_EQ(r[4], 7);
