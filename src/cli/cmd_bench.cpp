@@ -47,7 +47,8 @@ struct RunStats {
   int64_t decode_tokens = 0;
   double decode_seconds = 0;
   ModelFootprint footprint;
-  int64_t batches = 0, graph_replays = 0, lookahead_batches = 0;  // engine counters of the run
+  int64_t batches = 0, graph_replays = 0, lookahead_batches = 0,
+          device_sampled_batches = 0;  // engine counters of the run
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
   double prefill_tokens_per_s() const { return prefill_seconds > 0 ? static_cast<double>(prefill_tokens) / prefill_seconds : 0; }
   double decode_tokens_per_s() const { return decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0; }
@@ -115,6 +116,7 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
   s.batches = m.batches - before.batches;
   s.graph_replays = m.cuda_graph_replays - before.cuda_graph_replays;
   s.lookahead_batches = m.lookahead_batches - before.lookahead_batches;
+  s.device_sampled_batches = m.device_sampled_batches - before.device_sampled_batches;
   return s;
 }
 
@@ -151,7 +153,8 @@ int run_bench(const BenchOptions& opt) {
                        {"decode_tokens_per_s", base->decode_tokens_per_s()},
                        {"batches", base->batches},
                        {"cuda_graph_replays", base->graph_replays},
-                       {"lookahead_batches", base->lookahead_batches}};
+                       {"lookahead_batches", base->lookahead_batches},
+                       {"device_sampled_batches", base->device_sampled_batches}};
   std::cerr << fmt::format("full depth: {} tokens in {:.2f} s = {:.1f} tokens/s, {:.2f} loops/token; per request: "
                            "prefill {:.1f} tokens/s, decode {:.2f} tokens/s\n", base->tokens, base->seconds,
                            base->tokens_per_s(), base->mean_loops, base->prefill_tokens_per_s(),

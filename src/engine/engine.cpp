@@ -521,6 +521,7 @@ EngineMetrics Engine::metrics() const {
   x.preemptions = m.scheduler->counters().preemptions;
   x.batches = m.scheduler->counters().batches;
   x.cuda_graph_replays = m.runner->graph_replays();
+  x.device_sampled_batches = m.runner->device_sampled_batches();
   x.lookahead_batches = m.lookahead_batches;
   return x;
 }

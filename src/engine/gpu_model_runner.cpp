@@ -473,6 +473,10 @@ Status GpuModelRunner::coda(const sched::SchedulerOutput& batch, const sched::Sc
         return internal_error(
             fmt::format("device sampling of {} rows got {} uniforms", n, inputs.uniforms.size()));
       }
+      if (p.has_penalties() && i >= inputs.histories.size()) {
+        return internal_error(fmt::format("device sampling of {} rows got {} token histories", n,
+                                          inputs.histories.size()));
+      }
       rows.add(p, i < inputs.histories.size() ? inputs.histories[i] : nullptr,
                i < inputs.uniforms.size() ? inputs.uniforms[i] : 0.0, vocab);
     }
@@ -494,6 +498,7 @@ Status GpuModelRunner::coda(const sched::SchedulerOutput& batch, const sched::Sc
   }
   RLT_RETURN_IF_ERROR(core_->lm_head(floats(h_), n, floats(logits_)));
   if (on_device) {
+    ++device_sampled_batches_;
     ticket.device_sampled = true;
     ticket.device_logprobs = rows.any_logprobs;
     cuda::SampleBatch sample;

@@ -62,6 +62,7 @@ class GpuModelRunner final : public ModelRunner {
   // Graphs captured so far (all buckets), and recurrent batches replayed from one.
   size_t captured_graphs() const { return graphs_.size(); }
   int64_t graph_replays() const override { return graph_replays_; }
+  int64_t device_sampled_batches() const override { return device_sampled_batches_; }
 
  private:
   class Attention;
@@ -166,6 +167,7 @@ class GpuModelRunner final : public ModelRunner {
   bool graphs_disabled_ = false;  // kAuto after a failed capture
   std::map<std::pair<int64_t, int32_t>, std::unique_ptr<Graph>> graphs_;
   int64_t graph_replays_ = 0;
+  int64_t device_sampled_batches_ = 0;
 };
 
 }  // namespace rlt::engine

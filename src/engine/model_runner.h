@@ -80,6 +80,8 @@ class ModelRunner {
   virtual size_t live_states() const = 0;
   // Batches replayed from captured CUDA graphs (0 for runners without graphs).
   virtual int64_t graph_replays() const { return 0; }
+  // CODA batches the runner sampled on its device (BatchResult::device_tokens).
+  virtual int64_t device_sampled_batches() const { return 0; }
 };
 
 }  // namespace rlt::engine

@@ -146,6 +146,8 @@ std::string Metrics::render() const {
   gauge(&out, "rlt_engine_batches_total", "Engine batches run", engine_.batches, "counter");
   gauge(&out, "rlt_cuda_graph_replays_total", "Recurrent batches replayed from captured CUDA graphs",
         engine_.cuda_graph_replays, "counter");
+  gauge(&out, "rlt_device_sampled_batches_total", "Token batches sampled on the GPU",
+        engine_.device_sampled_batches, "counter");
   gauge(&out, "rlt_lookahead_batches_total", "Batches submitted while the previous one ran (--async-scheduling)",
         engine_.lookahead_batches, "counter");
   header(&out, "rlt_attention_backend_info", "gauge", "The selected attention backend (value 1)");

@@ -68,6 +68,7 @@ struct Generation {
   std::vector<std::vector<TokenLogprobs>> logprobs;
   int64_t graph_replays = 0;
   int64_t lookahead_batches = 0;
+  int64_t device_sampled_batches = 0;
 };
 
 // One generation's settings.
@@ -139,6 +140,7 @@ Generation generate(const std::string& dir, const RunSettings& run_settings) {
   EXPECT_EQ(finished, prompts.size());
   run.graph_replays = (*engine)->metrics().cuda_graph_replays;
   run.lookahead_batches = (*engine)->metrics().lookahead_batches;
+  run.device_sampled_batches = (*engine)->metrics().device_sampled_batches;
   return run;
 }
 
@@ -218,6 +220,9 @@ TEST(GpuEngine, DeviceSamplingEqualsTheHostSampler) {
       const Generation async = generate(dir, async_run);
       const std::string what =
           fmt::format("temperature {} penalties and logprobs {}", temperature, extras);
+      EXPECT_GT(device.device_sampled_batches, 0) << what;  // the device path did run
+      EXPECT_GT(async.device_sampled_batches, 0) << what;
+      EXPECT_EQ(host.device_sampled_batches, 0) << what;
       EXPECT_EQ(device.tokens, host.tokens) << what;
       EXPECT_EQ(device.depths, host.depths) << what;
       EXPECT_EQ(async.tokens, host.tokens) << what;

@@ -97,7 +97,8 @@ void check_vocab(int64_t vocab, uint32_t seed, bool extras) {
   const int64_t top_ks[] = {-1, 1, 7, 40, vocab + 5};
   const double top_ps[] = {1.0, 0.9, 0.5, 0.05};
   const double min_ps[] = {0.0, 0.02, 0.3};
-  const double repetitions[] = {1.3, 0.8, 1.0};
+  // 1e-30 and 1e30 on rows scaled to ~1e9 overflow f32: the clamp to the finite range decides.
+  const double repetitions[] = {1.3, 0.8, 1.0, 1e-30, 1e30};
   const double frequencies[] = {0.5, -0.4, 0.0};
   const double presences[] = {0.3, 0.0, -1.5};
   const int logprob_counts[] = {0, 1, 5, 20};
@@ -107,8 +108,7 @@ void check_vocab(int64_t vocab, uint32_t seed, bool extras) {
   std::vector<Row> spec(static_cast<size_t>(rows));
   engine::DeviceSampleRows device;
   for (int64_t r = 0; r < rows; ++r) {
-    const std::vector<float> x = make_row(vocab, static_cast<int>(r), g);
-    logits.insert(logits.end(), x.begin(), x.end());
+    std::vector<float> x = make_row(vocab, static_cast<int>(r), g);
     Row& row = spec[static_cast<size_t>(r)];
     SamplingParams& p = row.params;
     p.temperature = temperatures[r % 4];
@@ -116,7 +116,9 @@ void check_vocab(int64_t vocab, uint32_t seed, bool extras) {
     p.top_p = top_ps[(r / 3) % 4];
     p.min_p = min_ps[(r / 5) % 3];
     if (extras && r % 3 == 0) {
-      p.repetition_penalty = repetitions[(r / 3) % 3];
+      p.repetition_penalty = repetitions[(r / 3) % 5];
+      if (p.repetition_penalty < 1e-20 || p.repetition_penalty > 1e20)
+        for (float& v : x) v *= 1e9f;
       p.frequency_penalty = frequencies[(r / 9) % 3];
       p.presence_penalty = presences[(r / 6) % 3];
       std::uniform_int_distribution<int32_t> any(0, static_cast<int32_t>(vocab - 1)),
@@ -126,7 +128,9 @@ void check_vocab(int64_t vocab, uint32_t seed, bool extras) {
       row.history = engine::TokenHistory(prompt);
       for (int i = 0; i < 40; ++i) row.history.append(i % 2 ? few(g) : any(g));
     }
-    if (extras && r % 4 == 1) p.logprobs = logprob_counts[(r / 4) % 4];
+    // Every fifth row: all temperatures (greedy included) and masked rows get logprobs too.
+    if (extras && r % 5 == 1) p.logprobs = logprob_counts[(r / 5) % 4];
+    logits.insert(logits.end(), x.begin(), x.end());
     row.rng = engine::RngState::from_seed(seed * 1000 + static_cast<uint64_t>(r));
     device.add(p, &row.history, row.rng.uniform(), vocab);
   }
