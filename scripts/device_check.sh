@@ -51,7 +51,7 @@ run rlt_info "${rlt_env[@]}" "$build/src/cli/rlt" info
 run cuda_tests "${rlt_env[@]}" "$build/tests/cuda/rlt_cuda_tests"
 run bench_gemv "${rlt_env[@]}" "$build/bench/cuda/rlt_bench_cuda_gemv"
 run bench_attention "${rlt_env[@]}" "$build/bench/cuda/rlt_bench_cuda_attention" --json
-run torch_sdpa python3 bench/peer/torch_sdpa_decode.py --json
+run torch_sdpa python3 -u bench/peer/torch_sdpa_decode.py --json  # -u: lines survive a timeout
 
 # End to end on an Ouro-1.4B-shape bf16 checkpoint (random weights: speed only), 1K context, all
 # loops: rlt's GPU engine and the plain PyTorch model with CUDA graphs, in this same run.
@@ -81,7 +81,7 @@ if [ -n "$e2e" ] && [ -f "$e2e/model.safetensors" ]; then
         --max-num-batched-tokens 8192 --prefill-chunk-size 1024 --kv-cache-gib "$gib" --pdl
     fi
   done
-  run torch_e2e python3 bench/peer/torch_ouro.py --model "$e2e" --batches 1,32,128 --context 1024 --json
+  run torch_e2e python3 -u bench/peer/torch_ouro.py --model "$e2e" --batches 1,32,128 --context 1024 --json
 fi
 
 echo "GPU: $(sed -n 2p "$logs/gpu.txt")"
@@ -100,12 +100,13 @@ def rows(path):
     for line in open(path, errors="replace"):
         if line.startswith("JSON "):
             r = json.loads(line[5:])
+            if r.get("bench") != "attention_decode":
+                continue  # a prefill case may share a decode case's shape
             out[(r["batch"], r["context"], r["q_heads"], r["kv_heads"], r["head_dim"])] = r
     return out
 ours, peer = rows(sys.argv[1]), rows(sys.argv[2])
 prefill = [json.loads(l[5:]) for l in open(sys.argv[1], errors="replace")
            if l.startswith("JSON ") and '"attention_prefill"' in l]
-ours = {k: v for k, v in ours.items() if v.get("bench") == "attention_decode"}
 print(f"{'case':<30} {'rlt GB/s':>9} {'of copy':>8} {'SDPA GB/s':>10} {'rlt/SDPA':>9}")
 for key, r in ours.items():
     p = peer.get(key)

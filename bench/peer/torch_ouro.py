@@ -8,8 +8,9 @@ token (no early exit), the whole decode step captured as one CUDA graph. Measure
 
   * decode tokens/s at each --batches size at --context tokens of context (graph replays), with the
     memory floor: (weights per step + the batch's K/V reads) / the run's device copy bandwidth;
-  * a 1 x --prefill-len prefill (eager, causal SDPA), as TFLOP/s of the linear layers against the
-    run's bf16 matmul rate.
+  * a 1 x --prefill-len prefill (causal SDPA, also one CUDA graph, so that Python's launch cost
+    does not count against the peer), as TFLOP/s of the linear layers against the run's bf16
+    matmul rate.
 
 Prints a table, and with --json one `JSON {...}` line per measurement (scripts/device_check.sh joins
 them with rlt's). Exits 0 with a message when PyTorch or a GPU is missing.
@@ -20,7 +21,7 @@ import os
 import struct
 import sys
 
-from torch_gpu import cuda_torch, timed_ms
+from torch_gpu import captured, cuda_torch, timed_ms
 
 
 def load_checkpoint(model_dir, torch):
@@ -76,9 +77,7 @@ class Ouro:
         x32 = x.float()
         return (x32 * self.torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * w
 
-    def rope(self, x, pos):  # x [B, H, S, D], pos [S] (int64)
-        angle = pos.float()[:, None] * self.inv_freq[None, :]
-        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    def rope(self, x, cos, sin):  # x [B, H, S, D]; cos, sin [S, D / 2]
         half = self.head_dim // 2
         a, b = x[..., :half], x[..., half:]
         return self.torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
@@ -88,14 +87,17 @@ class Ouro:
         F = self.torch.nn.functional
         B, S = tokens.shape
         h = self.embed[tokens]
+        # The rotary tables once per forward (as HF computes them), shared by every layer and loop.
+        angle = pos.float()[:, None] * self.inv_freq[None, :]
+        cos, sin = angle.cos().to(h.dtype), angle.sin().to(h.dtype)
         q_dim, kv_dim = self.heads * self.head_dim, self.kv_heads * self.head_dim
         for t in range(self.loops):
             for l, w in enumerate(self.L):
                 x = self.rms(h, w["n1"])
                 qkv = x @ w["qkv"].T
                 q, k, v = qkv.split([q_dim, kv_dim, kv_dim], dim=-1)
-                q = self.rope(q.view(B, S, self.heads, self.head_dim).transpose(1, 2), pos)
-                k = self.rope(k.view(B, S, self.kv_heads, self.head_dim).transpose(1, 2), pos)
+                q = self.rope(q.view(B, S, self.heads, self.head_dim).transpose(1, 2), cos, sin)
+                k = self.rope(k.view(B, S, self.kv_heads, self.head_dim).transpose(1, 2), cos, sin)
                 v = v.view(B, S, self.kv_heads, self.head_dim).transpose(1, 2)
                 K, V = caches[(t, l)]
                 K.index_copy_(2, pos, k)
@@ -154,21 +156,21 @@ def main():
     kv_bytes_per_key = m.loops * m.layers * 2 * m.kv_heads * m.head_dim * 2
     lmax = max(args.context, args.prefill_len) + 1
     with torch.inference_mode():
-        # Prefill: one sequence of --prefill-len tokens, eager.
+        # Prefill: one sequence of --prefill-len tokens, replayed from a CUDA graph.
         caches = {(t, l): (torch.zeros(1, m.kv_heads, lmax, m.head_dim, device="cuda", dtype=torch.bfloat16),
                            torch.zeros(1, m.kv_heads, lmax, m.head_dim, device="cuda", dtype=torch.bfloat16))
                   for t in range(m.loops) for l in range(m.layers)}
         tokens = torch.randint(0, config["vocab_size"], (1, args.prefill_len), device="cuda")
         pos = torch.arange(args.prefill_len, device="cuda")
-        m.forward(tokens, pos, caches, args.prefill_len)
-        ms = timed_ms(torch, lambda: m.forward(tokens, pos, caches, args.prefill_len), 3)
+        graph = captured(torch, lambda: m.forward(tokens, pos, caches, args.prefill_len))
+        ms = timed_ms(torch, graph.replay, 3)
         tflops = m.linear_flops_per_token() * args.prefill_len / (ms * 1e-3) / 1e12
         print(f"prefill 1x{args.prefill_len}: {ms:.1f} ms, linear layers {tflops:.0f} TFLOP/s = "
               f"{100 * tflops / matmul_tflops:.0f}% of the matmul rate")
         report({"bench": "prefill", "peer": "torch", "tokens": args.prefill_len, "ms": round(ms, 2),
                 "tflops": round(tflops, 1), "matmul_tflops": round(matmul_tflops, 1),
                 "linear_flops_per_token": m.linear_flops_per_token()})
-        del caches
+        del caches, graph
         torch.cuda.empty_cache()
 
         for batch in [int(b) for b in args.batches.split(",")]:
@@ -182,16 +184,7 @@ def main():
                       for t in range(m.loops) for l in range(m.layers)}
             tokens = torch.randint(0, config["vocab_size"], (batch, 1), device="cuda")
             pos = torch.tensor([args.context - 1], device="cuda")
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                for _ in range(2):
-                    m.forward(tokens, pos, caches, args.context)
-            torch.cuda.current_stream().wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                m.forward(tokens, pos, caches, args.context)
-            graph.replay()
+            graph = captured(torch, lambda: m.forward(tokens, pos, caches, args.context))
             ms = timed_ms(torch, graph.replay, args.steps)
             tok_s = batch / (ms * 1e-3)
             floor_bytes = m.weight_bytes_per_step() + batch * args.context * kv_bytes_per_key
