@@ -55,13 +55,14 @@ run torch_sdpa python3 -u bench/peer/torch_sdpa_decode.py --json  # -u: lines su
 
 # End to end on an Ouro-1.4B-shape bf16 checkpoint (random weights: speed only), 1K context, all
 # loops: rlt's GPU engine and the plain PyTorch model with CUDA graphs, in this same run.
-e2e=${RLT_DEVICE_CHECK_MODEL:-/tmp/rlt-ouro-1.4b-bf16}
+e2e=${RLT_DEVICE_CHECK_MODEL:-/tmp/rlt-ouro-1.4b-shape}
 if ! nvidia-smi >/dev/null 2>&1; then
   echo "no GPU visible (nvidia-smi): skipping the end-to-end benchmarks" >&2
   e2e=""
 fi
 if [ -n "$e2e" ] && [ ! -f "$e2e/model.safetensors" ]; then
-  run make_model python3 tools/make_model.py "$e2e" --preset ouro-1.4b --dtype bf16
+  # rlt writes it (random bf16 weights, ~15 s): no Python packages needed for it on this machine.
+  run make_model "${rlt_env[@]}" "$build/src/cli/rlt" make-model --preset ouro-1.4b --out "$e2e"
 fi
 if [ -n "$e2e" ] && [ -f "$e2e/model.safetensors" ]; then
   for batch in 1 32 128; do

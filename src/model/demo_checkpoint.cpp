@@ -18,17 +18,17 @@ namespace {
 namespace fs = std::filesystem;
 using ordered_json = nlohmann::ordered_json;
 
-struct DemoShape {
-  int64_t vocab = 3 + 256;  // three chat specials + one token per byte
-  int64_t hidden = 256;
-  int64_t intermediate = 688;
-  int64_t layers = 4;
-  int64_t heads = 8;
-  int64_t kv_heads = 4;  // GQA 2:1 so the demo exercises head grouping
-  int64_t head_dim = 32;
-  int64_t loops = 4;
-  int64_t max_positions = 4096;
-};
+// Three chat specials + one token per byte; GQA 2:1 so the demo exercises head grouping.
+constexpr RandomCheckpointShape kDemoShape{.vocab = 3 + 256,
+                                           .hidden = 256,
+                                           .intermediate = 688,
+                                           .layers = 4,
+                                           .heads = 8,
+                                           .kv_heads = 4,
+                                           .head_dim = 32,
+                                           .loops = 4,
+                                           .max_positions = 4096};
+constexpr uint64_t kDemoSeed = 20261129;
 
 const char* const kSpecialTokens[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
 
@@ -63,7 +63,7 @@ io::TensorToWrite bf16_tensor(const std::string& name, std::vector<int64_t> shap
   return t;
 }
 
-ordered_json demo_config(const DemoShape& s) {
+ordered_json demo_config(const RandomCheckpointShape& s) {
   ordered_json c;
   c["architectures"] = {"OuroForCausalLM"};
   c["attention_dropout"] = 0.0;
@@ -152,7 +152,7 @@ ordered_json demo_tokenizer_config() {
   c["eos_token"] = "<|endoftext|>";
   c["unk_token"] = "<|endoftext|>";
   c["clean_up_tokenization_spaces"] = false;
-  c["model_max_length"] = DemoShape{}.max_positions;
+  c["model_max_length"] = kDemoShape.max_positions;
   c["tokenizer_class"] = "GPT2Tokenizer";
   // ChatML, as Ouro's own template: a default system turn when none is given.
   c["chat_template"] =
@@ -177,26 +177,45 @@ Status write_json(const fs::path& path, const ordered_json& j) {
 
 }  // namespace
 
-Status write_demo_checkpoint(const std::string& dir_str) {
+Result<RandomCheckpointShape> random_checkpoint_preset(const std::string& name) {
+  if (name == "demo") return kDemoShape;
+  if (name == "ouro-1.4b") {
+    RandomCheckpointShape s{.vocab = 49152,
+                            .hidden = 2048,
+                            .intermediate = 5632,
+                            .layers = 24,
+                            .heads = 16,
+                            .kv_heads = 16,
+                            .head_dim = 128,
+                            .loops = 4,
+                            .max_positions = 65536};
+    // Uniform in ±sqrt(3 / fan_in) has variance 1 / fan_in: unit-variance outputs.
+    s.projection = s.head = std::sqrt(3.0 / static_cast<double>(s.hidden));
+    return s;
+  }
+  return invalid_argument(
+      fmt::format("unknown checkpoint preset '{}': expected demo or ouro-1.4b", name));
+}
+
+Status write_random_checkpoint(const std::string& dir_str, const RandomCheckpointShape& s,
+                               uint64_t seed) {
   const fs::path dir(dir_str);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return io_error(fmt::format("cannot create '{}': {}", dir_str, ec.message()));
-  const DemoShape s;
-  DemoRng rng(20261129);
-  // Uniform half-widths: 0.05 for projections (std ≈ 0.029), norms around 1 so they are not
-  // the identity, and a gate wide enough that exit probabilities vary from token to token.
+  DemoRng rng(seed);
+  const double p = s.projection;
   std::vector<io::TensorToWrite> tensors;
-  tensors.push_back(bf16_tensor("model.embed_tokens.weight", {s.vocab, s.hidden}, rng, 0.0, 1.0));
+  tensors.push_back(bf16_tensor("model.embed_tokens.weight", {s.vocab, s.hidden}, rng, 0.0, s.embedding));
   for (int64_t i = 0; i < s.layers; ++i) {
     auto name = [&](const char* suffix) { return fmt::format("model.layers.{}.{}", i, suffix); };
-    tensors.push_back(bf16_tensor(name("self_attn.q_proj.weight"), {s.heads * s.head_dim, s.hidden}, rng, 0, 0.1));
-    tensors.push_back(bf16_tensor(name("self_attn.k_proj.weight"), {s.kv_heads * s.head_dim, s.hidden}, rng, 0, 0.1));
-    tensors.push_back(bf16_tensor(name("self_attn.v_proj.weight"), {s.kv_heads * s.head_dim, s.hidden}, rng, 0, 0.1));
-    tensors.push_back(bf16_tensor(name("self_attn.o_proj.weight"), {s.hidden, s.heads * s.head_dim}, rng, 0, 0.1));
-    tensors.push_back(bf16_tensor(name("mlp.gate_proj.weight"), {s.intermediate, s.hidden}, rng, 0, 0.1));
-    tensors.push_back(bf16_tensor(name("mlp.up_proj.weight"), {s.intermediate, s.hidden}, rng, 0, 0.1));
-    tensors.push_back(bf16_tensor(name("mlp.down_proj.weight"), {s.hidden, s.intermediate}, rng, 0, 0.1));
+    tensors.push_back(bf16_tensor(name("self_attn.q_proj.weight"), {s.heads * s.head_dim, s.hidden}, rng, 0, p));
+    tensors.push_back(bf16_tensor(name("self_attn.k_proj.weight"), {s.kv_heads * s.head_dim, s.hidden}, rng, 0, p));
+    tensors.push_back(bf16_tensor(name("self_attn.v_proj.weight"), {s.kv_heads * s.head_dim, s.hidden}, rng, 0, p));
+    tensors.push_back(bf16_tensor(name("self_attn.o_proj.weight"), {s.hidden, s.heads * s.head_dim}, rng, 0, p));
+    tensors.push_back(bf16_tensor(name("mlp.gate_proj.weight"), {s.intermediate, s.hidden}, rng, 0, p));
+    tensors.push_back(bf16_tensor(name("mlp.up_proj.weight"), {s.intermediate, s.hidden}, rng, 0, p));
+    tensors.push_back(bf16_tensor(name("mlp.down_proj.weight"), {s.hidden, s.intermediate}, rng, 0, p));
     for (const char* norm : {"input_layernorm.weight", "input_layernorm_2.weight",
                              "post_attention_layernorm.weight", "post_attention_layernorm_2.weight"})
       tensors.push_back(bf16_tensor(name(norm), {s.hidden}, rng, 1.0, 0.2));
@@ -204,14 +223,18 @@ Status write_demo_checkpoint(const std::string& dir_str) {
   tensors.push_back(bf16_tensor("model.norm.weight", {s.hidden}, rng, 1.0, 0.2));
   tensors.push_back(bf16_tensor("model.early_exit_gate.weight", {1, s.hidden}, rng, 0.0, 0.15));
   tensors.push_back(bf16_tensor("model.early_exit_gate.bias", {1}, rng, -1.5, 0.0));
-  tensors.push_back(bf16_tensor("lm_head.weight", {s.vocab, s.hidden}, rng, 0.0, 0.2));
+  tensors.push_back(bf16_tensor("lm_head.weight", {s.vocab, s.hidden}, rng, 0.0, s.head));
   RLT_RETURN_IF_ERROR(io::write_safetensors((dir / "model.safetensors").string(), std::move(tensors)));
   RLT_RETURN_IF_ERROR(write_json(dir / "config.json", demo_config(s)));
-  RLT_RETURN_IF_ERROR(write_json(dir / "generation_config.json",
-                                 ordered_json{{"bos_token_id", 0}, {"eos_token_id", 0}}));
-  RLT_RETURN_IF_ERROR(write_json(dir / "tokenizer.json", demo_tokenizer()));
-  RLT_RETURN_IF_ERROR(write_json(dir / "tokenizer_config.json", demo_tokenizer_config()));
-  return {};
+  return write_json(dir / "generation_config.json", ordered_json{{"bos_token_id", 0}, {"eos_token_id", 0}});
+}
+
+Status write_demo_checkpoint(const std::string& dir) {
+  // The preset's scales: ±0.1 projections (std ≈ 0.058), norms around 1 so they are not the
+  // identity, and a gate wide enough that exit probabilities vary from token to token.
+  RLT_RETURN_IF_ERROR(write_random_checkpoint(dir, kDemoShape, kDemoSeed));
+  RLT_RETURN_IF_ERROR(write_json(fs::path(dir) / "tokenizer.json", demo_tokenizer()));
+  return write_json(fs::path(dir) / "tokenizer_config.json", demo_tokenizer_config());
 }
 
 Result<std::string> ensure_demo_checkpoint() {

@@ -16,6 +16,25 @@ inline constexpr const char* kDemoModelName = "rlt-demo-ouro-v1";
 // tokenizer_config.json into `dir` (created if needed). The same call always writes the same bytes.
 Status write_demo_checkpoint(const std::string& dir);
 
+// An Ouro-architecture shape that write_random_checkpoint fills with deterministic random bf16
+// weights, uniform in: ±projection (q/k/v/o, gate/up/down), ±embedding, ±head (lm head), 1 ± 0.2
+// (norms), ±0.15 (exit gate, bias -1.5).
+struct RandomCheckpointShape {
+  int64_t vocab = 0, hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0,
+          head_dim = 0, loops = 0, max_positions = 0;
+  double projection = 0.1, embedding = 1.0, head = 0.2;
+};
+
+// Named shapes: "demo" (the embedded default model) and "ouro-1.4b" (the released model's shape,
+// weights scaled to unit-variance activations: for speed measurements without a download).
+Result<RandomCheckpointShape> random_checkpoint_preset(const std::string& name);
+
+// Writes config.json, generation_config.json and model.safetensors (bf16) for `shape` into `dir`
+// (created if needed), the weights drawn from `seed`; no tokenizer. Holds the tensors in memory
+// while writing (2.8 GB for ouro-1.4b).
+Status write_random_checkpoint(const std::string& dir, const RandomCheckpointShape& shape,
+                               uint64_t seed);
+
 // The folder the demo lives in: $RLT_CACHE_DIR, else $XDG_CACHE_HOME/rlt, else ~/.cache/rlt,
 // followed by kDemoModelName. Creates it (atomically, via a temporary folder) when missing.
 Result<std::string> ensure_demo_checkpoint();

@@ -67,12 +67,27 @@ class Cli(unittest.TestCase):
             (["generate", "--prompt-ids", "1", "--num-kv-blocks", "8", "--max-tokens", "200"], "KV blocks over its life"),
             (["generate", "--prompt-ids", "1", "--top-p", "0"], "top_p"),
             (["generate", "--prompt-ids", "1", "--max-tokens", "5000"], "max_position_embeddings"),
+            (["generate", "--prompt-ids", "1", "--pdl"], "use --device cuda or drop --pdl"),
+            (["make-model", "--preset", "ouro-7b", "--out", "/tmp/unused"], "expected demo or ouro-1.4b"),
+            (["make-model", "--preset", "demo", "--out", "/proc/rlt"], "cannot create '/proc/rlt'"),
         ]
         for args, needle in cases:
             with self.subTest(args=args):
                 out = rlt(*args, env=self.env)
                 self.assertNotEqual(out.returncode, 0)
                 self.assertIn(needle, out.stderr + out.stdout)
+
+    def test_make_model_writes_a_checkpoint_that_generates(self):
+        out_dir = os.path.join(self.cache, "made-demo")
+        out = rlt("make-model", "--preset", "demo", "--out", out_dir, "--seed", "5")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("random bf16 weights from seed 5", out.stderr)
+        self.assertEqual(sorted(os.listdir(out_dir)),
+                         ["config.json", "generation_config.json", "model.safetensors"])
+        gen = rlt("generate", "--model", out_dir, "--prompt-ids", "1,2,3", "--max-tokens", "3",
+                  "--ignore-eos")
+        self.assertEqual(gen.returncode, 0, gen.stderr)
+        self.assertEqual(len(json.loads(gen.stdout)["tokens"]), 3)
 
     def test_engine_matches_reference_and_reads_jsonl(self):
         prompt = "7,8,9,10,11"

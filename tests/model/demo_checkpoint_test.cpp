@@ -25,11 +25,64 @@ std::string slurp(const fs::path& p) {
 TEST(DemoCheckpoint, IsByteIdenticalEveryTime) {
   auto other = fs::temp_directory_path() / ("rlt_demo_again_" + std::to_string(::getpid()));
   ASSERT_TRUE(write_demo_checkpoint(other.string()).ok());
-  for (const char* f : {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json",
-                        "generation_config.json"}) {
+  for (const char* f : {"model.safetensors", "config.json", "tokenizer.json",
+                        "tokenizer_config.json", "generation_config.json"}) {
     EXPECT_EQ(slurp(fs::path(testing::demo_dir()) / f), slurp(other / f)) << f;
   }
   fs::remove_all(other);
+}
+
+// `rlt make-model --preset demo` writes the demo's weights and config (not its tokenizer).
+TEST(RandomCheckpoint, TheDemoPresetIsTheDemo) {
+  auto shape = random_checkpoint_preset("demo");
+  ASSERT_TRUE(shape.ok());
+  auto dir = fs::temp_directory_path() / ("rlt_random_demo_" + std::to_string(::getpid()));
+  ASSERT_TRUE(write_random_checkpoint(dir.string(), *shape, 20261129).ok());
+  for (const char* f : {"model.safetensors", "config.json", "generation_config.json"}) {
+    EXPECT_EQ(slurp(fs::path(testing::demo_dir()) / f), slurp(dir / f)) << f;
+  }
+  EXPECT_FALSE(fs::exists(dir / "tokenizer.json"));
+  ASSERT_TRUE(write_random_checkpoint(dir.string(), *shape, 7).ok());
+  EXPECT_NE(slurp(fs::path(testing::demo_dir()) / "model.safetensors"),
+            slurp(dir / "model.safetensors"))
+      << "another seed, other weights";
+  fs::remove_all(dir);
+}
+
+TEST(RandomCheckpoint, PresetsAndUnknownNames) {
+  auto big = random_checkpoint_preset("ouro-1.4b");
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->hidden, 2048);
+  EXPECT_EQ(big->layers, 24);
+  EXPECT_EQ(big->vocab, 49152);
+  EXPECT_EQ(big->heads * big->head_dim, 2048);
+  EXPECT_DOUBLE_EQ(big->projection * big->projection, 3.0 / 2048) << "unit-variance outputs";
+  auto bad = random_checkpoint_preset("ouro-7b");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("expected demo or ouro-1.4b"), std::string::npos);
+}
+
+// Any shape writes a checkpoint that loads and validates as an Ouro model.
+TEST(RandomCheckpoint, AnyShapeLoadsAsAnOuroModel) {
+  RandomCheckpointShape s{.vocab = 300,
+                          .hidden = 64,
+                          .intermediate = 160,
+                          .layers = 3,
+                          .heads = 4,
+                          .kv_heads = 1,
+                          .head_dim = 16,
+                          .loops = 2,
+                          .max_positions = 512};
+  auto dir = fs::temp_directory_path() / ("rlt_random_shape_" + std::to_string(::getpid()));
+  ASSERT_TRUE(write_random_checkpoint(dir.string(), s, 3).ok());
+  auto m = load_ouro_model(dir.string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ((*m)->config.vocab_size, 300);
+  EXPECT_EQ((*m)->config.num_layers, 3);
+  EXPECT_EQ((*m)->config.num_kv_heads, 1);
+  EXPECT_EQ((*m)->config.total_ut_steps, 2);
+  EXPECT_EQ((*m)->weight_dtype(), DType::kBF16);
+  fs::remove_all(dir);
 }
 
 TEST(DemoCheckpoint, LoadsAsAValidOuroModel) {
@@ -71,13 +124,16 @@ TEST(DemoCheckpoint, EnsureCreatesOnceUnderCacheDir) {
 TEST(LoadOuroModel, NamesMissingTensorsAndTheFolder) {
   auto dir = fs::temp_directory_path() / ("rlt_broken_model_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  fs::copy_file(fs::path(testing::demo_dir()) / "config.json", dir / "config.json", fs::copy_options::overwrite_existing);
-  std::vector<io::TensorToWrite> one = {{"lm_head.weight", DType::kBF16, {259, 256}, std::vector<uint8_t>(259 * 256 * 2)}};
+  fs::copy_file(fs::path(testing::demo_dir()) / "config.json", dir / "config.json",
+                fs::copy_options::overwrite_existing);
+  std::vector<io::TensorToWrite> one = {
+      {"lm_head.weight", DType::kBF16, {259, 256}, std::vector<uint8_t>(259 * 256 * 2)}};
   ASSERT_TRUE(io::write_safetensors((dir / "model.safetensors").string(), one).ok());
   auto m = load_ouro_model(dir.string());
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find(dir.string()), std::string::npos);
-  EXPECT_NE(m.status().message().find("missing tensor(s): model.embed_tokens.weight"), std::string::npos)
+  EXPECT_NE(m.status().message().find("missing tensor(s): model.embed_tokens.weight"),
+            std::string::npos)
       << m.status().message();
   fs::remove_all(dir);
 }
