@@ -30,4 +30,11 @@ for b in "${binaries[@]}"; do
   done
 done
 du -sh "$out"
+# A device run carries at most 64 MiB (bundle and working tree together).
+kib=$(du -sk "$out" | cut -f1)
+if [ "$kib" -gt $((60 * 1024)) ]; then
+  echo "device-bundle is $((kib / 1024)) MiB: too close to the 64 MiB a device run can carry;" \
+    "build the bundle for the GPU's architecture only (cmake -DCMAKE_CUDA_ARCHITECTURES=90a ...)" >&2
+  exit 3
+fi
 echo "carry device-bundle to the GPU machine; scripts/device_check.sh uses it when present"
