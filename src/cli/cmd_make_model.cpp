@@ -15,7 +15,7 @@ namespace {
 struct MakeModelOptions {
   std::string preset = "ouro-1.4b";
   std::string out;
-  uint64_t seed = 1;
+  int64_t seed = -1;  // -1: the preset's own
 };
 
 int run_make_model(const MakeModelOptions& o) {
@@ -24,8 +24,9 @@ int run_make_model(const MakeModelOptions& o) {
     std::cerr << "error: " << shape.status().message() << "\n";
     return 2;
   }
+  const uint64_t seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : shape->seed;
   const auto start = std::chrono::steady_clock::now();
-  if (Status s = model::write_random_checkpoint(o.out, *shape, o.seed); !s.ok()) {
+  if (Status s = model::write_random_checkpoint(o.out, *shape, seed); !s.ok()) {
     std::cerr << "error: " << s.to_string() << "\n";
     return 1;
   }
@@ -33,7 +34,7 @@ int run_make_model(const MakeModelOptions& o) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cerr << fmt::format(
       "wrote {} ({} shape, random bf16 weights from seed {}, no tokenizer) in {:.1f} s\n", o.out,
-      o.preset, o.seed, seconds);
+      o.preset, seed, seconds);
   return 0;
 }
 
@@ -45,7 +46,9 @@ void add_make_model_command(CLI::App& app, int* exit_code) {
       "make-model", "Write a checkpoint of a named shape with random weights (for benchmarks)");
   cmd->add_option("--preset", opts->preset, "demo or ouro-1.4b")->capture_default_str();
   cmd->add_option("--out", opts->out, "Folder to write (created if needed)")->required();
-  cmd->add_option("--seed", opts->seed, "Seed of the weights")->capture_default_str();
+  cmd->add_option("--seed", opts->seed,
+                  "Seed of the weights (default: the preset's; demo: the demo's)")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([opts, exit_code] { *exit_code = run_make_model(*opts); });
 }
 

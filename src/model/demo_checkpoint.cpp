@@ -27,8 +27,8 @@ constexpr RandomCheckpointShape kDemoShape{.vocab = 3 + 256,
                                            .kv_heads = 4,
                                            .head_dim = 32,
                                            .loops = 4,
-                                           .max_positions = 4096};
-constexpr uint64_t kDemoSeed = 20261129;
+                                           .max_positions = 4096,
+                                           .seed = 20261129};
 
 const char* const kSpecialTokens[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
 
@@ -232,7 +232,7 @@ Status write_random_checkpoint(const std::string& dir_str, const RandomCheckpoin
 Status write_demo_checkpoint(const std::string& dir) {
   // The preset's scales: ±0.1 projections (std ≈ 0.058), norms around 1 so they are not the
   // identity, and a gate wide enough that exit probabilities vary from token to token.
-  RLT_RETURN_IF_ERROR(write_random_checkpoint(dir, kDemoShape, kDemoSeed));
+  RLT_RETURN_IF_ERROR(write_random_checkpoint(dir, kDemoShape, kDemoShape.seed));
   RLT_RETURN_IF_ERROR(write_json(fs::path(dir) / "tokenizer.json", demo_tokenizer()));
   return write_json(fs::path(dir) / "tokenizer_config.json", demo_tokenizer_config());
 }

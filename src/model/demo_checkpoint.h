@@ -3,6 +3,7 @@
 // code path (GQA, four loops, the exit gate) but its text is gibberish: it has never been trained.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "common/status.h"
@@ -23,6 +24,7 @@ struct RandomCheckpointShape {
   int64_t vocab = 0, hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0,
           head_dim = 0, loops = 0, max_positions = 0;
   double projection = 0.1, embedding = 1.0, head = 0.2;
+  uint64_t seed = 1;  // the preset's weights (write_random_checkpoint's seed when none is given)
 };
 
 // Named shapes: "demo" (the embedded default model) and "ouro-1.4b" (the released model's shape,

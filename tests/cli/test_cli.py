@@ -70,6 +70,7 @@ class Cli(unittest.TestCase):
             (["generate", "--prompt-ids", "1", "--pdl"], "use --device cuda or drop --pdl"),
             (["make-model", "--preset", "ouro-7b", "--out", "/tmp/unused"], "expected demo or ouro-1.4b"),
             (["make-model", "--preset", "demo", "--out", "/proc/rlt"], "cannot create '/proc/rlt'"),
+            (["make-model", "--out", "/tmp/unused", "--seed", "-1"], "--seed"),
         ]
         for args, needle in cases:
             with self.subTest(args=args):
@@ -78,13 +79,25 @@ class Cli(unittest.TestCase):
                 self.assertIn(needle, out.stderr + out.stdout)
 
     def test_make_model_writes_a_checkpoint_that_generates(self):
-        out_dir = os.path.join(self.cache, "made-demo")
-        out = rlt("make-model", "--preset", "demo", "--out", out_dir, "--seed", "5")
+        def weights(folder):
+            with open(os.path.join(folder, "model.safetensors"), "rb") as f:
+                return f.read()
+
+        self.assertEqual(rlt("info", env=self.env).returncode, 0)  # creates the demo
+        demo = os.path.join(self.cache, "rlt-demo-ouro-v1")
+        # The demo preset at its own seed is the demo (weights and config, no tokenizer).
+        same = os.path.join(self.cache, "made-demo")
+        out = rlt("make-model", "--preset", "demo", "--out", same)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(sorted(os.listdir(same)),
+                         ["config.json", "generation_config.json", "model.safetensors"])
+        self.assertEqual(weights(same), weights(demo))
+        other = os.path.join(self.cache, "made-seed-5")
+        out = rlt("make-model", "--preset", "demo", "--out", other, "--seed", "5")
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("random bf16 weights from seed 5", out.stderr)
-        self.assertEqual(sorted(os.listdir(out_dir)),
-                         ["config.json", "generation_config.json", "model.safetensors"])
-        gen = rlt("generate", "--model", out_dir, "--prompt-ids", "1,2,3", "--max-tokens", "3",
+        self.assertNotEqual(weights(other), weights(demo))
+        gen = rlt("generate", "--model", other, "--prompt-ids", "1,2,3", "--max-tokens", "3",
                   "--ignore-eos")
         self.assertEqual(gen.returncode, 0, gen.stderr)
         self.assertEqual(len(json.loads(gen.stdout)["tokens"]), 3)

@@ -288,18 +288,23 @@ TEST(GpuEngine, ProgrammaticLaunchComputesTheSameTokens) {
         << refused.status().message();
     return;
   }
-  for (const char* graphs : {"on", "off"}) {
-    for (bool async : {false, true}) {
-      RunSettings run{.graphs = graphs,
-                      .kv_dtype = "bf16",
-                      .exit_policy = "ouro_delayed",
-                      .async = async,
-                      .temperature = 0.7};
-      const Generation plain = generate(dir, run);
-      run.pdl = true;
-      const Generation pdl = generate(dir, run);
-      EXPECT_EQ(pdl.tokens, plain.tokens) << "graphs " << graphs << " async " << async;
-      EXPECT_EQ(pdl.depths, plain.depths) << "graphs " << graphs << " async " << async;
+  for (const char* layout : {"last_exited", "shared"}) {
+    for (const char* graphs : {"on", "off"}) {
+      for (bool async : {false, true}) {
+        RunSettings run{.layout = layout,
+                        .graphs = graphs,
+                        .kv_dtype = "bf16",
+                        .exit_policy = "ouro_delayed",
+                        .async = async,
+                        .temperature = 0.7};
+        const Generation plain = generate(dir, run);
+        run.pdl = true;
+        const Generation pdl = generate(dir, run);
+        const std::string what =
+            fmt::format("{} graphs {} async {}", layout, graphs, async ? "on" : "off");
+        EXPECT_EQ(pdl.tokens, plain.tokens) << what;
+        EXPECT_EQ(pdl.depths, plain.depths) << what;
+      }
     }
   }
 }

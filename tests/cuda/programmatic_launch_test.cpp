@@ -13,6 +13,7 @@
 #include "cuda/runtime.h"
 #include "device_buffer.h"
 #include "gpu_test_util.h"
+#include "pdl_probe.h"
 
 namespace rlt::cuda {
 namespace {
@@ -49,6 +50,34 @@ void queue_chain(float* a, float* b, int64_t n, int steps, CUstream_st* stream) 
   for (int s = 0; s < steps; ++s) {
     ASSERT_TRUE((s % 2 == 0 ? add_in_place(a, b, n, stream) : add_in_place(b, a, n, stream)).ok());
   }
+}
+
+// The mechanism itself: with the setting on, the consumer starts while the producer still runs
+// (programmatic launch is active) and yet reads the producer's value (its wait holds); with it
+// off, the consumer starts after the producer, as plain stream order has it.
+TEST(ProgrammaticLaunch, ConsumersStartEarlyAndStillWait) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  int device = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  if (major < 9) GTEST_SKIP() << "programmatic dependent launch needs sm_90 or newer";
+  const auto waits = kernels_wait_for_upstream();
+  ASSERT_TRUE(waits.ok()) << waits.status().to_string();
+  if (!*waits) GTEST_SKIP() << "this device runs the kernels from pre-sm_90 code: no wait in them";
+  auto stream = Stream::create();
+  ASSERT_TRUE(stream.ok());
+  auto plain = testing::run_pdl_probe(stream->handle());
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ(plain->value_seen, 42);
+  EXPECT_FALSE(plain->consumer_started_first) << "without the setting, stream order holds";
+  set_programmatic_launch(stream->handle(), true);
+  for (int i = 0; i < 3; ++i) {
+    auto early = testing::run_pdl_probe(stream->handle());
+    ASSERT_TRUE(early.ok()) << early.status().to_string();
+    EXPECT_EQ(early->value_seen, 42) << "the consumer read before its producer finished";
+    EXPECT_TRUE(early->consumer_started_first) << "programmatic launch did not take effect";
+  }
+  set_programmatic_launch(stream->handle(), false);
 }
 
 TEST(ProgrammaticLaunch, DependentKernelsSeeTheirProducersResults) {

@@ -1,6 +1,7 @@
 #include "model/demo_checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <filesystem>
 #include <fstream>
@@ -37,7 +38,7 @@ TEST(RandomCheckpoint, TheDemoPresetIsTheDemo) {
   auto shape = random_checkpoint_preset("demo");
   ASSERT_TRUE(shape.ok());
   auto dir = fs::temp_directory_path() / ("rlt_random_demo_" + std::to_string(::getpid()));
-  ASSERT_TRUE(write_random_checkpoint(dir.string(), *shape, 20261129).ok());
+  ASSERT_TRUE(write_random_checkpoint(dir.string(), *shape, shape->seed).ok());
   for (const char* f : {"model.safetensors", "config.json", "generation_config.json"}) {
     EXPECT_EQ(slurp(fs::path(testing::demo_dir()) / f), slurp(dir / f)) << f;
   }
@@ -83,6 +84,15 @@ TEST(RandomCheckpoint, AnyShapeLoadsAsAnOuroModel) {
   EXPECT_EQ((*m)->config.total_ut_steps, 2);
   EXPECT_EQ((*m)->weight_dtype(), DType::kBF16);
   fs::remove_all(dir);
+}
+
+// The demo's weights are pinned: caches keyed by kDemoModelName hold these bytes, so a change must
+// come with a new name (and this hash).
+TEST(DemoCheckpoint, WeightsArePinned) {
+  const std::string weights = slurp(fs::path(testing::demo_dir()) / "model.safetensors");
+  EXPECT_EQ(weights.size(), 6079602u);
+  EXPECT_EQ(XXH3_64bits(weights.data(), weights.size()), 0x351ca792c6159b92ull)
+      << "the demo's bytes changed: bump kDemoModelName";
 }
 
 TEST(DemoCheckpoint, LoadsAsAValidOuroModel) {
