@@ -64,7 +64,8 @@ run bench_attention "${rlt_env[@]}" "$build/bench/cuda/rlt_bench_cuda_attention"
 run torch_sdpa python3 -u bench/peer/torch_sdpa_decode.py --json  # -u: lines survive a timeout
 
 # End to end on an Ouro-1.4B-shape bf16 checkpoint (random weights: speed only), 1K context, all
-# loops: rlt's GPU engine and the plain PyTorch model with CUDA graphs, in this same run.
+# loops: rlt's GPU engine and the plain PyTorch model with CUDA graphs, in this same run. Each rlt
+# run first completes one untimed batch of the same size (its CUDA graphs are captured then).
 e2e=${RLT_DEVICE_CHECK_MODEL:-/tmp/rlt-ouro-1.4b-shape}
 if ! nvidia-smi >/dev/null 2>&1; then
   echo "no GPU visible (nvidia-smi): skipping the end-to-end benchmarks" >&2
@@ -80,11 +81,11 @@ if [ -n "$e2e" ] && [ -f "$e2e/generation_config.json" ]; then
     gib=$(( batch * 3 / 4 + 4 ))  # (1024 + 16) tokens x 4 planes x 0.19 MiB per token-plane, with room
     run "rlt_e2e_b$batch" "${rlt_env[@]}" "$build/src/cli/rlt" bench --device cuda --model "$e2e" --num-requests "$batch" \
       --concurrency "$batch" --prompt-len 1024 --output-len 16 --max-num-seqs "$batch" \
-      --max-num-batched-tokens 8192 --prefill-chunk-size 1024 --kv-cache-gib "$gib"
+      --max-num-batched-tokens 8192 --prefill-chunk-size 1024 --kv-cache-gib "$gib" --warmup-requests "$batch"
     # The same with asynchronous scheduling (full depth: ouro_delayed exits exactly as ouro does).
     run "rlt_e2e_async_b$batch" "${rlt_env[@]}" "$build/src/cli/rlt" bench --device cuda --model "$e2e" \
       --num-requests "$batch" --concurrency "$batch" --prompt-len 1024 --output-len 16 --max-num-seqs "$batch" \
-      --max-num-batched-tokens 8192 --prefill-chunk-size 1024 --kv-cache-gib "$gib" \
+      --max-num-batched-tokens 8192 --prefill-chunk-size 1024 --kv-cache-gib "$gib" --warmup-requests "$batch" \
       --exit-policy ouro_delayed --async-scheduling
   done
   run torch_e2e python3 -u bench/peer/torch_ouro.py --model "$e2e" --batches 1,32,128 --context 1024 --json
@@ -94,7 +95,7 @@ if [ -n "$e2e" ] && [ -f "$e2e/generation_config.json" ]; then
     gib=$(( batch * 3 / 4 + 4 ))
     run "rlt_e2e_pdl_b$batch" "${rlt_env[@]}" "$build/src/cli/rlt" bench --device cuda --model "$e2e" \
       --num-requests "$batch" --concurrency "$batch" --prompt-len 1024 --output-len 16 --max-num-seqs "$batch" \
-      --max-num-batched-tokens 8192 --prefill-chunk-size 1024 --kv-cache-gib "$gib" --pdl
+      --max-num-batched-tokens 8192 --prefill-chunk-size 1024 --kv-cache-gib "$gib" --warmup-requests "$batch" --pdl
   done
 fi
 

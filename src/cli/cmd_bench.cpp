@@ -77,13 +77,17 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
     ++in_flight;
     return {};
   };
-  // Untimed requests first: page faults of the KV pool and scratch buffers, thread start-up.
-  for (int w = 0; w < opt.warmup_requests; ++w) {
-    std::vector<int32_t> prompt(static_cast<size_t>(opt.prompt_len));
-    for (auto& t : prompt) t = token(rng);
-    const uint64_t id = static_cast<uint64_t>(opt.num_requests + w);
-    RLT_RETURN_IF_ERROR(engine->add_request(id, std::move(prompt), params));
-    while (engine->has_unfinished()) RLT_RETURN_IF_ERROR(engine->step().status());
+  // Untimed requests first, at the run's concurrency: page faults of the KV pool and scratch
+  // buffers, thread start-up, and on a GPU the CUDA graphs of the batch sizes the run will use.
+  for (int warm = 0, warm_in_flight = 0; warm < opt.warmup_requests || engine->has_unfinished();) {
+    for (; warm_in_flight < opt.concurrency && warm < opt.warmup_requests; ++warm, ++warm_in_flight) {
+      std::vector<int32_t> prompt(static_cast<size_t>(opt.prompt_len));
+      for (auto& t : prompt) t = token(rng);
+      const uint64_t id = static_cast<uint64_t>(opt.num_requests + warm);
+      RLT_RETURN_IF_ERROR(engine->add_request(id, std::move(prompt), params));
+    }
+    RLT_ASSIGN_OR_RETURN(auto outs, engine->step());
+    for (const auto& o : outs) warm_in_flight -= o.finished ? 1 : 0;
   }
   const EngineMetrics before = engine->metrics();
   const auto start = Clock::now();
@@ -210,7 +214,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--prompt-len", opt->prompt_len, "Random prompt tokens per request")->capture_default_str();
   cmd->add_option("--output-len", opt->output_len, "Generated tokens per request")->capture_default_str();
   cmd->add_option("--prompt-seed", opt->prompt_seed, "Seed of the random prompts")->capture_default_str();
-  cmd->add_option("--warmup-requests", opt->warmup_requests, "Untimed requests run before measuring")
+  cmd->add_option("--warmup-requests", opt->warmup_requests, "Untimed requests run before measuring (at --concurrency)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-roofline", opt->no_roofline, "Skip the copy-bandwidth probe and the roofline report");
