@@ -97,6 +97,16 @@ struct RequestOutput {
   int32_t prompt_tokens = 0;
 };
 
+// GPU runs: the device time of one stage's batches (from each batch's first queued operation to
+// its last, timed with CUDA events) and how many batches ran.
+struct DeviceStageTime {
+  double milliseconds = 0.0;
+  int64_t batches = 0;
+};
+struct DeviceStageTimes {
+  DeviceStageTime prefill, prelude, recurrent, coda;
+};
+
 struct EngineMetrics {
   int32_t waiting = 0;
   int32_t running = 0;
@@ -114,6 +124,7 @@ struct EngineMetrics {
   int64_t cuda_graph_replays = 0;  // GPU runs: recurrent batches replayed from a captured graph
   int64_t device_sampled_batches = 0;  // GPU runs: CODA batches sampled on the device
   int64_t lookahead_batches = 0;   // asynchronous scheduling: batches submitted while one ran
+  DeviceStageTimes device_time;    // GPU runs: device time by stage (zeros on the CPU)
 };
 
 // What one generated token reads, for rooflines: the linear weights of one loop of the core (all

@@ -49,6 +49,7 @@ struct RunStats {
   ModelFootprint footprint;
   int64_t batches = 0, graph_replays = 0, lookahead_batches = 0,
           device_sampled_batches = 0;  // engine counters of the run
+  DeviceStageTimes device_time;       // GPU runs: device time by stage over the run
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
   double prefill_tokens_per_s() const { return prefill_seconds > 0 ? static_cast<double>(prefill_tokens) / prefill_seconds : 0; }
   double decode_tokens_per_s() const { return decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0; }
@@ -121,6 +122,13 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
   s.graph_replays = m.cuda_graph_replays - before.cuda_graph_replays;
   s.lookahead_batches = m.lookahead_batches - before.lookahead_batches;
   s.device_sampled_batches = m.device_sampled_batches - before.device_sampled_batches;
+  auto since = [](DeviceStageTime now, DeviceStageTime then) {
+    return DeviceStageTime{now.milliseconds - then.milliseconds, now.batches - then.batches};
+  };
+  s.device_time = {since(m.device_time.prefill, before.device_time.prefill),
+                   since(m.device_time.prelude, before.device_time.prelude),
+                   since(m.device_time.recurrent, before.device_time.recurrent),
+                   since(m.device_time.coda, before.device_time.coda)};
   return s;
 }
 
@@ -159,6 +167,25 @@ int run_bench(const BenchOptions& opt) {
                        {"cuda_graph_replays", base->graph_replays},
                        {"lookahead_batches", base->lookahead_batches},
                        {"device_sampled_batches", base->device_sampled_batches}};
+  if (base->device_time.recurrent.batches > 0) {
+    // Where the device's time went, by stage: with the run's wall time, how busy the GPU was;
+    // per recurrent batch, what one loop of the core costs.
+    const DeviceStageTimes& d = base->device_time;
+    nlohmann::ordered_json stages;
+    std::string line;
+    double busy_ms = 0;
+    for (const auto& [name, t] : {std::pair{"prefill", d.prefill}, std::pair{"prelude", d.prelude},
+                                  std::pair{"recurrent", d.recurrent}, std::pair{"coda", d.coda}}) {
+      stages[name] = {{"milliseconds", t.milliseconds}, {"batches", t.batches}};
+      busy_ms += t.milliseconds;
+      line += fmt::format("{}{} {:.1f} ms / {} batches", line.empty() ? "" : ", ", name, t.milliseconds, t.batches);
+    }
+    out["full_depth"]["device_time"] = stages;
+    out["full_depth"]["device_busy_share"] = busy_ms / (base->seconds * 1e3);
+    std::cerr << fmt::format("device time: {}; {:.3f} ms per recurrent batch; busy {:.0f}% of the run\n", line,
+                             d.recurrent.milliseconds / static_cast<double>(d.recurrent.batches),
+                             100.0 * busy_ms / (base->seconds * 1e3));
+  }
   std::cerr << fmt::format("full depth: {} tokens in {:.2f} s = {:.1f} tokens/s, {:.2f} loops/token; per request: "
                            "prefill {:.1f} tokens/s, decode {:.2f} tokens/s\n", base->tokens, base->seconds,
                            base->tokens_per_s(), base->mean_loops, base->prefill_tokens_per_s(),

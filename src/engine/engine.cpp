@@ -522,6 +522,7 @@ EngineMetrics Engine::metrics() const {
   x.batches = m.scheduler->counters().batches;
   x.cuda_graph_replays = m.runner->graph_replays();
   x.device_sampled_batches = m.runner->device_sampled_batches();
+  x.device_time = m.runner->device_stage_times();
   x.lookahead_batches = m.lookahead_batches;
   return x;
 }

@@ -247,7 +247,8 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
     RLT_ASSIGN_OR_RETURN(st.landed, cuda::Event::create(/*timing=*/false));
   }
   for (ResultSlot& slot : r->results_) {
-    RLT_ASSIGN_OR_RETURN(slot.done, cuda::Event::create(/*timing=*/false));
+    RLT_ASSIGN_OR_RETURN(slot.start, cuda::Event::create(/*timing=*/true));
+    RLT_ASSIGN_OR_RETURN(slot.done, cuda::Event::create(/*timing=*/true));
   }
   RLT_ASSIGN_OR_RETURN(r->metadata_,
                        cuda::DeviceAllocation::allocate(size_t{4} << 20, "attention metadata"));
@@ -380,6 +381,7 @@ Status GpuModelRunner::submit(const sched::SchedulerOutput& batch,
   // Free: its last batch was collected (more slots than batches in flight).
   ticket.slot = next_result_;
   ResultSlot& slot = results_[ticket.slot];
+  RLT_RETURN_IF_ERROR(slot.start.record(stream_->handle()));
   RLT_RETURN_IF_ERROR(enqueue(batch, scheduler, kv, inputs, slot.host, ticket));
   RLT_RETURN_IF_ERROR(slot.done.record(stream_->handle()));
   next_result_ = (next_result_ + 1) % results_.size();
@@ -398,6 +400,7 @@ Status GpuModelRunner::collect(uint64_t seq, BatchResult* out) {
   RLT_RETURN_IF_ERROR(cuda::set_device(device_));
   const ResultSlot& slot = results_[t.slot];
   RLT_RETURN_IF_ERROR(slot.done.synchronize());
+  RLT_RETURN_IF_ERROR(add_stage_time(t.stage, slot));
   *out = BatchResult();
   if (t.stage == sched::Stage::kRecurrent) {
     const auto* gates = reinterpret_cast<const float*>(slot.host.data());
@@ -597,6 +600,30 @@ void GpuModelRunner::read_device_samples(const std::byte* results, int64_t n, bo
     for (int j = 0; j < t.top_logprobs.count; ++j)
       t.top_logprobs.items[static_cast<size_t>(j)] = {lp[r].ids[j], lp[r].values[j]};
   }
+}
+
+Status GpuModelRunner::add_stage_time(sched::Stage stage, const ResultSlot& slot) {
+  DeviceStageTime* time = nullptr;
+  switch (stage) {
+    case sched::Stage::kPrefill:
+      time = &stage_times_.prefill;
+      break;
+    case sched::Stage::kPrelude:
+      time = &stage_times_.prelude;
+      break;
+    case sched::Stage::kRecurrent:
+      time = &stage_times_.recurrent;
+      break;
+    case sched::Stage::kCoda:
+      time = &stage_times_.coda;
+      break;
+    default:
+      return {};
+  }
+  RLT_ASSIGN_OR_RETURN(float ms, cuda::Event::elapsed_ms(slot.start, slot.done));
+  time->milliseconds += ms;
+  ++time->batches;
+  return {};
 }
 
 void GpuModelRunner::invalidate_graphs() {

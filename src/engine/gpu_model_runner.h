@@ -63,6 +63,7 @@ class GpuModelRunner final : public ModelRunner {
   size_t captured_graphs() const { return graphs_.size(); }
   int64_t graph_replays() const override { return graph_replays_; }
   int64_t device_sampled_batches() const override { return device_sampled_batches_; }
+  DeviceStageTimes device_stage_times() const override { return stage_times_; }
 
  private:
   class Attention;
@@ -152,8 +153,10 @@ class GpuModelRunner final : public ModelRunner {
   // batches in flight, so that collect()'s logits stay readable until the next collect()).
   struct ResultSlot {
     cuda::PinnedBuffer host;
-    cuda::Event done;
+    cuda::Event start, done;  // timing events around the batch's device work
   };
+  // Adds a collected batch's device time to its stage's total.
+  Status add_stage_time(sched::Stage stage, const ResultSlot& slot);
   std::array<ResultSlot, kMaxInFlight + 1> results_;
   size_t next_result_ = 0;
   std::deque<Ticket> tickets_;
@@ -168,6 +171,7 @@ class GpuModelRunner final : public ModelRunner {
   std::map<std::pair<int64_t, int32_t>, std::unique_ptr<Graph>> graphs_;
   int64_t graph_replays_ = 0;
   int64_t device_sampled_batches_ = 0;
+  DeviceStageTimes stage_times_;
 };
 
 }  // namespace rlt::engine

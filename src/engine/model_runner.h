@@ -18,6 +18,7 @@
 #include "engine/sampler.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_storage.h"
+#include "rlt/engine.h"
 #include "sched/scheduler.h"
 
 namespace rlt::engine {
@@ -82,6 +83,8 @@ class ModelRunner {
   virtual int64_t graph_replays() const { return 0; }
   // CODA batches the runner sampled on its device (BatchResult::device_tokens).
   virtual int64_t device_sampled_batches() const { return 0; }
+  // Device time of the collected batches, by stage (device runners).
+  virtual DeviceStageTimes device_stage_times() const { return {}; }
 };
 
 }  // namespace rlt::engine

@@ -150,6 +150,12 @@ std::string Metrics::render() const {
         engine_.device_sampled_batches, "counter");
   gauge(&out, "rlt_lookahead_batches_total", "Batches submitted while the previous one ran (--async-scheduling)",
         engine_.lookahead_batches, "counter");
+  header(&out, "rlt_device_seconds_total", "counter", "GPU runs: device time of the batches of each stage");
+  for (const auto& [stage, t] : {std::pair{"prefill", engine_.device_time.prefill},
+                                 std::pair{"prelude", engine_.device_time.prelude},
+                                 std::pair{"recurrent", engine_.device_time.recurrent},
+                                 std::pair{"coda", engine_.device_time.coda}})
+    out += fmt::format("rlt_device_seconds_total{{stage=\"{}\"}} {}\n", stage, t.milliseconds / 1e3);
   header(&out, "rlt_attention_backend_info", "gauge", "The selected attention backend (value 1)");
   if (!attention_backend_.empty())
     out += fmt::format("rlt_attention_backend_info{{backend=\"{}\"}} 1\n", escape_label(attention_backend_));

@@ -69,6 +69,7 @@ struct Generation {
   int64_t graph_replays = 0;
   int64_t lookahead_batches = 0;
   int64_t device_sampled_batches = 0;
+  DeviceStageTimes device_time;
 };
 
 // One generation's settings.
@@ -141,6 +142,7 @@ Generation generate(const std::string& dir, const RunSettings& run_settings) {
   run.graph_replays = (*engine)->metrics().cuda_graph_replays;
   run.lookahead_batches = (*engine)->metrics().lookahead_batches;
   run.device_sampled_batches = (*engine)->metrics().device_sampled_batches;
+  run.device_time = (*engine)->metrics().device_time;
   return run;
 }
 
@@ -154,6 +156,13 @@ TEST(GpuEngine, GreedyTokensEqualTheCpuEngineInF32) {
       const Generation gpu = generate(dir, {.layout = layout, .graphs = graphs});
       EXPECT_EQ(gpu.tokens, cpu.tokens) << layout << " graphs " << graphs;
       EXPECT_EQ(gpu.depths, cpu.depths) << layout << " graphs " << graphs;
+      // Every stage's batches are timed on the device.
+      for (const DeviceStageTime& t : {gpu.device_time.prefill, gpu.device_time.prelude,
+                                       gpu.device_time.recurrent, gpu.device_time.coda}) {
+        EXPECT_GT(t.batches, 0);
+        EXPECT_GT(t.milliseconds, 0.0);
+      }
+      EXPECT_EQ(cpu.device_time.recurrent.batches, 0);
       if (std::string(graphs) == "on") {
         EXPECT_GT(gpu.graph_replays, 0) << "recurrent batches replay captured graphs";
       } else {

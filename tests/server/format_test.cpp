@@ -86,6 +86,8 @@ TEST(Metrics, PrometheusTextHasEveryFamily) {
   e.prefix_queries = 4;
   e.prefix_hits = 1;
   e.mean_loops_per_token = 3.5;
+  e.device_sampled_batches = 7;
+  e.device_time.recurrent = {1500.0, 12};
   m.set_engine(e, 2, 1);
   m.set_attention_backend("cpu_flash");
   m.set_state(true, false);
@@ -96,7 +98,9 @@ TEST(Metrics, PrometheusTextHasEveryFamily) {
         "rlt_time_to_first_token_seconds_bucket{le=\"0.025\"} 1", "rlt_inter_token_latency_seconds_bucket{le=\"+Inf\"} 2",
         "rlt_inter_token_latency_seconds_bucket{le=\"0.005\"} 1", "rlt_inter_token_latency_seconds_count 2",
         "rlt_kv_cache_used_blocks 3", "rlt_requests_in_flight 2", "rlt_requests_submitted 1",
-        "rlt_prefix_cache_hit_rate 0.25", "rlt_mean_loops_per_token 3.5", "rlt_attention_backend_info{backend=\"cpu_flash\"} 1"})
+        "rlt_prefix_cache_hit_rate 0.25", "rlt_mean_loops_per_token 3.5", "rlt_attention_backend_info{backend=\"cpu_flash\"} 1",
+        "rlt_device_sampled_batches_total 7", "rlt_device_seconds_total{stage=\"recurrent\"} 1.5",
+        "rlt_device_seconds_total{stage=\"coda\"} 0"})
     EXPECT_NE(text.find(line), std::string::npos) << line;
 }
 
