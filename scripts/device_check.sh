@@ -179,4 +179,10 @@ if p and r:
     print(f"prefill 1x1024: rlt {1024 / r['full_depth']['prefill_tokens_per_s'] * 1e3:.1f} ms = {rlt_tflops:.0f} TFLOP/s "
           f"({100 * rlt_tflops / p['matmul_tflops']:.0f}% of matmul), torch {p['ms']:.1f} ms = {p['tflops']:.0f} TFLOP/s")
 PY
+echo "--- where rlt's device time went (CUDA events around each batch)"
+for f in "$logs"/rlt_e2e_*.log; do
+  [ -f "$f" ] || continue
+  line=$(grep -m1 "device time:" "$f")
+  [ -n "$line" ] && echo "$(basename "$f" .log): ${line#device time: }"
+done
 echo "logs: $logs"
