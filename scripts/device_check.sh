@@ -9,6 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=${1:-device-logs}
 mkdir -p "$logs"
+rm -f "$logs"/*.log "$logs"/*.txt  # a reused folder must not show an earlier run's results
 build=${RLT_BUILD_DIR:-build/release}
 # A bundle from scripts/device_bundle.sh (binaries + the libraries this machine may lack) wins.
 # Its libraries apply to rlt's binaries only (never to python, whose torch wants its own).
@@ -22,27 +23,37 @@ rows=()
 # the ones it cannot fit are skipped, so the table is always printed.
 deadline=$(($(date +%s) + ${RLT_CHECK_BUDGET:-470}))
 
+# skip NAME WHY: records a check that did not run.
+skip() {
+  echo "skipped: $2" >"$logs/$1.log"
+  rows+=("$(printf '%-22s %-6s %7s   %s' "$1" "SKIP" "-" "$2")")
+}
+
 # run NAME COMMAND...: runs one check with its output in $logs/NAME.log and records a table row.
 run() {
   local name=$1
   shift
-  local start end rc limit
+  local start end rc limit result
   # A hung kernel must not eat the whole device session: every check has a time limit.
   limit=$((deadline - $(date +%s)))
   [ "$limit" -gt "${RLT_CHECK_TIMEOUT:-240}" ] && limit=${RLT_CHECK_TIMEOUT:-240}
   if [ "$limit" -lt 10 ]; then
-    echo "skipped: the script's time budget is spent" >"$logs/$name.log"
-    rows+=("$(printf '%-22s %-6s %7s   %s' "$name" "SKIP" "-" "the script's time budget is spent")")
+    skip "$name" "the script's time budget is spent"
     return 0
   fi
   start=$(date +%s.%N)
-  timeout "$limit" "$@" >"$logs/$name.log" 2>&1
+  timeout -k 10 "$limit" "$@" >"$logs/$name.log" 2>&1
   rc=$?
-  [ $rc = 124 ] && echo "timed out after $limit s" >>"$logs/$name.log"
+  result=$([ $rc = 0 ] && echo ok || echo FAIL)
+  if [ $rc = 124 ] || [ $rc = 137 ]; then
+    echo "timed out after $limit s" >>"$logs/$name.log"
+    # Cut short by the script's budget rather than by its own limit: not a failure of the check.
+    [ "$limit" -lt "${RLT_CHECK_TIMEOUT:-240}" ] && result=CUT
+  fi
   end=$(date +%s.%N)
   local summary
   summary=$(grep -E "PASSED|FAILED|SKIPPED|error|timed out" "$logs/$name.log" | tail -1)
-  rows+=("$(printf '%-22s %-6s %7.1fs  %s' "$name" "$([ $rc = 0 ] && echo ok || echo FAIL)" \
+  rows+=("$(printf '%-22s %-6s %7.1fs  %s' "$name" "$result" \
     "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" "${summary:0:80}")")
   return 0
 }
@@ -97,6 +108,8 @@ if [ -n "$e2e" ] && [ -f "$e2e/generation_config.json" ]; then
       --num-requests "$batch" --concurrency "$batch" --prompt-len 1024 --output-len 16 --max-num-seqs "$batch" \
       --max-num-batched-tokens 8192 --prefill-chunk-size 1024 --kv-cache-gib "$gib" --warmup-requests "$batch" --pdl
   done
+elif [ -n "$e2e" ]; then
+  skip end_to_end "no complete checkpoint in $e2e (make_model failed or was cut)"
 fi
 
 echo "GPU: $(sed -n 2p "$logs/gpu.txt")"

@@ -97,8 +97,9 @@ struct RequestOutput {
   int32_t prompt_tokens = 0;
 };
 
-// GPU runs: the device time of one stage's batches (from each batch's first queued operation to
-// its last, timed with CUDA events) and how many batches ran.
+// GPU runs: the device time of one stage's batches — each batch's span on the device's timeline,
+// from its first upload (after the host planned it) to its last operation, launch gaps inside the
+// batch included; timed with CUDA events — and how many batches ran.
 struct DeviceStageTime {
   double milliseconds = 0.0;
   int64_t batches = 0;

@@ -88,7 +88,11 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
       RLT_RETURN_IF_ERROR(engine->add_request(id, std::move(prompt), params));
     }
     RLT_ASSIGN_OR_RETURN(auto outs, engine->step());
-    for (const auto& o : outs) warm_in_flight -= o.finished ? 1 : 0;
+    for (const auto& o : outs) {
+      if (!o.finished) continue;
+      if (o.finish_reason == "abort") return internal_error(fmt::format("warm-up request {} was aborted", o.request_id));
+      --warm_in_flight;
+    }
   }
   const EngineMetrics before = engine->metrics();
   const auto start = Clock::now();
@@ -168,7 +172,8 @@ int run_bench(const BenchOptions& opt) {
                        {"lookahead_batches", base->lookahead_batches},
                        {"device_sampled_batches", base->device_sampled_batches}};
   if (base->device_time.recurrent.batches > 0) {
-    // Where the device's time went, by stage: with the run's wall time, how busy the GPU was;
+    // Where the device's time went, by stage (each batch's span on the device timeline, launch
+    // gaps inside it included): against the run's wall time, how much of it the batches cover;
     // per recurrent batch, what one loop of the core costs.
     const DeviceStageTimes& d = base->device_time;
     nlohmann::ordered_json stages;
@@ -181,8 +186,8 @@ int run_bench(const BenchOptions& opt) {
       line += fmt::format("{}{} {:.1f} ms / {} batches", line.empty() ? "" : ", ", name, t.milliseconds, t.batches);
     }
     out["full_depth"]["device_time"] = stages;
-    out["full_depth"]["device_busy_share"] = busy_ms / (base->seconds * 1e3);
-    std::cerr << fmt::format("device time: {}; {:.3f} ms per recurrent batch; busy {:.0f}% of the run\n", line,
+    out["full_depth"]["device_span_share"] = busy_ms / (base->seconds * 1e3);
+    std::cerr << fmt::format("device time: {}; {:.3f} ms per recurrent batch; batches span {:.0f}% of the run\n", line,
                              d.recurrent.milliseconds / static_cast<double>(d.recurrent.batches),
                              100.0 * busy_ms / (base->seconds * 1e3));
   }

@@ -266,6 +266,7 @@ Status GpuModelRunner::upload(std::initializer_list<std::span<const int32_t>> ar
   const size_t bytes = std::max<size_t>(total, 64) * sizeof(int32_t);
   // The host rewrites this staging slot below: its previous copy must have landed. With several
   // slots that copy is long done unless the device is far behind.
+  RLT_RETURN_IF_ERROR(start_device_span());
   Staging& staging = staging_[next_staging_];
   next_staging_ = (next_staging_ + 1) % staging_.size();
   if (staging.used) RLT_RETURN_IF_ERROR(staging.landed.synchronize());
@@ -381,8 +382,10 @@ Status GpuModelRunner::submit(const sched::SchedulerOutput& batch,
   // Free: its last batch was collected (more slots than batches in flight).
   ticket.slot = next_result_;
   ResultSlot& slot = results_[ticket.slot];
-  RLT_RETURN_IF_ERROR(slot.start.record(stream_->handle()));
+  // The batch's device span starts at its first upload (after the host planned it).
+  unstarted_ = &slot.start;
   RLT_RETURN_IF_ERROR(enqueue(batch, scheduler, kv, inputs, slot.host, ticket));
+  RLT_RETURN_IF_ERROR(start_device_span());
   RLT_RETURN_IF_ERROR(slot.done.record(stream_->handle()));
   next_result_ = (next_result_ + 1) % results_.size();
   tickets_.push_back(ticket);
@@ -400,7 +403,7 @@ Status GpuModelRunner::collect(uint64_t seq, BatchResult* out) {
   RLT_RETURN_IF_ERROR(cuda::set_device(device_));
   const ResultSlot& slot = results_[t.slot];
   RLT_RETURN_IF_ERROR(slot.done.synchronize());
-  RLT_RETURN_IF_ERROR(add_stage_time(t.stage, slot));
+  add_stage_time(t.stage, slot);
   *out = BatchResult();
   if (t.stage == sched::Stage::kRecurrent) {
     const auto* gates = reinterpret_cast<const float*>(slot.host.data());
@@ -602,7 +605,14 @@ void GpuModelRunner::read_device_samples(const std::byte* results, int64_t n, bo
   }
 }
 
-Status GpuModelRunner::add_stage_time(sched::Stage stage, const ResultSlot& slot) {
+Status GpuModelRunner::start_device_span() {
+  if (unstarted_ == nullptr) return {};
+  const cuda::Event* start = unstarted_;
+  unstarted_ = nullptr;
+  return start->record(stream_->handle());
+}
+
+void GpuModelRunner::add_stage_time(sched::Stage stage, const ResultSlot& slot) {
   DeviceStageTime* time = nullptr;
   switch (stage) {
     case sched::Stage::kPrefill:
@@ -618,12 +628,17 @@ Status GpuModelRunner::add_stage_time(sched::Stage stage, const ResultSlot& slot
       time = &stage_times_.coda;
       break;
     default:
-      return {};
+      return;
   }
-  RLT_ASSIGN_OR_RETURN(float ms, cuda::Event::elapsed_ms(slot.start, slot.done));
-  time->milliseconds += ms;
+  // Timing is best effort: a batch that ran is never failed for it.
+  auto ms = cuda::Event::elapsed_ms(slot.start, slot.done);
+  if (!ms.ok()) {
+    log_warn(fmt::format("device time of a {} batch: {}", sched::stage_name(stage),
+                         ms.status().to_string()));
+    return;
+  }
+  time->milliseconds += *ms;
   ++time->batches;
-  return {};
 }
 
 void GpuModelRunner::invalidate_graphs() {

@@ -156,7 +156,10 @@ class GpuModelRunner final : public ModelRunner {
     cuda::Event start, done;  // timing events around the batch's device work
   };
   // Adds a collected batch's device time to its stage's total.
-  Status add_stage_time(sched::Stage stage, const ResultSlot& slot);
+  void add_stage_time(sched::Stage stage, const ResultSlot& slot);
+  // Records the submitted batch's start event if it is not yet recorded (at its first upload).
+  Status start_device_span();
+  const cuda::Event* unstarted_ = nullptr;
   std::array<ResultSlot, kMaxInFlight + 1> results_;
   size_t next_result_ = 0;
   std::deque<Ticket> tickets_;
