@@ -2,9 +2,11 @@
 // its scheduler and its runner; call it from one thread (the server gives it its own).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -106,6 +108,10 @@ struct DeviceStageTime {
 };
 struct DeviceStageTimes {
   DeviceStageTime prefill, prelude, recurrent, coda;
+  // The stages in execution order, with their names.
+  std::array<std::pair<const char*, DeviceStageTime>, 4> named() const {
+    return {{{"prefill", prefill}, {"prelude", prelude}, {"recurrent", recurrent}, {"coda", coda}}};
+  }
 };
 
 struct EngineMetrics {

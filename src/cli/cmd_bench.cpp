@@ -178,18 +178,17 @@ int run_bench(const BenchOptions& opt) {
     const DeviceStageTimes& d = base->device_time;
     nlohmann::ordered_json stages;
     std::string line;
-    double busy_ms = 0;
-    for (const auto& [name, t] : {std::pair{"prefill", d.prefill}, std::pair{"prelude", d.prelude},
-                                  std::pair{"recurrent", d.recurrent}, std::pair{"coda", d.coda}}) {
+    double span_ms = 0;
+    for (const auto& [name, t] : d.named()) {
       stages[name] = {{"milliseconds", t.milliseconds}, {"batches", t.batches}};
-      busy_ms += t.milliseconds;
+      span_ms += t.milliseconds;
       line += fmt::format("{}{} {:.1f} ms / {} batches", line.empty() ? "" : ", ", name, t.milliseconds, t.batches);
     }
     out["full_depth"]["device_time"] = stages;
-    out["full_depth"]["device_span_share"] = busy_ms / (base->seconds * 1e3);
+    out["full_depth"]["device_span_share"] = span_ms / (base->seconds * 1e3);
     std::cerr << fmt::format("device time: {}; {:.3f} ms per recurrent batch; batches span {:.0f}% of the run\n", line,
                              d.recurrent.milliseconds / static_cast<double>(d.recurrent.batches),
-                             100.0 * busy_ms / (base->seconds * 1e3));
+                             100.0 * span_ms / (base->seconds * 1e3));
   }
   std::cerr << fmt::format("full depth: {} tokens in {:.2f} s = {:.1f} tokens/s, {:.2f} loops/token; per request: "
                            "prefill {:.1f} tokens/s, decode {:.2f} tokens/s\n", base->tokens, base->seconds,

@@ -151,10 +151,7 @@ std::string Metrics::render() const {
   gauge(&out, "rlt_lookahead_batches_total", "Batches submitted while the previous one ran (--async-scheduling)",
         engine_.lookahead_batches, "counter");
   header(&out, "rlt_device_seconds_total", "counter", "GPU runs: device time of the batches of each stage");
-  for (const auto& [stage, t] : {std::pair{"prefill", engine_.device_time.prefill},
-                                 std::pair{"prelude", engine_.device_time.prelude},
-                                 std::pair{"recurrent", engine_.device_time.recurrent},
-                                 std::pair{"coda", engine_.device_time.coda}})
+  for (const auto& [stage, t] : engine_.device_time.named())
     out += fmt::format("rlt_device_seconds_total{{stage=\"{}\"}} {}\n", stage, t.milliseconds / 1e3);
   header(&out, "rlt_attention_backend_info", "gauge", "The selected attention backend (value 1)");
   if (!attention_backend_.empty())
