@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "cuda/model_kernels.h"
@@ -45,6 +46,19 @@ TEST(ProgrammaticLaunch, DestroyingAStreamClearsItsSetting) {
   EXPECT_FALSE(programmatic_launch_enabled(handle));  // a new stream may reuse the handle
 }
 
+// Why this device cannot use programmatic dependent launch, or empty when it can.
+std::string why_no_programmatic_launch() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+    return "cannot read the device's compute capability";
+  if (major < 9) return "programmatic dependent launch needs sm_90 or newer";
+  const auto waits = kernels_wait_for_upstream();
+  if (!waits.ok()) return waits.status().to_string();
+  if (!*waits) return "this device runs the kernels from pre-sm_90 code: no wait in them";
+  return {};
+}
+
 // a += b, b += a, ... `steps` times, queued on `stream`.
 void queue_chain(float* a, float* b, int64_t n, int steps, CUstream_st* stream) {
   for (int s = 0; s < steps; ++s) {
@@ -57,13 +71,7 @@ void queue_chain(float* a, float* b, int64_t n, int steps, CUstream_st* stream) 
 // off, the consumer starts after the producer, as plain stream order has it.
 TEST(ProgrammaticLaunch, ConsumersStartEarlyAndStillWait) {
   RLT_REQUIRE_CUDA_DEVICE();
-  int device = 0, major = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
-  if (major < 9) GTEST_SKIP() << "programmatic dependent launch needs sm_90 or newer";
-  const auto waits = kernels_wait_for_upstream();
-  ASSERT_TRUE(waits.ok()) << waits.status().to_string();
-  if (!*waits) GTEST_SKIP() << "this device runs the kernels from pre-sm_90 code: no wait in them";
+  if (const std::string why = why_no_programmatic_launch(); !why.empty()) GTEST_SKIP() << why;
   auto stream = Stream::create();
   ASSERT_TRUE(stream.ok());
   auto plain = testing::run_pdl_probe(stream->handle());
@@ -82,13 +90,7 @@ TEST(ProgrammaticLaunch, ConsumersStartEarlyAndStillWait) {
 
 TEST(ProgrammaticLaunch, DependentKernelsSeeTheirProducersResults) {
   RLT_REQUIRE_CUDA_DEVICE();
-  int device = 0, major = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
-  if (major < 9) GTEST_SKIP() << "programmatic dependent launch needs sm_90 or newer";
-  const auto waits = kernels_wait_for_upstream();
-  ASSERT_TRUE(waits.ok()) << waits.status().to_string();
-  if (!*waits) GTEST_SKIP() << "this device runs the kernels from pre-sm_90 code: no wait in them";
+  if (const std::string why = why_no_programmatic_launch(); !why.empty()) GTEST_SKIP() << why;
   auto stream = Stream::create();
   ASSERT_TRUE(stream.ok());
   set_programmatic_launch(stream->handle(), true);
