@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "cuda/device.h"
@@ -158,6 +159,7 @@ Status CudaKVStorage::transfer(std::span<const kv::BlockId> blocks, std::byte* k
   std::byte* stage_v = staging_.data() + per_chunk * block_bytes;
   auto* dev_k = static_cast<std::byte*>(keys_.data());
   auto* dev_v = static_cast<std::byte*>(values_.data());
+  const char* what = to_host ? "reading KV blocks" : "writing KV blocks";
   for (size_t start = 0; start < blocks.size(); start += per_chunk) {
     const size_t n = std::min(per_chunk, blocks.size() - start);
     if (!to_host) {
@@ -168,20 +170,13 @@ Status CudaKVStorage::transfer(std::span<const kv::BlockId> blocks, std::byte* k
       for (size_t i = 0; i < n; ++i) {
         const size_t off = static_cast<size_t>(blocks[start + i]) * block_bytes;
         const size_t staged = i * block_bytes;
-        if (to_host) {
-          RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(stage_k + staged, dev_k + off, block_bytes,
-                                                    cudaMemcpyDeviceToHost, stream_),
-                                    "reading KV blocks"));
-          RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(stage_v + staged, dev_v + off, block_bytes,
-                                                    cudaMemcpyDeviceToHost, stream_),
-                                    "reading KV blocks"));
-        } else {
-          RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(dev_k + off, stage_k + staged, block_bytes,
-                                                    cudaMemcpyHostToDevice, stream_),
-                                    "writing KV blocks"));
-          RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(dev_v + off, stage_v + staged, block_bytes,
-                                                    cudaMemcpyHostToDevice, stream_),
-                                    "writing KV blocks"));
+        for (auto [device, stage] : {std::pair{dev_k, stage_k}, std::pair{dev_v, stage_v}}) {
+          RLT_RETURN_IF_ERROR(check(to_host
+                                        ? cudaMemcpyAsync(stage + staged, device + off, block_bytes,
+                                                          cudaMemcpyDeviceToHost, stream_)
+                                        : cudaMemcpyAsync(device + off, stage + staged, block_bytes,
+                                                          cudaMemcpyHostToDevice, stream_),
+                                    what));
         }
       }
       return {};
@@ -189,8 +184,7 @@ Status CudaKVStorage::transfer(std::span<const kv::BlockId> blocks, std::byte* k
     // Even when queueing failed halfway, the copies already queued must finish before the
     // staging buffer is written again (by the next transfer).
     const Status queued = queue_copies();
-    const Status finished =
-        check(cudaStreamSynchronize(stream_), to_host ? "reading KV blocks" : "writing KV blocks");
+    const Status finished = check(cudaStreamSynchronize(stream_), what);
     RLT_RETURN_IF_ERROR(queued);
     RLT_RETURN_IF_ERROR(finished);
     if (to_host) {

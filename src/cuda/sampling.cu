@@ -142,6 +142,22 @@ __global__ void __launch_bounds__(kPenaltyThreads)
   }
 }
 
+// The block's values combined by `op` in a fixed tree (every thread calls it and gets the result);
+// `scratch` holds kThreads values and may be reused as soon as it returns.
+template <typename T, typename Op>
+__device__ T block_tree_reduce(T* scratch, T value, Op op) {
+  const int tid = threadIdx.x;
+  scratch[tid] = value;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (tid < stride) scratch[tid] = op(scratch[tid], scratch[tid + stride]);
+    __syncthreads();
+  }
+  const T result = scratch[0];
+  __syncthreads();
+  return result;
+}
+
 // The raw row's log normalizer and top logprobs, as the host's fill_raw_logprobs (its maximum in
 // f32, exp(x - max) summed in double, log_softmax = x - (max + log(sum)) cast to f32).
 __global__ void __launch_bounds__(kThreads)
@@ -160,23 +176,12 @@ __global__ void __launch_bounds__(kThreads)
   const float* row = logits + r * vocab;
   float max = kNegInf;
   for (int64_t i = tid; i < vocab; i += kThreads) max = fmaxf(max, row[i]);  // NaN ignored
-  s_max[tid] = max;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (tid < stride) s_max[tid] = fmaxf(s_max[tid], s_max[tid + stride]);
-    __syncthreads();
-  }
-  max = s_max[0];
+  max = block_tree_reduce(s_max, max, [](float a, float b) { return fmaxf(a, b); });
   double sum = 0.0;
   for (int64_t i = tid; i < vocab; i += kThreads)
     sum += exp(static_cast<double>(row[i]) - static_cast<double>(max));
-  s_sum[tid] = sum;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (tid < stride) s_sum[tid] += s_sum[tid + stride];
-    __syncthreads();
-  }
-  const double normalizer = static_cast<double>(max) + log(s_sum[0]);
+  sum = block_tree_reduce(s_sum, sum, [](double a, double b) { return a + b; });
+  const double normalizer = static_cast<double>(max) + log(sum);
   const int n = min(static_cast<int64_t>(min(p.logprobs, kMaxDeviceLogprobs)), vocab);
   // The j-th most likely id is the smallest key above the (j-1)-th: one selection per id.
   uint64_t previous = 0;
@@ -186,19 +191,12 @@ __global__ void __launch_bounds__(kThreads)
       const uint64_t key = descending_key(row[i], static_cast<int32_t>(i));
       if ((j == 0 || key > previous) && key < best) best = key;
     }
-    s_key[tid] = best;
-    __syncthreads();
-    for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-      if (tid < stride) s_key[tid] = min(s_key[tid], s_key[tid + stride]);
-      __syncthreads();
-    }
-    previous = s_key[0];
+    previous = block_tree_reduce(s_key, best, [](uint64_t a, uint64_t b) { return min(a, b); });
     if (tid == 0) {
       const auto id = static_cast<int32_t>(static_cast<uint32_t>(previous));
       out[r].ids[j] = id;
       out[r].values[j] = static_cast<float>(static_cast<double>(row[id]) - normalizer);
     }
-    __syncthreads();  // s_key is reused by the next selection
   }
   if (tid == 0) {
     out[r].count = n;
