@@ -31,6 +31,7 @@ if(NOT RLT_CUDA STREQUAL "OFF")
     find_package(CUDAToolkit REQUIRED)
     set(RLT_HAVE_CUDA ON)
     message(STATUS "rlt: CUDA ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
+    include(RltCudnn)
   elseif(RLT_CUDA STREQUAL "ON")
     message(FATAL_ERROR "RLT_CUDA=ON but no CUDA compiler was found: put nvcc on PATH (or set CUDACXX), "
                         "or configure with -DRLT_CUDA=OFF")

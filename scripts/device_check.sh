@@ -108,6 +108,11 @@ if [ -n "$e2e" ] && [ -f "$e2e/generation_config.json" ]; then
       --num-requests "$batch" --concurrency "$batch" --prompt-len 1024 --output-len 16 --max-num-seqs "$batch" \
       --max-num-batched-tokens 8192 --prefill-chunk-size 1024 --kv-cache-gib "$gib" --warmup-requests "$batch" --pdl
   done
+  # cuDNN's fused attention in the engine (CUDA graphs, packed prefill) at batch 32.
+  run "rlt_e2e_cudnn_b32" "${rlt_env[@]}" "$build/src/cli/rlt" bench --device cuda --model "$e2e" \
+    --num-requests 32 --concurrency 32 --prompt-len 1024 --output-len 16 --max-num-seqs 32 \
+    --max-num-batched-tokens 8192 --prefill-chunk-size 1024 --kv-cache-gib 28 --warmup-requests 32 \
+    --attention-backend cudnn
 elif [ -n "$e2e" ]; then
   skip end_to_end "no complete checkpoint in $e2e (make_model failed or was cut)"
 fi
@@ -120,7 +125,7 @@ if [ -s "$logs/missing-libraries.txt" ]; then
 fi
 echo "--- GPU GEMV vs copy bandwidth"
 tail -n +3 "$logs/bench_gemv.log"
-echo "--- decode attention: cuda_paged vs PyTorch SDPA on the same shapes (same run)"
+echo "--- decode attention: rlt's backends vs PyTorch SDPA on the same shapes (same run)"
 python3 - "$logs/bench_attention.log" "$logs/torch_sdpa.log" <<'PY'
 import json, sys
 def rows(path):
@@ -130,20 +135,22 @@ def rows(path):
             r = json.loads(line[5:])
             if r.get("bench") != "attention_decode":
                 continue  # a prefill case may share a decode case's shape
-            out[(r["batch"], r["context"], r["q_heads"], r["kv_heads"], r["head_dim"])] = r
+            out[(r.get("backend", ""), r["batch"], r["context"], r["q_heads"], r["kv_heads"], r["head_dim"])] = r
     return out
-ours, peer = rows(sys.argv[1]), rows(sys.argv[2])
+ours = rows(sys.argv[1])
+peer = {key[1:]: r for key, r in rows(sys.argv[2]).items()}
 prefill = [json.loads(l[5:]) for l in open(sys.argv[1], errors="replace")
            if l.startswith("JSON ") and '"attention_prefill"' in l]
-print(f"{'case':<30} {'rlt GB/s':>9} {'of copy':>8} {'SDPA GB/s':>10} {'rlt/SDPA':>9}")
+print(f"{'backend':<11} {'case':<30} {'rlt GB/s':>9} {'of copy':>8} {'SDPA GB/s':>10} {'rlt/SDPA':>9}")
 for key, r in ours.items():
-    p = peer.get(key)
+    p = peer.get(key[1:])
     ratio = f"{r['gbps'] / p['gbps']:.2f}" if p else "-"
-    print(f"b{key[0]} ctx{key[1]} heads {key[2]}/{key[3]} d{key[4]:<6} {r['gbps']:>9.0f} "
+    print(f"{key[0]:<11} b{key[1]} ctx{key[2]} heads {key[3]}/{key[4]} d{key[5]:<6} {r['gbps']:>9.0f} "
           f"{100 * r['gbps'] / r['copy_gbps']:>7.0f}% {p['gbps'] if p else '-':>10} {ratio:>9}")
 for r in prefill:
-    print(f"packed prefill {r['batch']}x{r['context']} heads {r['q_heads']}/{r['kv_heads']}: {r['tflops']:.1f} TFLOP/s "
-          f"= {100 * r['tflops'] / r['matmul_tflops']:.1f}% of the run's bf16 matmul ({r['matmul_tflops']:.0f})")
+    print(f"{r.get('backend', ''):<11} packed prefill {r['batch']}x{r['context']} heads {r['q_heads']}/{r['kv_heads']}: "
+          f"{r['tflops']:.1f} TFLOP/s = {100 * r['tflops'] / r['matmul_tflops']:.1f}% of the run's bf16 matmul "
+          f"({r['matmul_tflops']:.0f})")
 PY
 echo "--- end to end, Ouro-1.4B shape, bf16, 1K context, all loops (rlt GPU engine vs PyTorch + CUDA graphs)"
 python3 - "$logs" <<'PY'
@@ -170,7 +177,7 @@ def decode(result, batch):
         return None, None
     share = result["roofline"]["decode_share_of_roofline"] if "roofline" in result else None
     return result["full_depth"]["decode_tokens_per_s"] * batch, share
-modes = [("", "rlt"), ("async_", "async"), ("pdl_", "pdl")]
+modes = [("", "rlt"), ("async_", "async"), ("pdl_", "pdl"), ("cudnn_", "cudnn")]
 header = "".join(f" {name + ' tok/s':>11} {'of floor':>8}" for _, name in modes)
 print(f"{'batch':>5}{header} {'torch tok/s':>11} {'of floor':>8} {'best/torch':>10}")
 for batch in (1, 32, 128):

@@ -64,4 +64,16 @@ if [ ${#need_py[@]} -gt 0 ]; then
   echo "setup: pip installing ${need_py[*]}"
   .venv/bin/python -m pip install -q --disable-pip-version-check "${need_py[@]}"
 fi
+
+# CUDA builds: the cuDNN frontend's C++ headers (header-only; NVIDIA publishes them on PyPI, not
+# in Debian) for the `cudnn` attention backend. Headers only (--no-deps): nothing of its Python
+# side is used. Pinned so the build does not change under us.
+CUDNN_FRONTEND_VERSION=1.32.0
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  if ! compgen -G ".venv/lib/python3*/site-packages/include/cudnn_frontend.h" >/dev/null; then
+    echo "setup: pip installing nvidia-cudnn-frontend==${CUDNN_FRONTEND_VERSION} (headers for the cudnn backend)"
+    .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
+      "nvidia-cudnn-frontend==${CUDNN_FRONTEND_VERSION}"
+  fi
+fi
 echo "setup: ok"

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""How far cuda_paged's tensor-core prefill may land from exact attention: the GPU tests' tolerance.
+"""How far cuda_paged's tensor-core prefill (or the cudnn backend) may land from exact attention: the
+GPU tests' tolerances.
 
 The kernel (src/attention/cuda_paged_prefill_tc.cu) rounds Q (pre-scaled by log2(e)/sqrt(d)) and
 the softmax probabilities P to the K/V element type (bf16 or f16) before the tensor cores, and keeps
@@ -9,7 +10,12 @@ those roundings in numpy (accumulations in float64, which only moves the figures
 the tests' data — N(0, 1) queries, N(0, 1) keys and values stored in the pool's type, causal packed
 rows — and reports the largest absolute error against exact float64 attention.
 
-    .venv/bin/python tools/tensor_core_prefill_error.py [--cases 60]
+With --backend cudnn it models the cudnn backend instead: Q rounded to the K/V type as it is
+staged (unscaled; cuDNN scales the f32 scores), P rounded before the P V product as flash kernels
+do, and the output rounded to the K/V type (cuDNN writes O in it before the backend widens it);
+single-query rows as well as packed ones, head_dim 64, 80 and 128.
+
+    .venv/bin/python tools/tensor_core_prefill_error.py [--cases 60] [--backend cuda_paged|cudnn]
 """
 import argparse
 
@@ -39,9 +45,12 @@ def exact(q, k, v, first_pos):
     return out
 
 
-def tensor_core(q, k, v, first_pos, dtype):
+def tensor_core(q, k, v, first_pos, dtype, cudnn=False):
     n, d = q.shape
-    qs = round_type(q * np.float32(1.4426950408889634 / np.sqrt(d)), dtype).astype(np.float64)
+    if cudnn:
+        qs = round_type(q, dtype).astype(np.float64) * (1.4426950408889634 / np.sqrt(d))
+    else:
+        qs = round_type(q * np.float32(1.4426950408889634 / np.sqrt(d)), dtype).astype(np.float64)
     out = np.empty((n, d))
     for i in range(n):
         pos = first_pos + i
@@ -56,25 +65,28 @@ def tensor_core(q, k, v, first_pos, dtype):
             acc = acc * corr + round_type(p, dtype).astype(np.float64) @ vt.astype(np.float64)
             m = new_m
         out[i] = acc / l
-    return out
+    return round_type(out, dtype).astype(np.float64) if cudnn else out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, default=60)
+    ap.add_argument("--backend", choices=("cuda_paged", "cudnn"), default="cuda_paged")
     args = ap.parse_args()
+    cudnn = args.backend == "cudnn"
     rng = np.random.default_rng(7)
     worst = {}
     for case in range(args.cases):
-        d = (64, 128)[case % 2]
-        dtype = ("bf16", "f16")[(case // 2) % 2]
+        d = (64, 80, 128)[case % 3] if cudnn else (64, 128)[case % 2]
+        dtype = ("bf16", "f16")[(case // (3 if cudnn else 2)) % 2]
         length = int(rng.integers(9, 1100))
-        n = int(rng.integers(9, min(length, 300) + 1))
+        # cudnn runs decode rows through the same rounding: every fourth case is one query row.
+        n = 1 if cudnn and case % 4 == 1 else int(rng.integers(9, min(length, 300) + 1))
         q = rng.standard_normal((n, d)).astype(np.float32)
         k = round_type(rng.standard_normal((length, d)), dtype)
         v = round_type(rng.standard_normal((length, d)), dtype)
         first = length - n
-        err = float(np.abs(tensor_core(q, k, v, first, dtype) - exact(q, k, v, first)).max())
+        err = float(np.abs(tensor_core(q, k, v, first, dtype, cudnn) - exact(q, k, v, first)).max())
         worst[(dtype, d)] = max(worst.get((dtype, d), 0.0), err)
     for (dtype, d), err in sorted(worst.items()):
         print(f"{dtype} head_dim {d}: max |error| {err:.2e}")

@@ -1,10 +1,10 @@
-// cuda_paged decode attention on the GPU: K/V read bandwidth at Ouro-1.4B's attention shape
-// (16 query and KV heads, head_dim 128, bf16, 16-token pages, fragmented page tables) and a GQA
-// shape, against the same run's device copy bandwidth; and packed causal prefill as TFLOP/s
-// against the same run's cuBLAS bf16 matmul rate. bench/peer/torch_sdpa_decode.py measures
-// PyTorch's SDPA on the same shapes; scripts/device_check.sh states the ratio.
-// Each timed pass walks enough distinct K/V (>= 512 MiB) that L2 serves none of it.
-// Usage: rlt_bench_cuda_attention [--json]
+// Decode attention on the GPU (cuda_paged, then cudnn where it loads): K/V read bandwidth at
+// Ouro-1.4B's attention shape (16 query and KV heads, head_dim 128, bf16, 16-token pages,
+// fragmented page tables) and a GQA shape, against the same run's device copy bandwidth; and packed
+// causal prefill as TFLOP/s against the same run's cuBLAS bf16 matmul rate.
+// bench/peer/torch_sdpa_decode.py measures PyTorch's SDPA on the same shapes;
+// scripts/device_check.sh states the ratio. Each timed pass walks enough distinct K/V (>= 512 MiB)
+// that L2 serves none of it. Usage: rlt_bench_cuda_attention [--json]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -13,6 +13,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "attention/backend.h"
@@ -116,7 +117,7 @@ Measured measure(const Case& c, rlt::attention::AttentionBackend& backend) {
       (void)backend.run(p);
     }
   });
-  m.ok = check(cudaDeviceSynchronize(), "cuda_paged");
+  m.ok = check(cudaDeviceSynchronize(), "attention");
   m.gbs = static_cast<double>(sets * call_bytes) / (ms * 1e-3) / 1e9;
   m.us_per_call = ms * 1e3 / static_cast<double>(sets);
   // Causal: row j sees j + 1 keys; 2 FLOPs per key and dim for Q·K, 2 for P·V, per query head.
@@ -150,16 +151,23 @@ double matmul_tflops() {
   return 2.0 * n * double(n) * n / (ms * 1e-3) / 1e12;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const bool json = argc > 1 && std::strcmp(argv[1], "--json") == 0;
-  if (!rlt::bench_cuda::print_device()) return 0;
-  const double copy_gbs = rlt::cuda::copy_bandwidth_gbs(size_t{1} << 30);
-  fmt::print("copy bandwidth (read + write): {:.0f} GB/s\n\n", copy_gbs);
-  fmt::print("{:<34} {:>10} {:>9} {:>9}\n", "decode attention (cuda_paged, bf16)", "us/call",
-             "GB/s", "of copy");
-  auto backend = rlt::attention::find_backend("cuda_paged")->create();
+// The decode and prefill tables of one backend; returns the number of cases that failed.
+int run_backend(const std::string& name, bool json, double copy_gbs, double matmul) {
+  const auto* entry = rlt::attention::find_backend(name);
+  if (entry == nullptr || !entry->built) {
+    fmt::print("\n{}: not in this build\n", name);
+    return 0;
+  }
+  if (entry->library_check) {
+    const rlt::Status usable = entry->library_check();
+    if (!usable.ok()) {
+      fmt::print("\n{}: skipped: {}\n", name, usable.message());
+      return 0;
+    }
+  }
+  auto backend = entry->create();
+  fmt::print("\n{:<34} {:>10} {:>9} {:>9}\n", fmt::format("decode attention ({}, bf16)", name),
+             "us/call", "GB/s", "of copy");
   const Case cases[] = {{1, 1024, 16, 16, 128},  {32, 1024, 16, 16, 128},  {128, 1024, 16, 16, 128},
                         {32, 4096, 16, 16, 128}, {128, 4096, 16, 16, 128}, {32, 4096, 32, 8, 128}};
   int failures = 0;
@@ -175,16 +183,15 @@ int main(int argc, char** argv) {
                100.0 * m.gbs / copy_gbs);
     if (json) {
       fmt::print(
-          "JSON {{\"bench\": \"attention_decode\", \"batch\": {}, \"context\": {}, \"q_heads\": "
-          "{}, "
-          "\"kv_heads\": {}, \"head_dim\": {}, \"gbps\": {:.1f}, \"copy_gbps\": {:.1f}}}\n",
-          c.batch, c.context, c.q_heads, c.kv_heads, c.head_dim, m.gbs, copy_gbs);
+          "JSON {{\"bench\": \"attention_decode\", \"backend\": \"{}\", \"batch\": {}, "
+          "\"context\": {}, "
+          "\"q_heads\": {}, \"kv_heads\": {}, \"head_dim\": {}, \"gbps\": {:.1f}, \"copy_gbps\": "
+          "{:.1f}}}\n",
+          name, c.batch, c.context, c.q_heads, c.kv_heads, c.head_dim, m.gbs, copy_gbs);
     }
   }
-  const double matmul = matmul_tflops();
-  fmt::print(
-      "\nbf16 matmul (cuBLAS, 8192^3, bf16 out): {:.0f} TFLOP/s\n{:<34} {:>10} {:>9} {:>9}\n",
-      matmul, "packed prefill (cuda_paged, bf16)", "ms/call", "TFLOP/s", "of matmul");
+  fmt::print("{:<34} {:>10} {:>9} {:>9}\n", fmt::format("packed prefill ({}, bf16)", name),
+             "ms/call", "TFLOP/s", "of matmul");
   const Case prefill_cases[] = {
       {1, 1024, 16, 16, 128, true}, {4, 4096, 16, 16, 128, true}, {1, 4096, 32, 8, 128, true}};
   for (const Case& c : prefill_cases) {
@@ -199,11 +206,27 @@ int main(int argc, char** argv) {
                100.0 * m.tflops / matmul);
     if (json) {
       fmt::print(
-          "JSON {{\"bench\": \"attention_prefill\", \"batch\": {}, \"context\": {}, \"q_heads\": "
-          "{}, "
-          "\"kv_heads\": {}, \"head_dim\": {}, \"tflops\": {:.2f}, \"matmul_tflops\": {:.1f}}}\n",
-          c.batch, c.context, c.q_heads, c.kv_heads, c.head_dim, m.tflops, matmul);
+          "JSON {{\"bench\": \"attention_prefill\", \"backend\": \"{}\", \"batch\": {}, "
+          "\"context\": {}, "
+          "\"q_heads\": {}, \"kv_heads\": {}, \"head_dim\": {}, \"tflops\": {:.2f}, "
+          "\"matmul_tflops\": {:.1f}}}\n",
+          name, c.batch, c.context, c.q_heads, c.kv_heads, c.head_dim, m.tflops, matmul);
     }
   }
+  return failures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool json = argc > 1 && std::strcmp(argv[1], "--json") == 0;
+  if (!rlt::bench_cuda::print_device()) return 0;
+  const double copy_gbs = rlt::cuda::copy_bandwidth_gbs(size_t{1} << 30);
+  fmt::print("copy bandwidth (read + write): {:.0f} GB/s\n", copy_gbs);
+  const double matmul = matmul_tflops();
+  fmt::print("bf16 matmul (cuBLAS, 8192^3, bf16 out): {:.0f} TFLOP/s\n", matmul);
+  int failures = 0;
+  for (const char* name : {"cuda_paged", "cudnn"})
+    failures += run_backend(name, json, copy_gbs, matmul);
   return failures == 0 ? 0 : 1;
 }

@@ -19,6 +19,9 @@ class AttentionBackend {
   // True for CUDA backends: every pointer in AttentionParams is a device pointer, and the host
   // copies of the metadata must be given for validation.
   virtual bool reads_device_memory() const { return false; }
+  // The caller has destroyed every CUDA graph that captured this backend's calls: buffers a
+  // backend keeps alive for captured graphs may go.
+  virtual void release_captures() {}
 };
 
 // Validates once, then runs. The only entry callers use.
@@ -28,5 +31,7 @@ std::unique_ptr<AttentionBackend> make_cpu_reference_backend();
 std::unique_ptr<AttentionBackend> make_cpu_flash_backend();
 // In builds with CUDA (attention/cuda_paged_backend.cpp); launches on AttentionParams::stream.
 std::unique_ptr<AttentionBackend> make_cuda_paged_backend();
+// In builds with cuDNN (attention/cudnn_backend.cpp); loads libcudnn.so.9 on its first call.
+std::unique_ptr<AttentionBackend> make_cudnn_backend();
 
 }  // namespace rlt::attention

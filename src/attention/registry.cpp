@@ -2,6 +2,10 @@
 
 #include <string>
 
+#ifdef RLT_BUILD_HAS_CUDNN
+#include "attention/cudnn_library.h"
+#endif
+
 namespace rlt::attention {
 namespace {
 
@@ -10,11 +14,13 @@ namespace {
 #ifdef RLT_BUILD_HAS_CUDA
 constexpr const char* kCudaBuild = "this build has CUDA, but";
 #else
-constexpr const char* kCudaBuild = "this build has no CUDA (configure with -DRLT_CUDA=ON and the CUDA toolkit), and";
+constexpr const char* kCudaBuild =
+    "this build has no CUDA (configure with -DRLT_CUDA=ON and the CUDA toolkit), and";
 #endif
 
 std::string not_built_message(const char* what) {
-  return std::string(kCudaBuild) + " the " + what + " kernels are not in this version yet (cuda_paged covers sm_80+ meanwhile)";
+  return std::string(kCudaBuild) + " the " + what +
+         " kernels are not in this version yet (cuda_paged covers sm_80+ meanwhile)";
 }
 
 std::vector<BackendEntry> make_registry() {
@@ -24,8 +30,13 @@ std::vector<BackendEntry> make_registry() {
 
   // CUDA backends: declared with their real constraints in every build, so selection and
   // `attention explain --assume-device cuda:sm_NN` are complete even where they are not built.
-  BackendEntry hopper{"cuda_hopper", "Hopper paged attention (wgmma + TMA, sm_90a)", {}, false,
-                      not_built_message("sm_90a"), "", nullptr};
+  BackendEntry hopper{"cuda_hopper",
+                      "Hopper paged attention (wgmma + TMA, sm_90a)",
+                      {},
+                      false,
+                      not_built_message("sm_90a"),
+                      "",
+                      nullptr};
   hopper.caps.device = DeviceKind::kCuda;
   hopper.caps.min_sm = 90;
   hopper.caps.max_sm = 90;
@@ -38,8 +49,14 @@ std::vector<BackendEntry> make_registry() {
   r.push_back(hopper);
 
   // The hint stays meaningful when a test simulates a build without CUDA.
-  BackendEntry paged{"cuda_paged", "paged flash-decoding and packed prefill (sm_80+)", {}, false,
-                     "it needs a build with CUDA: configure with -DRLT_CUDA=ON and the CUDA toolkit", "", nullptr};
+  BackendEntry paged{
+      "cuda_paged",
+      "paged flash-decoding and packed prefill (sm_80+)",
+      {},
+      false,
+      "it needs a build with CUDA: configure with -DRLT_CUDA=ON and the CUDA toolkit",
+      "",
+      nullptr};
 #ifdef RLT_BUILD_HAS_CUDA
   paged.built = true;
   paged.create = &make_cuda_paged_backend;
@@ -54,8 +71,22 @@ std::vector<BackendEntry> make_registry() {
   paged.caps.deterministic = true;  // split count depends on the context length only
   r.push_back(paged);
 
-  BackendEntry cudnn{"cudnn", "cuDNN fused SDPA over paged K/V (sm_80+)", {}, false,
-                     not_built_message("cuDNN 9 integration"), "libcudnn.so.9", nullptr};
+  BackendEntry cudnn{
+      "cudnn",
+      "cuDNN fused SDPA over paged K/V (sm_80+)",
+      {},
+      false,
+      "it needs a build with CUDA, cudnn.h (cuDNN 9.5+) and the cuDNN frontend headers: run "
+      "scripts/setup.sh (it installs the frontend) and configure with -DRLT_CUDA=ON "
+      "(-DRLT_CUDNN=ON "
+      "to require it)",
+      "libcudnn.so.9",
+      nullptr};
+#ifdef RLT_BUILD_HAS_CUDNN
+  cudnn.built = true;
+  cudnn.create = &make_cudnn_backend;
+  cudnn.library_check = [] { return cudnn_library::probe(cudnn_library::kLibraryName).status(); };
+#endif
   cudnn.caps.device = DeviceKind::kCuda;
   cudnn.caps.min_sm = 80;
   cudnn.caps.kv_dtypes = half_only;
@@ -63,11 +94,17 @@ std::vector<BackendEntry> make_registry() {
   cudnn.caps.page_size = {1, 256, 1, {}};
   cudnn.caps.gqa_ratio = {1, 64, 1, {}};
   cudnn.caps.packed_prefill = cudnn.caps.cuda_graph_safe = cudnn.caps.async_safe = true;
-  cudnn.caps.deterministic = false;  // cuDNN picks its own reduction plans per shape
+  // cuDNN picks its plans per bucketed shape, so a row's result can depend on its batch.
+  cudnn.caps.deterministic = false;
   r.push_back(cudnn);
 
-  BackendEntry flash{"cpu_flash", "tiled online-softmax CPU attention (Highway SIMD, OpenMP, split-K)",
-                     {}, true, "", "", &make_cpu_flash_backend};
+  BackendEntry flash{"cpu_flash",
+                     "tiled online-softmax CPU attention (Highway SIMD, OpenMP, split-K)",
+                     {},
+                     true,
+                     "",
+                     "",
+                     &make_cpu_flash_backend};
   flash.caps.device = DeviceKind::kCpu;
   flash.caps.min_isa = CpuIsa::kSse4;
   flash.caps.kv_dtypes = all_float;
@@ -78,8 +115,13 @@ std::vector<BackendEntry> make_registry() {
   flash.caps.deterministic = true;
   r.push_back(flash);
 
-  BackendEntry ref{"cpu_reference", "simple scalar CPU attention, the oracle for every other backend",
-                   {}, true, "", "", &make_cpu_reference_backend};
+  BackendEntry ref{"cpu_reference",
+                   "simple scalar CPU attention, the oracle for every other backend",
+                   {},
+                   true,
+                   "",
+                   "",
+                   &make_cpu_reference_backend};
   ref.caps.device = DeviceKind::kCpu;
   ref.caps.min_isa = CpuIsa::kScalar;
   ref.caps.kv_dtypes = all_float;

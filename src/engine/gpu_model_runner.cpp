@@ -87,6 +87,8 @@ class GpuModelRunner::Attention final : public GpuCoreAttention {
             const attention::BackendCapabilities& caps)
       : runner_(runner), backend_(std::move(backend)), caps_(caps) {}
 
+  void release_captures() { backend_->release_captures(); }
+
   // Plans on the host only: the metadata planner plus the rows' positions and write slots.
   Status plan(std::span<const attention::PlannedRow> rows, std::span<const int32_t> depths,
               const kv::KVCacheManager& kv, bool packed) {
@@ -643,6 +645,7 @@ void GpuModelRunner::add_stage_time(sched::Stage stage, const ResultSlot& slot) 
 
 void GpuModelRunner::invalidate_graphs() {
   graphs_.clear();
+  if (attention_) attention_->release_captures();
 }
 
 Status GpuModelRunner::recurrent_pass(int64_t rows, const int32_t* slots) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -15,12 +16,11 @@
 
 namespace rlt::attention::testing {
 
-
 struct Case {
   int32_t head_dim, gqa, kv_heads, block_size, max_context, seqs;
   DType dtype;
   bool packed;
-  int32_t pad;  // -1, 0, or -2 for stale-but-valid ids
+  int32_t pad;             // -1, 0, or -2 for stale-but-valid ids
   int32_t max_q_rows = 9;  // packed: query rows per sequence drawn from 1 .. this
 };
 
@@ -32,17 +32,42 @@ constexpr float kTolerance = 1e-5f;
 
 // Packed prefill a backend runs on tensor cores rounds Q and the probabilities to the 16-bit K/V
 // type (as FlashAttention does): those cases — packed, 16-bit K/V, one of `head_dims` — are held
-// to `tolerance` instead (the backend's test states where it comes from).
+// to `tolerance` instead (the backend's test states where it comes from). A backend that rounds
+// single-query rows the same way sets `single_query_rows`; `f16_tolerance`, when set, holds f16
+// cases to their own (smaller) bound.
 struct LowPrecisionPrefill {
   std::vector<int32_t> head_dims;  // empty: every case is held to kTolerance
   float tolerance = kTolerance;
+  bool single_query_rows = false;
+  float f16_tolerance = -1.0f;
 
   bool applies(const Case& c) const {
-    return c.packed && c.dtype != DType::kF32 &&
+    return (c.packed || single_query_rows) && c.dtype != DType::kF32 &&
            std::find(head_dims.begin(), head_dims.end(), c.head_dim) != head_dims.end();
   }
-  float for_case(const Case& c) const { return applies(c) ? tolerance : kTolerance; }
+  float for_case(const Case& c) const {
+    if (!applies(c)) return kTolerance;
+    return c.dtype == DType::kF16 && f16_tolerance >= 0 ? f16_tolerance : tolerance;
+  }
 };
+
+// A call over `pools` for `num_seqs` sequences (single-query rows until cu_seqlens_q is set).
+inline AttentionParams paged_params(const PagedPools& pools, const float* q, float* out,
+                                    int64_t rows, int32_t q_heads, const int32_t* tables,
+                                    int32_t width, const int32_t* lengths, int64_t num_seqs) {
+  AttentionParams p;
+  p.q = q;
+  p.out = out;
+  p.rows = rows;
+  p.num_q_heads = q_heads;
+  p.k = pools.k;
+  p.v = pools.v;
+  p.block_tables = tables;
+  p.table_width = width;
+  p.context_lengths = lengths;
+  p.num_seqs = num_seqs;
+  return p;
+}
 
 inline float run_case(const Case& c, uint32_t seed, AttentionBackend& backend) {
   std::mt19937 rng(seed);
@@ -51,7 +76,9 @@ inline float run_case(const Case& c, uint32_t seed, AttentionBackend& backend) {
   int64_t rows = 0, max_q = 1;
   for (size_t s = 0; s < lengths.size(); ++s) {
     lengths[s] = len_dist(rng);
-    q_rows[s] = c.packed ? std::uniform_int_distribution<int32_t>(1, std::min(lengths[s], c.max_q_rows))(rng) : 1;
+    q_rows[s] = c.packed ? std::uniform_int_distribution<int32_t>(
+                               1, std::min(lengths[s], c.max_q_rows))(rng)
+                         : 1;
     rows += q_rows[s];
     max_q = std::max<int64_t>(max_q, q_rows[s]);
   }
@@ -61,7 +88,8 @@ inline float run_case(const Case& c, uint32_t seed, AttentionBackend& backend) {
   const int32_t blocks = std::max(width + 8, 16);
   PagedPools pools(c.dtype, blocks, c.block_size, c.kv_heads, c.head_dim, rng);
   // Rows at mixed depths read different planes: each sequence gets its own random table.
-  const std::vector<int32_t> tables = random_tables(lengths, c.block_size, blocks, width, c.pad, rng);
+  const std::vector<int32_t> tables =
+      random_tables(lengths, c.block_size, blocks, width, c.pad, rng);
   std::vector<int32_t> cu(1, 0);
   for (int32_t n : q_rows) cu.push_back(cu.back() + n);
   const int32_t q_heads = c.kv_heads * c.gqa;
@@ -69,16 +97,8 @@ inline float run_case(const Case& c, uint32_t seed, AttentionBackend& backend) {
   std::normal_distribution<float> dist;
   for (float& x : q) x = dist(rng);
   std::vector<float> expected(q.size(), NAN), actual(q.size(), NAN);
-  AttentionParams p;
-  p.q = q.data();
-  p.rows = rows;
-  p.num_q_heads = q_heads;
-  p.k = pools.k;
-  p.v = pools.v;
-  p.block_tables = tables.data();
-  p.table_width = width;
-  p.context_lengths = lengths.data();
-  p.num_seqs = c.seqs;
+  AttentionParams p = paged_params(pools, q.data(), nullptr, rows, q_heads, tables.data(), width,
+                                   lengths.data(), c.seqs);
   p.cu_seqlens_q = c.packed ? cu.data() : nullptr;
   p.max_seqlen_q = static_cast<int32_t>(max_q);
   auto reference = make_cpu_reference_backend();
@@ -97,8 +117,9 @@ inline float run_case(const Case& c, uint32_t seed, AttentionBackend& backend) {
 
 // Randomized paged batches (head_dim, GQA, page size, dtype, packing, padding, long contexts):
 // every case the backend declares it supports must match cpu_reference within kTolerance.
+// A backend limited to 16-bit K/V and head_dim <= 128 (cudnn) fits 18 of the 36 cases.
 inline void check_random_batches(const BackendCapabilities& caps, AttentionBackend& backend,
-                                 const LowPrecisionPrefill& low = {}) {
+                                 const LowPrecisionPrefill& low = {}, int min_cases = 27) {
   const int32_t head_dims[] = {64, 80, 128, 256};
   const int32_t ratios[] = {1, 2, 4, 8};
   const int32_t pages[] = {1, 3, 16, 64, 256};
@@ -117,22 +138,24 @@ inline void check_random_batches(const BackendCapabilities& caps, AttentionBacke
     // Mostly short contexts, some long enough for split-K (> 1024) and up to 8192.
     c.max_context = (i % 6 == 0) ? 8192 : (i % 6 == 3 ? 2500 : 300);
     c.seqs = c.max_context > 1000 ? 2 : 5;
-    const bool supported = caps.head_dim.accepts(c.head_dim) && caps.page_size.accepts(c.block_size) &&
-                           caps.gqa_ratio.accepts(c.gqa) &&
-                           std::find(caps.kv_dtypes.begin(), caps.kv_dtypes.end(), c.dtype) != caps.kv_dtypes.end();
+    const bool supported =
+        caps.head_dim.accepts(c.head_dim) && caps.page_size.accepts(c.block_size) &&
+        caps.gqa_ratio.accepts(c.gqa) &&
+        std::find(caps.kv_dtypes.begin(), caps.kv_dtypes.end(), c.dtype) != caps.kv_dtypes.end();
     if (!supported) continue;
     const float err = run_case(c, 1000 + static_cast<uint32_t>(i), backend);
-    EXPECT_LE(err, low.for_case(c)) << "case " << i << ": head_dim " << c.head_dim << " gqa " << c.gqa << " page "
-                               << c.block_size << " dtype " << dtype_name(c.dtype) << " packed " << c.packed
-                               << " max_context " << c.max_context;
+    EXPECT_LE(err, low.for_case(c))
+        << "case " << i << ": head_dim " << c.head_dim << " gqa " << c.gqa << " page "
+        << c.block_size << " dtype " << dtype_name(c.dtype) << " packed " << c.packed
+        << " max_context " << c.max_context;
     ++cases;
   }
-  EXPECT_GE(cases, 27) << "too few cases fit the declared capabilities to mean anything";
+  EXPECT_GE(cases, min_cases) << "too few cases fit the declared capabilities to mean anything";
 }
 
 // Many long rows at once (130 single-query rows of up to 9000 keys, 32 query heads over 4 KV
 // heads, bf16): the longest partitions and, on backends with bounded scratch, several row slices.
-inline void check_long_rows(AttentionBackend& backend) {
+inline void check_long_rows(AttentionBackend& backend, float tolerance = kTolerance) {
   Case c;
   c.head_dim = 128;
   c.gqa = 8;
@@ -143,7 +166,7 @@ inline void check_long_rows(AttentionBackend& backend) {
   c.dtype = DType::kBF16;
   c.packed = false;
   c.pad = -1;
-  EXPECT_LE(run_case(c, 77, backend), kTolerance);
+  EXPECT_LE(run_case(c, 77, backend), tolerance);
 }
 
 // Packed sequences of up to 100 query rows (prefill chunks of every size around tile edges) over
@@ -163,7 +186,8 @@ inline void check_long_packed(AttentionBackend& backend, const LowPrecisionPrefi
     c.packed = true;
     c.pad = -1;
     c.max_q_rows = 100;
-    EXPECT_LE(run_case(c, 500 + static_cast<uint32_t>(i), backend), low.for_case(c)) << "head_dim " << c.head_dim;
+    EXPECT_LE(run_case(c, 500 + static_cast<uint32_t>(i), backend), low.for_case(c))
+        << "head_dim " << c.head_dim;
   }
 }
 
@@ -179,17 +203,8 @@ inline void check_packed_equals_per_row(AttentionBackend& backend, float toleran
   for (float& x : q) x = dist(rng);
   std::vector<float> packed(q.size()), per_row(q.size());
   std::vector<int32_t> cu = {0, n}, lengths = {len};
-  AttentionParams p;
-  p.q = q.data();
-  p.out = packed.data();
-  p.rows = n;
-  p.num_q_heads = q_heads;
-  p.k = pools.k;
-  p.v = pools.v;
-  p.block_tables = table.data();
-  p.table_width = 5;
-  p.context_lengths = lengths.data();
-  p.num_seqs = 1;
+  AttentionParams p =
+      paged_params(pools, q.data(), packed.data(), n, q_heads, table.data(), 5, lengths.data(), 1);
   p.cu_seqlens_q = cu.data();
   p.max_seqlen_q = n;
   ASSERT_TRUE(run_attention(backend, p).ok());
@@ -220,17 +235,8 @@ inline void check_row_independent(AttentionBackend& backend) {
   std::normal_distribution<float> dist;
   for (float& x : q) x = dist(rng);
   std::vector<float> batch(q.size()), alone(static_cast<size_t>(q_heads * d));
-  AttentionParams p;
-  p.q = q.data();
-  p.out = batch.data();
-  p.rows = 4;
-  p.num_q_heads = q_heads;
-  p.k = pools.k;
-  p.v = pools.v;
-  p.block_tables = tables.data();
-  p.table_width = width;
-  p.context_lengths = lengths.data();
-  p.num_seqs = 4;
+  AttentionParams p = paged_params(pools, q.data(), batch.data(), 4, q_heads, tables.data(), width,
+                                   lengths.data(), 4);
   ASSERT_TRUE(run_attention(backend, p).ok());
   for (int64_t s = 0; s < 4; ++s) {
     AttentionParams one = p;
@@ -240,8 +246,93 @@ inline void check_row_independent(AttentionBackend& backend) {
     one.block_tables = tables.data() + s * width;
     one.context_lengths = lengths.data() + s;
     ASSERT_TRUE(run_attention(backend, one).ok());
-    for (int64_t i = 0; i < q_heads * d; ++i) ASSERT_EQ(alone[i], batch[s * q_heads * d + i]) << "row " << s;
+    for (int64_t i = 0; i < q_heads * d; ++i)
+      ASSERT_EQ(alone[i], batch[s * q_heads * d + i]) << "row " << s;
   }
+}
+
+// The causal and context boundaries, planted so that a mistake of one key moves an output by
+// about 2 instead of a few rounding errors. Every query is (8, 0, ...) and the key at position t is
+// (8t, 0, ...): the scores 8t are exact in every dtype and rise by 8 per position, so each row is
+// dominated (to within e^-8) by the last key it may see, whose value is (-1)^t in every dimension.
+// Keys past a sequence's context, in its last page and in the pages its table names beyond it,
+// score higher still and hold 5. A row at position P must therefore give (-1)^P: seeing one key
+// too many gives -(-1)^P or 5, one too few -(-1)^P. Sequences: a 9-row chunk after 31 keys of
+// context (rows cross a page edge), a 16-row prefill filling exactly one page, single-row decodes
+// ending mid-page and at a page's last slot; packed and as single-query rows; GQA 2.
+inline void check_causal_boundaries(AttentionBackend& backend, DType dtype, float tolerance) {
+  const int32_t d = 64, kv_heads = 1, q_heads = 2, bs = 16, width = 4, blocks = 24;
+  std::mt19937 rng(13);
+  PagedPools pools(dtype, blocks, bs, kv_heads, d, rng);
+  struct Seq {
+    int32_t rows, length;
+  };
+  const std::vector<Seq> seqs = {{9, 40}, {16, 16}, {1, 33}, {1, 48}};
+  // Each sequence owns `width` distinct blocks in a shuffled order; the whole table is valid ids.
+  std::vector<int32_t> ids(static_cast<size_t>(blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  std::vector<int32_t> tables(ids.begin(), ids.begin() + static_cast<int64_t>(seqs.size()) * width);
+  const auto store = [&](std::vector<float>& f, std::vector<uint16_t>& h, int64_t at, float x) {
+    f[static_cast<size_t>(at)] = x;
+    if (dtype == DType::kBF16) h[static_cast<size_t>(at)] = f32_to_bf16(x);
+    if (dtype == DType::kF16) h[static_cast<size_t>(at)] = f32_to_f16(x);
+  };
+  std::vector<int32_t> lengths, cu = {0};
+  std::vector<float> expected;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    for (int32_t t = 0; t < width * bs; ++t) {
+      const int64_t at = kv_offset(pools.k, tables.data() + s * width, t, 0);
+      const bool inside = t < seqs[s].length;
+      for (int32_t i = 0; i < d; ++i) {
+        store(pools.kf, pools.kh, at + i,
+              i == 0 ? 8.0f * static_cast<float>(inside ? t : 200) : 0.0f);
+        store(pools.vf, pools.vh, at + i, inside ? (t % 2 ? -1.0f : 1.0f) : 5.0f);
+      }
+    }
+    lengths.push_back(seqs[s].length);
+    cu.push_back(cu.back() + seqs[s].rows);
+    for (int32_t j = 0; j < seqs[s].rows; ++j) {
+      const int32_t position = seqs[s].length - seqs[s].rows + j;
+      expected.push_back(position % 2 ? -1.0f : 1.0f);
+    }
+  }
+  const int64_t rows = cu.back();
+  std::vector<float> q(static_cast<size_t>(rows * q_heads * d), 0.0f);
+  for (int64_t r = 0; r < rows * q_heads; ++r) q[static_cast<size_t>(r * d)] = 8.0f;
+  std::vector<float> out(q.size());
+  AttentionParams p = paged_params(pools, q.data(), out.data(), rows, q_heads, tables.data(), width,
+                                   lengths.data(), static_cast<int64_t>(seqs.size()));
+  p.cu_seqlens_q = cu.data();
+  p.max_seqlen_q = 16;
+  const auto check = [&](const char* how, const std::vector<float>& want) {
+    std::fill(out.begin(), out.end(), NAN);
+    const Status st = run_attention(backend, p);
+    ASSERT_TRUE(st.ok()) << how << ": " << st.to_string();
+    for (int64_t r = 0; r < p.rows; ++r) {
+      for (int64_t i = 0; i < q_heads * d; ++i) {
+        ASSERT_NEAR(out[static_cast<size_t>(r * q_heads * d + i)], want[static_cast<size_t>(r)],
+                    tolerance)
+            << how << " row " << r << " element " << i << " (" << dtype_name(dtype) << ")";
+      }
+    }
+  };
+  check("packed", expected);
+  // The same rows as single-query sequences, each with its own causal length.
+  std::vector<int32_t> row_tables, row_lengths;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    for (int32_t j = 0; j < seqs[s].rows; ++j) {
+      row_tables.insert(row_tables.end(), tables.begin() + static_cast<int64_t>(s) * width,
+                        tables.begin() + static_cast<int64_t>(s + 1) * width);
+      row_lengths.push_back(seqs[s].length - seqs[s].rows + j + 1);
+    }
+  }
+  p.block_tables = row_tables.data();
+  p.context_lengths = row_lengths.data();
+  p.num_seqs = rows;
+  p.cu_seqlens_q = nullptr;
+  p.max_seqlen_q = 1;
+  check("single-query rows", expected);
 }
 
 }  // namespace rlt::attention::testing

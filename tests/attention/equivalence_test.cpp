@@ -32,7 +32,14 @@ TEST_P(BackendEquivalence, RowOutputIsIndependentOfTheBatch) {
   testing::check_row_independent(*find_backend(GetParam())->create());
 }
 
-INSTANTIATE_TEST_SUITE_P(ImplementedBackends, BackendEquivalence, ::testing::Values("cpu_flash", "cpu_reference"),
+TEST_P(BackendEquivalence, CausalAndContextBoundariesAreExact) {
+  auto backend = find_backend(GetParam())->create();
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16})
+    testing::check_causal_boundaries(*backend, dtype, 1e-3f);
+}
+
+INSTANTIATE_TEST_SUITE_P(ImplementedBackends, BackendEquivalence,
+                         ::testing::Values("cpu_flash", "cpu_reference"),
                          [](const auto& info) { return info.param; });
 
 TEST(AttentionContract, EmptyBatchIsValidAndBadInputIsRefused) {
@@ -56,9 +63,12 @@ TEST(AttentionContract, EmptyBatchIsValidAndBadInputIsRefused) {
   p.num_seqs = 1;
   Status s = run_attention(*backend, p);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("reads block id 9 at table column 1, outside the pool's [0, 4)"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("reads block id 9 at table column 1, outside the pool's [0, 4)"),
+            std::string::npos)
+      << s.message();
   lengths[0] = 9;
-  EXPECT_NE(run_attention(*backend, p).message().find("context length 9, outside [1, 8]"), std::string::npos);
+  EXPECT_NE(run_attention(*backend, p).message().find("context length 9, outside [1, 8]"),
+            std::string::npos);
   lengths[0] = 3;
   p.num_q_heads = 3;
   p.k.num_kv_heads = p.v.num_kv_heads = 2;

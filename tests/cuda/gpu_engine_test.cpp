@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "attention/registry.h"
 #include "common/log.h"
 #include "cuda/model_kernels.h"
 #include "gpu_test_util.h"
@@ -78,6 +79,7 @@ struct RunSettings {
   std::string exit_policy = "ouro";
   bool logprobs = false, async = false, pdl = false, device_sampling = true, penalties = false;
   double temperature = 0.0;
+  std::string attention = "auto";
 };
 
 Generation generate(const std::string& dir, const RunSettings& run_settings) {
@@ -92,6 +94,7 @@ Generation generate(const std::string& dir, const RunSettings& run_settings) {
   c.cuda_graphs = s.graphs;
   c.kv_dtype = s.kv_dtype;
   c.kv_layout = s.layout;
+  c.attention_backend = s.attention;
   c.max_num_seqs = 4;
   c.prefill_chunk_size = 7;  // several chunks per prompt
   auto engine = Engine::create(c);
@@ -315,6 +318,29 @@ TEST(GpuEngine, ProgrammaticLaunchComputesTheSameTokens) {
         EXPECT_EQ(pdl.depths, plain.depths) << what;
       }
     }
+  }
+}
+
+// cuDNN's fused attention drives the engine (packed prefill chunks, recurrent batches at mixed
+// depths, both KV layouts): every request completes with all its tokens, and replayed graphs
+// compute exactly what eager steps do (both run each bucket's one cuDNN plan).
+TEST(GpuEngine, CudnnAttentionRunsTheEngine) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  const attention::BackendEntry* cudnn = attention::find_backend("cudnn");
+  if (cudnn == nullptr || !cudnn->built) GTEST_SKIP() << "this build has no cudnn backend";
+  if (const Status usable = cudnn->library_check(); !usable.ok())
+    GTEST_SKIP() << usable.to_string();
+  set_log_level(LogLevel::kWarn);
+  const std::string dir = bf16_demo_dir();
+  for (const char* layout : {"last_exited", "shared"}) {
+    const Generation eager = generate(
+        dir, {.layout = layout, .graphs = "off", .kv_dtype = "bf16", .attention = "cudnn"});
+    const Generation graphs =
+        generate(dir, {.layout = layout, .graphs = "on", .kv_dtype = "bf16", .attention = "cudnn"});
+    for (const auto& tokens : eager.tokens) EXPECT_EQ(tokens.size(), 12u) << layout;
+    EXPECT_EQ(graphs.tokens, eager.tokens) << layout;
+    EXPECT_EQ(graphs.depths, eager.depths) << layout;
+    EXPECT_GT(graphs.graph_replays, 0) << layout;
   }
 }
 

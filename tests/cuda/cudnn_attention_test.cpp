@@ -1,0 +1,193 @@
+// The cudnn backend: its library probe (no device needed), then cuDNN's fused attention against
+// cpu_reference on the shared equivalence suite through the device adapter, and the graph-replay
+// rule it declares. The GPU cases skip without a device, and say so when cuDNN does not load.
+#include <gtest/gtest.h>
+
+#include "attention/cudnn_library.h"
+#include "attention/cudnn_shape.h"
+#include "attention/registry.h"
+#include "attention/selection.h"
+#include "device_adapter.h"
+#include "equivalence_suite.h"
+#include "gpu_test_util.h"
+#include "graph_replay_check.h"
+
+namespace rlt::attention {
+namespace {
+
+// cuDNN rounds what the contract keeps in f32: Q as it is staged in the K/V type, the softmax
+// probabilities before the P V product, and the output it writes in the K/V type.
+// tools/tensor_core_prefill_error.py --backend cudnn replays exactly those roundings on this
+// suite's data (N(0, 1) values, decode rows and causal packed rows, head_dim 64/80/128, contexts
+// up to 1,100): the largest error over 240 cases is 8.7e-3 for bf16 and 9e-4 for f16, so 2.5e-2
+// and 3e-3 leave a ~3x margin. A mask or page mistake of a single key can move an output by less
+// than that at long contexts, which is what CausalAndContextBoundaries is for: there any such
+// mistake moves an output by about 2.
+constexpr float kCudnnTolerance = 2.5e-2f;
+constexpr float kCudnnF16Tolerance = 3e-3f;
+const testing::LowPrecisionPrefill kCudnnRounding{
+    {8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128},
+    kCudnnTolerance,
+    /*single_query_rows=*/true,
+    kCudnnF16Tolerance};
+
+#define RLT_REQUIRE_CUDNN()                                          \
+  do {                                                               \
+    RLT_REQUIRE_CUDA_DEVICE();                                       \
+    const auto loaded_ = cudnn_library::load();                      \
+    if (!loaded_.ok()) GTEST_SKIP() << loaded_.status().to_string(); \
+  } while (0)
+
+std::unique_ptr<AttentionBackend> adapted() {
+  return std::make_unique<testing::DeviceAdapter>(find_backend("cudnn")->create());
+}
+
+TEST(Cudnn, IsRegisteredAsBuiltWithItsLibraryCheck) {
+  const BackendEntry* entry = find_backend("cudnn");
+  ASSERT_NE(entry, nullptr);
+  EXPECT_TRUE(entry->built);
+  EXPECT_NE(entry->library_check, nullptr);
+  EXPECT_TRUE(entry->create()->reads_device_memory());
+}
+
+TEST(Cudnn, AMissingLibraryIsExplainedWithAFix) {
+  const auto probed = cudnn_library::probe("libcudnn-not-installed.so.9");
+  ASSERT_FALSE(probed.ok());
+  const std::string& m = probed.status().message();
+  EXPECT_NE(m.find("libcudnn-not-installed.so.9"), std::string::npos) << m;
+  EXPECT_NE(m.find("LD_LIBRARY_PATH"), std::string::npos) << m;
+  EXPECT_NE(m.find("--attention-backend auto"), std::string::npos) << m;
+}
+
+// Where cuDNN is installed (the CUDA toolkit here ships it), the probe reads its version without a
+// device, and selection reports the same verdict.
+TEST(Cudnn, TheInstalledLibraryReportsItsVersion) {
+  if (!shared_library_loads(cudnn_library::kLibraryName))
+    GTEST_SKIP() << "libcudnn.so.9 is not installed here";
+  const auto probed = cudnn_library::probe(cudnn_library::kLibraryName);
+  if (!probed.ok()) {
+    EXPECT_NE(probed.status().message().find("needs 9.6"), std::string::npos)
+        << probed.status().to_string();
+    return;
+  }
+  EXPECT_GE(*probed, cudnn_library::kMinimumVersion);
+  EXPECT_TRUE(find_backend("cudnn")->library_check().ok());
+}
+
+// The graphs the backend builds pass the frontend's own checks for the loaded cuDNN on every
+// architecture it is declared for, in the shapes the engine sends: decode buckets and packed
+// prefill, Ouro-1.4B's heads, GQA, both 16-bit types, pages of 1 to 256 tokens, NHD pools whose
+// blocks span every layer. Needs the library, not a device.
+TEST(Cudnn, TheGraphsPassCudnnsChecksWithoutADevice) {
+  if (!cudnn_library::load().ok()) GTEST_SKIP() << cudnn_library::load().status().to_string();
+  struct Shape {
+    int32_t seqs, max_q, table_width, block_size, q_heads, kv_heads, head_dim;
+    DType dtype;
+  };
+  const Shape shapes[] = {
+      {1, 1, 64, 16, 16, 16, 128, DType::kBF16},     // batch-1 decode at 1K context
+      {128, 1, 64, 16, 16, 16, 128, DType::kBF16},   // batch-128 decode
+      {1, 1024, 64, 16, 16, 16, 128, DType::kBF16},  // a 1,024-token prefill
+      {5, 100, 9, 1, 8, 2, 64, DType::kF16},         // packed, GQA 4, one-token pages
+      {3, 1, 3, 256, 4, 4, 80, DType::kBF16},        // 256-token pages, head_dim 80
+  };
+  for (const Shape& x : shapes) {
+    AttentionParams p;
+    std::vector<int32_t> cu(static_cast<size_t>(x.seqs) + 1);
+    for (int32_t s = 0; s <= x.seqs; ++s) cu[static_cast<size_t>(s)] = s * x.max_q;
+    p.rows = int64_t{x.seqs} * x.max_q;
+    p.num_seqs = x.seqs;
+    p.cu_seqlens_q = x.max_q > 1 ? cu.data() : nullptr;
+    p.max_seqlen_q = x.max_q;
+    p.num_q_heads = x.q_heads;
+    p.table_width = x.table_width;
+    for (auto* v : {&p.k, &p.v}) {
+      v->num_blocks = 4096;
+      v->block_size = x.block_size;
+      v->num_kv_heads = x.kv_heads;
+      v->head_dim = x.head_dim;
+      v->dtype = x.dtype;
+      v->head_stride = x.head_dim;
+      v->token_stride = int64_t{x.kv_heads} * x.head_dim;
+      v->block_stride = int64_t{24} * 2 * x.block_size * v->token_stride;
+    }
+    const auto shape = cudnn_shape_of(p);
+    ASSERT_TRUE(shape.ok()) << shape.status().to_string();
+    for (int32_t sm : {80, 90, 100}) {
+      const Status s = validate_cudnn_graph(*shape, sm);
+      EXPECT_TRUE(s.ok()) << "sm_" << sm << ": " << s.to_string();
+    }
+  }
+  // The checks are live: a head_dim cuDNN cannot run (cudnn_shape_of would refuse it first) fails.
+  CudnnShape bad;
+  bad.batch = 1;
+  bad.table_width = 4;
+  bad.block_size = 16;
+  bad.num_blocks = 8;
+  bad.q_heads = bad.kv_heads = 2;
+  bad.head_dim = 12;
+  bad.k_head_stride = bad.v_head_stride = 12;
+  bad.k_token_stride = bad.v_token_stride = 24;
+  bad.k_block_stride = bad.v_block_stride = 16 * 24;
+  const Status rejected = validate_cudnn_graph(bad, 90);
+  EXPECT_FALSE(rejected.ok());
+  EXPECT_NE(rejected.message().find("cuDNN rejects"), std::string::npos) << rejected.to_string();
+}
+
+TEST(Cudnn, MatchesCpuReferenceOnRandomPagedBatches) {
+  RLT_REQUIRE_CUDNN();
+  auto backend = adapted();
+  testing::check_random_batches(find_backend("cudnn")->caps, *backend, kCudnnRounding,
+                                /*min_cases=*/18);
+}
+
+TEST(Cudnn, CausalAndContextBoundaries) {
+  RLT_REQUIRE_CUDNN();
+  auto backend = adapted();
+  for (DType dtype : {DType::kBF16, DType::kF16})
+    testing::check_causal_boundaries(*backend, dtype, 1e-2f);
+}
+
+TEST(Cudnn, LongRows) {
+  RLT_REQUIRE_CUDNN();
+  auto backend = adapted();
+  testing::check_long_rows(*backend, kCudnnTolerance);
+}
+
+// Packed sequences of up to 100 query rows next to single rows: padding to the longest sequence,
+// bottom-right causal alignment per sequence, GQA, both 16-bit types, pages of 1 and 16 tokens.
+TEST(Cudnn, LongPackedSequences) {
+  RLT_REQUIRE_CUDNN();
+  auto backend = adapted();
+  for (int i = 0; i < 4; ++i) {
+    testing::Case c;
+    c.head_dim = i % 2 ? 128 : 64;
+    c.gqa = i < 2 ? 4 : 1;
+    c.kv_heads = 2;
+    c.block_size = i == 1 ? 1 : 16;
+    c.max_context = 700;
+    c.seqs = 4;
+    c.dtype = i % 2 ? DType::kF16 : DType::kBF16;
+    c.packed = true;
+    c.pad = -1;
+    c.max_q_rows = 100;
+    EXPECT_LE(testing::run_case(c, 600 + static_cast<uint32_t>(i), *backend),
+              kCudnnRounding.for_case(c))
+        << "case " << i;
+  }
+}
+
+TEST(Cudnn, PackedPrefillEqualsPerRowDecode) {
+  RLT_REQUIRE_CUDNN();
+  auto backend = adapted();
+  testing::check_packed_equals_per_row(*backend, kCudnnTolerance);
+}
+
+TEST(Cudnn, GraphReplayReadsLengthsAndTablesFromDevice) {
+  RLT_REQUIRE_CUDNN();
+  auto backend = find_backend("cudnn")->create();
+  testing::check_graph_replay_reads_device_metadata(*backend);
+}
+
+}  // namespace
+}  // namespace rlt::attention
