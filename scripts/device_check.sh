@@ -59,6 +59,17 @@ run() {
 }
 
 { nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv 2>&1 || true; } >"$logs/gpu.txt"
+# Whether the libraries the cudnn backend loads at run time load here (cuDNN itself may need
+# NVRTC for its runtime-compiled engines).
+"${rlt_env[@]}" python3 - >"$logs/cuda-libraries.txt" 2>&1 <<'PY'
+import ctypes
+for name in ("libcudnn.so.9", "libnvrtc.so.13"):
+    try:
+        ctypes.CDLL(name)
+        print(f"{name}: loads")
+    except OSError as e:
+        print(f"{name}: does not load ({e})")
+PY
 for binary in "$build/src/cli/rlt" "$build/tests/cuda/rlt_cuda_tests" "$build/bench/cuda/rlt_bench_cuda_gemv" \
   "$build/bench/cuda/rlt_bench_cuda_attention"; do
   if [ ! -x "$binary" ]; then
@@ -69,7 +80,10 @@ for binary in "$build/src/cli/rlt" "$build/tests/cuda/rlt_cuda_tests" "$build/be
 done
 
 run rlt_info "${rlt_env[@]}" "$build/src/cli/rlt" info
-run cuda_tests "${rlt_env[@]}" "$build/tests/cuda/rlt_cuda_tests"
+# The cudnn backend's tests build a cuDNN plan per shape (seconds each): run apart, in at most 90 s.
+run cuda_tests "${rlt_env[@]}" "$build/tests/cuda/rlt_cuda_tests" --gtest_filter='-Cudnn.*:GpuEngine.Cudnn*'
+RLT_CHECK_TIMEOUT=90 run cudnn_tests "${rlt_env[@]}" "$build/tests/cuda/rlt_cuda_tests" \
+  --gtest_filter='Cudnn.*:GpuEngine.Cudnn*'
 run bench_gemv "${rlt_env[@]}" "$build/bench/cuda/rlt_bench_cuda_gemv"
 run bench_attention "${rlt_env[@]}" "$build/bench/cuda/rlt_bench_cuda_attention" --json
 run torch_sdpa python3 -u bench/peer/torch_sdpa_decode.py --json  # -u: lines survive a timeout
@@ -118,6 +132,7 @@ elif [ -n "$e2e" ]; then
 fi
 
 echo "GPU: $(sed -n 2p "$logs/gpu.txt")"
+echo "run-time libraries: $(cut -c1-60 "$logs/cuda-libraries.txt" | tr '\n' ' ')"
 printf '%-22s %-6s %8s  %s\n' check result time summary
 printf '%s\n' "${rows[@]}"
 if [ -s "$logs/missing-libraries.txt" ]; then

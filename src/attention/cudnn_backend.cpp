@@ -152,7 +152,9 @@ class CudnnBackend final : public AttentionBackend {
       // sequences (host metadata decides the split: such calls are never captured).
       RLT_ASSIGN_OR_RETURN(std::vector<SequenceRange> ranges,
                            cudnn_sequence_ranges(p, p.host_cu_seqlens_q));
-      if (ranges.size() == 1) return run_call(p);
+      // A packed call runs at its real longest query run (max_seqlen_q may only bound it).
+      if (ranges.size() == 1)
+        return run_call(p.cu_seqlens_q ? sequence_range_params(p, ranges[0]) : p);
       for (const SequenceRange& r : ranges)
         RLT_RETURN_IF_ERROR(run_call(sequence_range_params(p, r)));
       return {};
@@ -168,9 +170,11 @@ class CudnnBackend final : public AttentionBackend {
   Status start() {
     if (handle_ != nullptr) return {};
     RLT_RETURN_IF_ERROR(cudnn_library::load().status());
-    RLT_RETURN_IF_ERROR(cuda::cuda_status(
-        static_cast<int>(cudaEventCreateWithFlags(&finished_, cudaEventDisableTiming)),
-        "cudnn: creating its completion event"));
+    if (finished_ == nullptr) {
+      RLT_RETURN_IF_ERROR(cuda::cuda_status(
+          static_cast<int>(cudaEventCreateWithFlags(&finished_, cudaEventDisableTiming)),
+          "cudnn: creating its completion event"));
+    }
     const cudnnStatus_t s = cudnnCreate(&handle_);
     if (s != CUDNN_STATUS_SUCCESS) {
       handle_ = nullptr;
@@ -256,8 +260,11 @@ class CudnnBackend final : public AttentionBackend {
                                             "cudnn: waiting for the previous stream's call"));
     }
     RLT_ASSIGN_OR_RETURN(Plan * plan, plan_for(shape, capturing));
-    last_stream_ = stream;
-    used_ = true;
+    if (!capturing) {  // a capture runs nothing now: the last eager call is still the one to wait
+                       // for
+      last_stream_ = stream;
+      used_ = true;
+    }
     plan->last_use = ++uses_;
     plan->captured = plan->captured || capturing;
 

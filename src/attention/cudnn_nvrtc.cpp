@@ -1,6 +1,7 @@
-// The NVRTC functions the cuDNN frontend's headers name (its run-time-compiled experimental
-// engines; the SDPA graphs the cudnn backend builds never reach them), forwarding into the
-// toolkit's libnvrtc loaded on first use. Linking NVRTC instead would add a ~100 MB library to
+// The NVRTC functions the cuDNN frontend's headers name (the frontend's own run-time-compiled
+// experimental engines; the SDPA graphs the cudnn backend builds never reach them — cuDNN's
+// library loads NVRTC by itself for its runtime-compiled engines), forwarding into the toolkit's
+// libnvrtc loaded on first use. Linking NVRTC instead would add a ~100 MB library to
 // every CUDA build of rlt for code it does not run.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
 #include <functional>
 
 namespace rlt::attention {
@@ -98,7 +99,7 @@ Result<std::vector<SequenceRange>> cudnn_sequence_ranges(const AttentionParams& 
   std::vector<SequenceRange> ranges;
   if (p.num_seqs == 0) return ranges;
   if (p.cu_seqlens_q == nullptr || host_cu_seqlens_q == nullptr) {
-    ranges.push_back({0, p.num_seqs, 1});
+    ranges.push_back({0, p.num_seqs, p.cu_seqlens_q ? std::max(p.max_seqlen_q, 1) : 1});
     return ranges;
   }
   // The staging of `count` sequences padded to `max_q` rows, as cudnn_shape_of counts it.
@@ -138,6 +139,8 @@ Result<std::vector<SequenceRange>> cudnn_sequence_ranges(const AttentionParams& 
 }
 
 AttentionParams sequence_range_params(const AttentionParams& p, const SequenceRange& r) {
+  // Single-query calls index q and out by sequence: a range of them would need q and out moved.
+  assert(p.cu_seqlens_q != nullptr && "sequence ranges are for packed calls");
   AttentionParams q = p;
   q.num_seqs = r.end - r.begin;
   q.max_seqlen_q = r.max_q;

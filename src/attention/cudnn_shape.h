@@ -65,8 +65,10 @@ struct SequenceRange {
 Result<std::vector<SequenceRange>> cudnn_sequence_ranges(const AttentionParams& p,
                                                          const int32_t* host_cu_seqlens_q);
 
-// `p` restricted to the sequences of `r` (device and host metadata both offset; q and out stay
-// whole, since cu_seqlens_q holds absolute row offsets).
+// Packed call `p` restricted to the sequences of `r` (device and host metadata both offset; q and
+// out stay whole, since cu_seqlens_q holds absolute row offsets). The result is for the backend
+// only: validate_attention_params would refuse it (its cu_seqlens_q does not start at 0), and it
+// needs none, since run_attention validated the whole call.
 AttentionParams sequence_range_params(const AttentionParams& p, const SequenceRange& r);
 
 // In builds with cuDNN (cudnn_backend.cpp): loads cuDNN and runs the frontend's checks of the

@@ -32,24 +32,26 @@ __device__ int64_t source_row(const Staging& s, int64_t slot) {
   return j < s.cu_seqlens_q[seq + 1] - begin ? begin + j : -1;
 }
 
+// Blocks [0, batch * max_q) stage one padded query place each; the `batch` blocks after them
+// stage one sequence's lengths and page table (one launch for both: it runs once per layer).
 template <typename T>
-__global__ void stage_queries_kernel(Staging s) {
+__global__ void stage_inputs_kernel(Staging s) {
   ::rlt::cuda::wait_for_upstream_kernels();
-  const int64_t slot = blockIdx.x;
-  const int64_t width = int64_t{s.q_heads} * s.head_dim;
-  const int64_t row = source_row(s, slot);
-  T* dst = static_cast<T*>(s.q_padded) + slot * width;
-  if (row < 0) {
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) dst[i] = from_float<T>(0.0f);
+  const int64_t places = s.batch * s.max_q;
+  if (blockIdx.x < places) {
+    const int64_t slot = blockIdx.x;
+    const int64_t width = int64_t{s.q_heads} * s.head_dim;
+    const int64_t row = source_row(s, slot);
+    T* dst = static_cast<T*>(s.q_padded) + slot * width;
+    if (row < 0) {
+      for (int64_t i = threadIdx.x; i < width; i += blockDim.x) dst[i] = from_float<T>(0.0f);
+      return;
+    }
+    const float* src = s.q + row * width;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) dst[i] = from_float<T>(src[i]);
     return;
   }
-  const float* src = s.q + row * width;
-  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) dst[i] = from_float<T>(src[i]);
-}
-
-__global__ void stage_metadata_kernel(Staging s) {
-  ::rlt::cuda::wait_for_upstream_kernels();
-  const int64_t seq = blockIdx.x;
+  const int64_t seq = blockIdx.x - places;
   const bool real = seq < s.num_seqs;
   const int32_t context = real ? s.context_lengths[seq] : 1;
   if (threadIdx.x == 0) {
@@ -83,16 +85,13 @@ Status launched(const char* what) {
 }  // namespace
 
 Status stage_inputs(const Staging& s, CUstream_st* stream) {
-  const dim3 places(static_cast<unsigned>(s.batch * s.max_q));
+  const dim3 blocks(static_cast<unsigned>(s.batch * s.max_q + s.batch));
   if (s.element == cuda::ElementType::kF16) {
-    (void)::rlt::cuda::launch(stage_queries_kernel<__half>, places, kThreads, 0, stream, s);
+    (void)::rlt::cuda::launch(stage_inputs_kernel<__half>, blocks, kThreads, 0, stream, s);
   } else {
-    (void)::rlt::cuda::launch(stage_queries_kernel<__nv_bfloat16>, places, kThreads, 0, stream, s);
+    (void)::rlt::cuda::launch(stage_inputs_kernel<__nv_bfloat16>, blocks, kThreads, 0, stream, s);
   }
-  RLT_RETURN_IF_ERROR(launched("cudnn: staging the query rows"));
-  (void)::rlt::cuda::launch(stage_metadata_kernel, dim3(static_cast<unsigned>(s.batch)), kThreads,
-                            0, stream, s);
-  return launched("cudnn: staging the sequence lengths and page table");
+  return launched("cudnn: staging the query rows, sequence lengths and page table");
 }
 
 Status unstage_output(const Staging& s, CUstream_st* stream) {

@@ -744,6 +744,7 @@ Status GpuModelRunner::recurrent(const sched::SchedulerOutput& batch, const kv::
       } else {
         (void)cudaGetLastError();
         graphs_disabled_ = true;
+        attention_->release_captures();  // the failed capture left no graph behind
         log_warn(fmt::format("CUDA graph capture failed, running eagerly from now on: {}",
                              s.to_string()));
       }

@@ -105,6 +105,9 @@ TEST(CudnnShape, SplitsACallIntoSequenceRangesThatFit) {
   AttentionParams p = call(300, 200);
   const std::vector<int32_t> cu = mixed_cu();
   std::vector<int32_t> lengths(300, 2500), tables(300 * 200, 7);
+  std::vector<float> rows_q(8), rows_out(8);  // stand-ins: only the pointers matter here
+  p.q = rows_q.data();
+  p.out = rows_out.data();
   p.cu_seqlens_q = p.host_cu_seqlens_q = cu.data();
   p.context_lengths = p.host_context_lengths = lengths.data();
   p.block_tables = p.host_block_tables = tables.data();
@@ -124,6 +127,11 @@ TEST(CudnnShape, SplitsACallIntoSequenceRangesThatFit) {
     EXPECT_EQ(sub.q, p.q);
     EXPECT_EQ(sub.host_block_tables, tables.data() + r.begin * 200);
     EXPECT_EQ(sub.host_context_lengths, lengths.data() + r.begin);
+    // The device pointers the staging kernels read move the same way; out stays whole.
+    EXPECT_EQ(sub.cu_seqlens_q, cu.data() + r.begin);
+    EXPECT_EQ(sub.block_tables, tables.data() + r.begin * 200);
+    EXPECT_EQ(sub.context_lengths, lengths.data() + r.begin);
+    EXPECT_EQ(sub.out, p.out);
     int32_t longest = 1;
     for (int64_t s = r.begin; s < r.end; ++s) longest = std::max(longest, cu[s + 1] - cu[s]);
     EXPECT_EQ(r.max_q, longest);

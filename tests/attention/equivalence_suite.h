@@ -253,7 +253,8 @@ inline void check_row_independent(AttentionBackend& backend) {
 
 // The causal and context boundaries, planted so that a mistake of one key moves an output by
 // about 2 instead of a few rounding errors. Every query is (8, 0, ...) and the key at position t is
-// (8t, 0, ...): the scores 8t are exact in every dtype and rise by 8 per position, so each row is
+// (8t, 0, ...): the scores 8t are exact as stored in every dtype (a backend that pre-scales Q may
+// round them by a few parts in a thousand) and rise by 8 per position, so each row is
 // dominated (to within e^-8) by the last key it may see, whose value is (-1)^t in every dimension.
 // Keys past a sequence's context, in its last page and in the pages its table names beyond it,
 // score higher still and hold 5. A row at position P must therefore give (-1)^P: seeing one key
@@ -269,8 +270,10 @@ inline void check_causal_boundaries(AttentionBackend& backend, DType dtype, floa
   };
   const std::vector<Seq> seqs = {{9, 40}, {16, 16}, {1, 33}, {1, 48}};
   // Each sequence owns `width` distinct blocks in a shuffled order; the whole table is valid ids.
-  std::vector<int32_t> ids(static_cast<size_t>(blocks));
-  std::iota(ids.begin(), ids.end(), 0);
+  // Block 0 and the other blocks no table lists hold only poison (a backend that maps padding to
+  // some block, as cudnn does to block 0, must still never let it through its masks).
+  std::vector<int32_t> ids(static_cast<size_t>(blocks - 1));
+  std::iota(ids.begin(), ids.end(), 1);
   std::shuffle(ids.begin(), ids.end(), rng);
   std::vector<int32_t> tables(ids.begin(), ids.begin() + static_cast<int64_t>(seqs.size()) * width);
   const auto store = [&](std::vector<float>& f, std::vector<uint16_t>& h, int64_t at, float x) {
@@ -278,6 +281,16 @@ inline void check_causal_boundaries(AttentionBackend& backend, DType dtype, floa
     if (dtype == DType::kBF16) h[static_cast<size_t>(at)] = f32_to_bf16(x);
     if (dtype == DType::kF16) h[static_cast<size_t>(at)] = f32_to_f16(x);
   };
+  for (int32_t block = 0; block < blocks; ++block) {
+    if (std::find(tables.begin(), tables.end(), block) != tables.end()) continue;
+    for (int32_t slot = 0; slot < bs; ++slot) {
+      const int64_t at = block * pools.k.block_stride + slot * pools.k.token_stride;
+      for (int32_t i = 0; i < d; ++i) {
+        store(pools.kf, pools.kh, at + i, i == 0 ? 1600.0f : 0.0f);
+        store(pools.vf, pools.vh, at + i, 5.0f);
+      }
+    }
+  }
   std::vector<int32_t> lengths, cu = {0};
   std::vector<float> expected;
   for (size_t s = 0; s < seqs.size(); ++s) {

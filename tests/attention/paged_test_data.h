@@ -15,11 +15,12 @@ namespace rlt::attention::testing {
 // One layer's K and V pools [blocks, block_size, kv_heads, head_dim] in `dtype`, random N(0,1).
 struct PagedPools {
   DType dtype = DType::kF32;
-  std::vector<float> kf, vf;        // f32 storage
-  std::vector<uint16_t> kh, vh;     // bf16/f16 storage
+  std::vector<float> kf, vf;     // f32 storage
+  std::vector<uint16_t> kh, vh;  // bf16/f16 storage
   PagedKVLayerView k, v;
 
-  PagedPools(DType dt, int32_t blocks, int32_t block_size, int32_t kv_heads, int32_t head_dim, std::mt19937& rng)
+  PagedPools(DType dt, int32_t blocks, int32_t block_size, int32_t kv_heads, int32_t head_dim,
+             std::mt19937& rng)
       : dtype(dt) {
     const size_t n = static_cast<size_t>(blocks) * block_size * kv_heads * head_dim;
     std::normal_distribution<float> dist;
@@ -28,7 +29,8 @@ struct PagedPools {
       for (float& x : f) x = dist(rng);
       if (dt != DType::kF32) {
         h.resize(n);
-        for (size_t i = 0; i < n; ++i) h[i] = dt == DType::kBF16 ? f32_to_bf16(f[i]) : f32_to_f16(f[i]);
+        for (size_t i = 0; i < n; ++i)
+          h[i] = dt == DType::kBF16 ? f32_to_bf16(f[i]) : f32_to_f16(f[i]);
       }
     };
     fill(kf, kh);
@@ -50,8 +52,9 @@ struct PagedPools {
 
 // Page tables for `lengths` drawn without replacement from the pool (fragmented on purpose),
 // padded to `width` with `pad` (-1, 0, or a stale-but-valid id when pad == -2).
-inline std::vector<int32_t> random_tables(const std::vector<int32_t>& lengths, int32_t block_size, int32_t blocks,
-                                          int32_t width, int32_t pad, std::mt19937& rng) {
+inline std::vector<int32_t> random_tables(const std::vector<int32_t>& lengths, int32_t block_size,
+                                          int32_t blocks, int32_t width, int32_t pad,
+                                          std::mt19937& rng) {
   std::vector<int32_t> ids(static_cast<size_t>(blocks));
   std::iota(ids.begin(), ids.end(), 0);
   std::vector<int32_t> tables(lengths.size() * static_cast<size_t>(width));
