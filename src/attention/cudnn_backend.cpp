@@ -67,11 +67,14 @@ std::shared_ptr<fe::graph::Tensor_attributes> int_tensor(fe::graph::Graph& g, co
 // `sm_version` > 0 describes it for that architecture instead of the current device's (the nodes
 // take the graph's context when they are added, so it is set first). `implementation` AUTO lets
 // the frontend choose between cuDNN's unified and composite SDPA engines by cuDNN version.
+// `device`, when given, describes the GPU for deviceless planning (count_cudnn_plans).
 std::shared_ptr<fe::graph::Graph> describe_graph(
     const CudnnShape& s, int32_t sm_version = 0,
-    fe::AttentionImplementation_t implementation = fe::AttentionImplementation_t::AUTO) {
+    fe::AttentionImplementation_t implementation = fe::AttentionImplementation_t::AUTO,
+    std::shared_ptr<const fe::DeviceProperties> device = nullptr) {
   auto g = std::make_shared<fe::graph::Graph>();
   if (sm_version > 0) g->set_sm_version(sm_version);
+  if (device) g->set_device_properties(std::move(device));
   const auto io = s.dtype == DType::kF16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
   g->set_io_data_type(io)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -342,6 +345,37 @@ Status validate_cudnn_graph(const CudnnShape& shape, int32_t sm_version) {
       }
     }
     return {};
+  } catch (const std::exception& e) {
+    return internal_error(fmt::format("cudnn: {}", e.what()));
+  }
+}
+
+Result<CudnnPlanCount> count_cudnn_plans(const CudnnShape& shape, const std::string& device_json,
+                                         int32_t sm_version) {
+  RLT_RETURN_IF_ERROR(cudnn_library::load().status());
+  try {
+    auto device = std::make_shared<fe::DeviceProperties>();
+    std::vector<uint8_t> json(device_json.begin(), device_json.end());
+    fe::error_t e = device->deserialize(json);
+    if (e.is_bad()) return cudnn_error("reading the device description", e);
+    CudnnPlanCount count;
+    for (const auto implementation :
+         {fe::AttentionImplementation_t::AUTO, fe::AttentionImplementation_t::COMPOSITE}) {
+      auto g = describe_graph(shape, sm_version, implementation, device);
+      e = g->validate();
+      if (e.is_good()) e = g->build_operation_graph();
+      if (e.is_good()) e = g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
+      if (e.is_good()) e = g->check_support();
+      const int64_t plans = e.is_good() ? g->get_execution_plan_count() : 0;
+      if (implementation == fe::AttentionImplementation_t::AUTO) {
+        count.automatic = plans;
+        if (e.is_bad()) count.automatic_error = e.get_message();
+      } else {
+        count.composite = plans;
+        if (e.is_bad()) count.composite_error = e.get_message();
+      }
+    }
+    return count;
   } catch (const std::exception& e) {
     return internal_error(fmt::format("cudnn: {}", e.what()));
   }

@@ -65,6 +65,13 @@ Result<CudnnShape> cudnn_shape_of(const AttentionParams& p) {
     return invalid_argument(
         fmt::format("cudnn: head_dim {} is not a multiple of 8 in [8, 128]; use cuda_paged", d));
   }
+  const int32_t bs = p.k.block_size;
+  if (bs < 1 || bs > 256 || (bs & (bs - 1)) != 0) {
+    return invalid_argument(fmt::format(
+        "cudnn: cuDNN's paged attention takes pages of a power of two up to 256 tokens, not {}; "
+        "use --block-size 16 or cuda_paged",
+        bs));
+  }
   RLT_RETURN_IF_ERROR(check_strides(p.k, "K"));
   RLT_RETURN_IF_ERROR(check_strides(p.v, "V"));
   CudnnShape s;

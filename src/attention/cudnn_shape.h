@@ -78,4 +78,17 @@ AttentionParams sequence_range_params(const AttentionParams& p, const SequenceRa
 // the GPU for a plan, so it runs without a device.
 Status validate_cudnn_graph(const CudnnShape& shape, int32_t sm_version);
 
+// In builds with cuDNN: asks cuDNN itself, without a GPU, for execution plans of the graph the
+// backend would build for `shape` on the GPU `device_json` describes (cuDNN's device-property
+// JSON: SM count, shared memory, architecture as deviceVer, ...), with the engine the frontend
+// picks and with the composite engine. cuDNN compiles its runtime kernels while checking support,
+// which needs libcuda.so.1 to load (the toolkit's stub library does). Errors only when cuDNN or
+// the description does not load; an engine without plans reports 0 and cuDNN's reason.
+struct CudnnPlanCount {
+  int64_t automatic = 0, composite = 0;
+  std::string automatic_error, composite_error;
+};
+Result<CudnnPlanCount> count_cudnn_plans(const CudnnShape& shape, const std::string& device_json,
+                                         int32_t sm_version);
+
 }  // namespace rlt::attention

@@ -91,7 +91,8 @@ std::vector<BackendEntry> make_registry() {
   cudnn.caps.min_sm = 80;
   cudnn.caps.kv_dtypes = half_only;
   cudnn.caps.head_dim = {8, 128, 8, {}};
-  cudnn.caps.page_size = {1, 256, 1, {}};
+  // cuDNN's paged K/V loads take power-of-two pages only (its plans refuse others).
+  cudnn.caps.page_size = {1, 256, 1, {1, 2, 4, 8, 16, 32, 64, 128, 256}};
   cudnn.caps.gqa_ratio = {1, 64, 1, {}};
   cudnn.caps.packed_prefill = cudnn.caps.cuda_graph_safe = cudnn.caps.async_safe = true;
   // cuDNN picks its plans per bucketed shape, so a row's result can depend on its batch.

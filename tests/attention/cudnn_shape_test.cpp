@@ -74,6 +74,13 @@ TEST(CudnnShape, RefusesWhatCudnnCannotRunAndSaysWhatToDo) {
   EXPECT_NE(wide.status().message().find("head_dim 256"), std::string::npos)
       << wide.status().to_string();
 
+  AttentionParams pages = call(4, 4);
+  pages.k.block_size = pages.v.block_size = 24;
+  const auto page = cudnn_shape_of(pages);
+  ASSERT_FALSE(page.ok());
+  EXPECT_NE(page.status().message().find("--block-size 16"), std::string::npos)
+      << page.status().to_string();
+
   AttentionParams odd = call(4, 4);
   odd.k.token_stride = 2052;
   const auto strides = cudnn_shape_of(odd);

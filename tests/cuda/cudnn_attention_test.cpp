@@ -138,7 +138,7 @@ TEST(Cudnn, MatchesCpuReferenceOnRandomPagedBatches) {
   RLT_REQUIRE_CUDNN();
   auto backend = adapted();
   testing::check_random_batches(find_backend("cudnn")->caps, *backend, kCudnnRounding,
-                                /*min_cases=*/18);
+                                /*min_cases=*/15);
 }
 
 TEST(Cudnn, CausalAndContextBoundaries) {
