@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include "attention/cudnn_library.h"
-#include "attention/cudnn_shape.h"
 #include "attention/registry.h"
 #include "attention/selection.h"
 #include "device_adapter.h"
@@ -72,66 +71,6 @@ TEST(Cudnn, TheInstalledLibraryReportsItsVersion) {
   }
   EXPECT_GE(*probed, cudnn_library::kMinimumVersion);
   EXPECT_TRUE(find_backend("cudnn")->library_check().ok());
-}
-
-// The graphs the backend builds pass the frontend's own checks for the loaded cuDNN on every
-// architecture it is declared for, in the shapes the engine sends: decode buckets and packed
-// prefill, Ouro-1.4B's heads, GQA, both 16-bit types, pages of 1 to 256 tokens, NHD pools whose
-// blocks span every layer. Needs the library, not a device.
-TEST(Cudnn, TheGraphsPassCudnnsChecksWithoutADevice) {
-  if (!cudnn_library::load().ok()) GTEST_SKIP() << cudnn_library::load().status().to_string();
-  struct Shape {
-    int32_t seqs, max_q, table_width, block_size, q_heads, kv_heads, head_dim;
-    DType dtype;
-  };
-  const Shape shapes[] = {
-      {1, 1, 64, 16, 16, 16, 128, DType::kBF16},     // batch-1 decode at 1K context
-      {128, 1, 64, 16, 16, 16, 128, DType::kBF16},   // batch-128 decode
-      {1, 1024, 64, 16, 16, 16, 128, DType::kBF16},  // a 1,024-token prefill
-      {5, 100, 9, 1, 8, 2, 64, DType::kF16},         // packed, GQA 4, one-token pages
-      {3, 1, 3, 256, 4, 4, 80, DType::kBF16},        // 256-token pages, head_dim 80
-  };
-  for (const Shape& x : shapes) {
-    AttentionParams p;
-    std::vector<int32_t> cu(static_cast<size_t>(x.seqs) + 1);
-    for (int32_t s = 0; s <= x.seqs; ++s) cu[static_cast<size_t>(s)] = s * x.max_q;
-    p.rows = int64_t{x.seqs} * x.max_q;
-    p.num_seqs = x.seqs;
-    p.cu_seqlens_q = x.max_q > 1 ? cu.data() : nullptr;
-    p.max_seqlen_q = x.max_q;
-    p.num_q_heads = x.q_heads;
-    p.table_width = x.table_width;
-    for (auto* v : {&p.k, &p.v}) {
-      v->num_blocks = 4096;
-      v->block_size = x.block_size;
-      v->num_kv_heads = x.kv_heads;
-      v->head_dim = x.head_dim;
-      v->dtype = x.dtype;
-      v->head_stride = x.head_dim;
-      v->token_stride = int64_t{x.kv_heads} * x.head_dim;
-      v->block_stride = int64_t{24} * 2 * x.block_size * v->token_stride;
-    }
-    const auto shape = cudnn_shape_of(p);
-    ASSERT_TRUE(shape.ok()) << shape.status().to_string();
-    for (int32_t sm : {80, 90, 100}) {
-      const Status s = validate_cudnn_graph(*shape, sm);
-      EXPECT_TRUE(s.ok()) << "sm_" << sm << ": " << s.to_string();
-    }
-  }
-  // The checks are live: a head_dim cuDNN cannot run (cudnn_shape_of would refuse it first) fails.
-  CudnnShape bad;
-  bad.batch = 1;
-  bad.table_width = 4;
-  bad.block_size = 16;
-  bad.num_blocks = 8;
-  bad.q_heads = bad.kv_heads = 2;
-  bad.head_dim = 12;
-  bad.k_head_stride = bad.v_head_stride = 12;
-  bad.k_token_stride = bad.v_token_stride = 24;
-  bad.k_block_stride = bad.v_block_stride = 16 * 24;
-  const Status rejected = validate_cudnn_graph(bad, 90);
-  EXPECT_FALSE(rejected.ok());
-  EXPECT_NE(rejected.message().find("cuDNN rejects"), std::string::npos) << rejected.to_string();
 }
 
 TEST(Cudnn, MatchesCpuReferenceOnRandomPagedBatches) {

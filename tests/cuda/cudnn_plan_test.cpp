@@ -1,5 +1,6 @@
-// cuDNN itself, asked without a GPU: does it have execution plans for the graphs the cudnn backend
-// builds, on an H200 (sm_90) and an A100 (sm_80), at the shapes the engine sends? Deviceless
+// cuDNN itself, asked without a GPU: do the graphs the cudnn backend builds pass the frontend's
+// checks, and does cuDNN have execution plans for them on an H200 (sm_90) and an A100 (sm_80), at
+// the shapes the engine sends? Deviceless
 // planning reads a description of the card (tests/cuda/data/*.cudnn-device.json) and compiles
 // cuDNN's runtime kernels up to loading them, for which libcuda.so.1 must load: where no driver
 // is installed, the toolkit's stub library stands in (loaded first, by path, so the loader hands
@@ -39,7 +40,8 @@ struct Call {
 };
 
 // The engine's calls: Ouro-1.4B's attention (16/16 heads of 128) at decode batches 1/32/128 over
-// 1K and 4K contexts and a 1,024-token prefill; GQA, f16, pages of 1 and 256 tokens, head_dim 64;
+// 1K and 4K contexts and a 1,024-token prefill; GQA, f16, pages of 1 and 256 tokens, head_dim 64,
+// 80 and 8 (the declared range's edges);
 // NHD pools whose blocks span 24 layers of K and V.
 const Call kCalls[] = {
     {"decode b1 ctx1K", 1, 1, 64, 16, 16, 16, 128, DType::kBF16},
@@ -49,6 +51,8 @@ const Call kCalls[] = {
     {"prefill chunks 4x256 GQA 4", 4, 256, 64, 16, 32, 8, 128, DType::kBF16},
     {"decode f16 head_dim 64, pages of 1", 8, 1, 512, 1, 8, 2, 64, DType::kF16},
     {"decode pages of 256", 8, 1, 4, 256, 16, 16, 128, DType::kBF16},
+    {"prefill head_dim 80 GQA 2", 3, 40, 8, 16, 8, 4, 80, DType::kBF16},
+    {"decode head_dim 8", 2, 1, 8, 16, 4, 4, 8, DType::kF16},
 };
 
 CudnnShape shape_of(const Call& c) {
@@ -74,6 +78,27 @@ CudnnShape shape_of(const Call& c) {
   auto shape = cudnn_shape_of(p);
   EXPECT_TRUE(shape.ok()) << c.what << ": " << shape.status().to_string();
   return shape.ok() ? *shape : CudnnShape{};
+}
+
+// The frontend's own checks of each graph (dims, strides, the paged table's width, mask support
+// for the loaded cuDNN) on every architecture the backend is declared for; needs no libcuda.
+TEST(CudnnPlans, TheGraphsPassTheFrontendsChecks) {
+  const auto loaded = cudnn_library::load();
+  if (!loaded.ok()) GTEST_SKIP() << loaded.status().to_string();
+  for (const Call& c : kCalls) {
+    for (int32_t sm : {80, 90, 100}) {
+      const Status s = validate_cudnn_graph(shape_of(c), sm);
+      EXPECT_TRUE(s.ok()) << c.what << " on sm_" << sm << ": " << s.to_string();
+    }
+  }
+  // The checks are live: a head_dim cuDNN cannot run (cudnn_shape_of would refuse it first) fails.
+  CudnnShape bad = shape_of(kCalls[0]);
+  bad.head_dim = 12;
+  bad.k_head_stride = bad.v_head_stride = 12;
+  bad.k_token_stride = bad.v_token_stride = 16 * 12;
+  const Status rejected = validate_cudnn_graph(bad, 90);
+  EXPECT_FALSE(rejected.ok());
+  EXPECT_NE(rejected.message().find("cuDNN rejects"), std::string::npos) << rejected.to_string();
 }
 
 TEST(CudnnPlans, CudnnHasPlansForEveryCallOnH200AndA100) {
