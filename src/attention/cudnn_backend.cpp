@@ -151,8 +151,15 @@ class CudnnBackend final : public AttentionBackend {
   Status run(const AttentionParams& p) override {
     if (p.rows == 0) return {};
     try {
-      // A packed call whose padding would not fit runs as several cuDNN calls over runs of
-      // sequences (host metadata decides the split: such calls are never captured).
+      // A captured call must replay for any metadata of its shape: it runs as given, its bucket
+      // from its shape (max_seqlen_q) alone.
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      RLT_RETURN_IF_ERROR(cuda::cuda_status(
+          static_cast<int>(cudaStreamIsCapturing(static_cast<cudaStream_t>(p.stream), &capture)),
+          "cudnn: asking whether the stream is capturing"));
+      if (capture != cudaStreamCaptureStatusNone) return run_call(p);
+      // Eager: a packed call whose padding would not fit runs as several cuDNN calls over runs
+      // of sequences, decided from the host metadata.
       RLT_ASSIGN_OR_RETURN(std::vector<SequenceRange> ranges,
                            cudnn_sequence_ranges(p, p.host_cu_seqlens_q));
       // A packed call runs at its real longest query run (max_seqlen_q may only bound it).

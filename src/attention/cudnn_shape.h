@@ -78,12 +78,14 @@ AttentionParams sequence_range_params(const AttentionParams& p, const SequenceRa
 // the GPU for a plan, so it runs without a device.
 Status validate_cudnn_graph(const CudnnShape& shape, int32_t sm_version);
 
-// In builds with cuDNN: asks cuDNN itself, without a GPU, for execution plans of the graph the
-// backend would build for `shape` on the GPU `device_json` describes (cuDNN's device-property
-// JSON: SM count, shared memory, architecture as deviceVer, ...), with the engine the frontend
-// picks and with the composite engine. cuDNN compiles its runtime kernels while checking support,
-// which needs libcuda.so.1 to load (the toolkit's stub library does). Errors only when cuDNN or
-// the description does not load; an engine without plans reports 0 and cuDNN's reason.
+// In builds with cuDNN (9.8+ at run time): asks cuDNN itself, without a GPU, for execution-plan
+// candidates of the graph the backend would build for `shape` on the GPU `device_json` describes
+// (cuDNN's device-property JSON: SM count, shared memory, architecture as deviceVer, ...), with
+// the engine the frontend picks and with the composite engine, and runs cuDNN's support check on
+// them (no plan is finalized: that would load kernels). cuDNN compiles its runtime kernels to list
+// those engines, which needs libcuda.so.1 to load (the toolkit's stub library does). Errors only
+// when cuDNN or the description does not load; an engine whose candidates all fail (or that has
+// none) reports 0 and cuDNN's reason. `sm_version` must match the description's deviceVer.
 struct CudnnPlanCount {
   int64_t automatic = 0, composite = 0;
   std::string automatic_error, composite_error;

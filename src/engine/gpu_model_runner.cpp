@@ -744,7 +744,7 @@ Status GpuModelRunner::recurrent(const sched::SchedulerOutput& batch, const kv::
       } else {
         (void)cudaGetLastError();
         graphs_disabled_ = true;
-        attention_->release_captures();  // the failed capture left no graph behind
+        invalidate_graphs();  // no graph replays from now on: none needs the backend's buffers
         log_warn(fmt::format("CUDA graph capture failed, running eagerly from now on: {}",
                              s.to_string()));
       }

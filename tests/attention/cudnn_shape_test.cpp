@@ -74,12 +74,19 @@ TEST(CudnnShape, RefusesWhatCudnnCannotRunAndSaysWhatToDo) {
   EXPECT_NE(wide.status().message().find("head_dim 256"), std::string::npos)
       << wide.status().to_string();
 
-  AttentionParams pages = call(4, 4);
-  pages.k.block_size = pages.v.block_size = 24;
-  const auto page = cudnn_shape_of(pages);
-  ASSERT_FALSE(page.ok());
-  EXPECT_NE(page.status().message().find("--block-size 16"), std::string::npos)
-      << page.status().to_string();
+  for (int32_t block_size : {0, 3, 24, 512}) {
+    AttentionParams pages = call(4, 4);
+    pages.k.block_size = pages.v.block_size = block_size;
+    const auto page = cudnn_shape_of(pages);
+    ASSERT_FALSE(page.ok()) << block_size;
+    EXPECT_NE(page.status().message().find("--block-size 16"), std::string::npos)
+        << page.status().to_string();
+  }
+  for (int32_t block_size : {1, 2, 256}) {
+    AttentionParams pages = call(4, 4);
+    pages.k.block_size = pages.v.block_size = block_size;
+    EXPECT_TRUE(cudnn_shape_of(pages).ok()) << block_size;
+  }
 
   AttentionParams odd = call(4, 4);
   odd.k.token_stride = 2052;
@@ -154,11 +161,18 @@ TEST(CudnnShape, SplitsACallIntoSequenceRangesThatFit) {
   const std::vector<int32_t> small = {0, 1, 5, 9};
   AttentionParams q = call(3, 8);
   q.cu_seqlens_q = q.host_cu_seqlens_q = small.data();
-  q.max_seqlen_q = 4;
+  q.max_seqlen_q = 40;  // a bound, not the longest run: the range carries the real one
   const auto whole = cudnn_sequence_ranges(q, small.data());
   ASSERT_TRUE(whole.ok());
   ASSERT_EQ(whole->size(), 1u);
   EXPECT_EQ(whole->front().end, 3);
+  EXPECT_EQ(whole->front().max_q, 4);
+  EXPECT_EQ(sequence_range_params(q, whole->front()).max_seqlen_q, 4);
+  // Without the host copy of cu_seqlens_q the call stays whole at its stated bound.
+  const auto unknown = cudnn_sequence_ranges(q, nullptr);
+  ASSERT_TRUE(unknown.ok());
+  ASSERT_EQ(unknown->size(), 1u);
+  EXPECT_EQ(unknown->front().max_q, 40);
   const auto decode = cudnn_sequence_ranges(call(7, 8), nullptr);
   ASSERT_TRUE(decode.ok());
   ASSERT_EQ(decode->size(), 1u);

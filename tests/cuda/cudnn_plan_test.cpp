@@ -26,11 +26,21 @@ std::string read_device(const char* name) {
   return s.str();
 }
 
-// A driver, or the stub in its place; the reason when neither loads.
+// The toolkit's stub libcuda, loaded by path before anything asks for libcuda.so.1 (its soname):
+// cuDNN then gets the stub even where a driver is installed, so the check is the same everywhere.
+// A driver when the stub is missing; the reason when neither loads.
 std::string load_libcuda() {
-  if (::dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) != nullptr) return "";
   if (::dlopen(RLT_CUDA_STUB_LIBCUDA, RTLD_NOW | RTLD_GLOBAL) != nullptr) return "";
-  return std::string("neither libcuda.so.1 nor the stub ") + RLT_CUDA_STUB_LIBCUDA + " loads";
+  if (::dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) != nullptr) return "";
+  return std::string("neither the stub ") + RLT_CUDA_STUB_LIBCUDA + " nor libcuda.so.1 loads";
+}
+
+// Deviceless planning reads the device description through cuDNN 9.8+.
+std::string cannot_plan() {
+  const auto loaded = cudnn_library::load();
+  if (!loaded.ok()) return loaded.status().to_string();
+  if (*loaded < 90800) return "deviceless planning needs cuDNN 9.8 or newer";
+  return "";
 }
 
 struct Call {
@@ -101,9 +111,23 @@ TEST(CudnnPlans, TheGraphsPassTheFrontendsChecks) {
   EXPECT_NE(rejected.message().find("cuDNN rejects"), std::string::npos) << rejected.to_string();
 }
 
+// The planning step is real: before any libcuda is loaded (the tests run in this order, in this
+// executable of their own), cuDNN cannot compile its runtime kernels and lists no plan for the
+// same graph. Skipped where cuDNN finds a driver by itself.
+TEST(CudnnPlans, WithoutLibcudaCudnnListsNoPlan) {
+  if (const std::string why = cannot_plan(); !why.empty()) GTEST_SKIP() << why;
+  const auto count =
+      count_cudnn_plans(shape_of(kCalls[1]), read_device("h200.cudnn-device.json"), 90);
+  ASSERT_TRUE(count.ok()) << count.status().to_string();
+  if (count->automatic > 0)
+    GTEST_SKIP() << "cuDNN loaded a CUDA driver by itself: the control needs none";
+  EXPECT_EQ(count->composite, 0);
+  EXPECT_NE(count->automatic_error.find("No valid engine configs"), std::string::npos)
+      << count->automatic_error;
+}
+
 TEST(CudnnPlans, CudnnHasPlansForEveryCallOnH200AndA100) {
-  const auto loaded = cudnn_library::load();
-  if (!loaded.ok()) GTEST_SKIP() << loaded.status().to_string();
+  if (const std::string why = cannot_plan(); !why.empty()) GTEST_SKIP() << why;
   if (const std::string why = load_libcuda(); !why.empty()) GTEST_SKIP() << why;
   const struct {
     const char* file;
@@ -125,10 +149,10 @@ TEST(CudnnPlans, CudnnHasPlansForEveryCallOnH200AndA100) {
   }
 }
 
-// The check can fail: pages of 3 tokens (which cudnn_shape_of refuses, as cuDNN does) get no plan.
+// Pages of 3 tokens (which cudnn_shape_of refuses) get no plan: cuDNN refuses them while building
+// the operation graph.
 TEST(CudnnPlans, APageSizeCudnnCannotLoadHasNoPlan) {
-  const auto loaded = cudnn_library::load();
-  if (!loaded.ok()) GTEST_SKIP() << loaded.status().to_string();
+  if (const std::string why = cannot_plan(); !why.empty()) GTEST_SKIP() << why;
   if (const std::string why = load_libcuda(); !why.empty()) GTEST_SKIP() << why;
   CudnnShape s = shape_of(kCalls[1]);
   s.block_size = 3;
