@@ -135,6 +135,8 @@ Result<std::shared_ptr<fe::graph::Graph>> build_graph(const CudnnShape& s, cudnn
 
 class CudnnBackend final : public AttentionBackend {
  public:
+  explicit CudnnBackend(int64_t staging_limit) : staging_limit_(staging_limit) {}
+
   ~CudnnBackend() override {
     plans_.clear();
     if (finished_ != nullptr) cudaEventDestroy(finished_);
@@ -161,7 +163,7 @@ class CudnnBackend final : public AttentionBackend {
       // Eager: a packed call whose padding would not fit runs as several cuDNN calls over runs
       // of sequences, decided from the host metadata.
       RLT_ASSIGN_OR_RETURN(std::vector<SequenceRange> ranges,
-                           cudnn_sequence_ranges(p, p.host_cu_seqlens_q));
+                           cudnn_sequence_ranges(p, p.host_cu_seqlens_q, staging_limit_));
       // A packed call runs at its real longest query run (max_seqlen_q may only bound it).
       if (ranges.size() == 1)
         return run_call(p.cu_seqlens_q ? sequence_range_params(p, ranges[0]) : p);
@@ -250,7 +252,7 @@ class CudnnBackend final : public AttentionBackend {
   }
 
   Status run_call(const AttentionParams& p) {
-    RLT_ASSIGN_OR_RETURN(CudnnShape shape, cudnn_shape_of(p));
+    RLT_ASSIGN_OR_RETURN(CudnnShape shape, cudnn_shape_of(p, staging_limit_));
     if (reinterpret_cast<uintptr_t>(p.k.base) % 16 != 0 ||
         reinterpret_cast<uintptr_t>(p.v.base) % 16 != 0)
       return invalid_argument("cudnn: the K and V layer views must start 16-byte aligned");
@@ -322,6 +324,7 @@ class CudnnBackend final : public AttentionBackend {
                              "cudnn: recording its completion event");
   }
 
+  const int64_t staging_limit_;
   cudnnHandle_t handle_ = nullptr;
   cudaEvent_t finished_ = nullptr;  // recorded after each eager call
   std::unordered_map<CudnnShape, std::unique_ptr<Plan>, CudnnShapeHash> plans_;
@@ -333,7 +336,11 @@ class CudnnBackend final : public AttentionBackend {
 }  // namespace
 
 std::unique_ptr<AttentionBackend> make_cudnn_backend() {
-  return std::make_unique<CudnnBackend>();
+  return std::make_unique<CudnnBackend>(kCudnnMaxStagingBytes);
+}
+
+std::unique_ptr<AttentionBackend> make_cudnn_backend_with_staging_limit(int64_t staging_limit) {
+  return std::make_unique<CudnnBackend>(staging_limit);
 }
 
 Status validate_cudnn_graph(const CudnnShape& shape, int32_t sm_version) {

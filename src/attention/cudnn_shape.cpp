@@ -52,7 +52,7 @@ size_t CudnnShapeHash::operator()(const CudnnShape& s) const {
   return h;
 }
 
-Result<CudnnShape> cudnn_shape_of(const AttentionParams& p) {
+Result<CudnnShape> cudnn_shape_of(const AttentionParams& p, int64_t staging_limit) {
   if (p.k.dtype != DType::kBF16 && p.k.dtype != DType::kF16) {
     return invalid_argument(
         fmt::format("cudnn: cuDNN's fused attention reads bf16 or f16 K/V, not {}; store the KV "
@@ -91,18 +91,19 @@ Result<CudnnShape> cudnn_shape_of(const AttentionParams& p) {
   s.v_block_stride = p.v.block_stride;
   s.v_token_stride = p.v.token_stride;
   s.v_head_stride = p.v.head_stride;
-  if (s.staging_bytes() > kCudnnMaxStagingBytes) {
+  if (s.staging_bytes() > staging_limit) {
     return resource_exhausted(fmt::format(
         "cudnn: one call of {} needs {} MiB of staging, more than the {} MiB the backend allows; "
         "schedule shorter prefill chunks (--prefill-chunk-size, --max-num-batched-tokens) or use "
         "cuda_paged",
-        s.describe(), s.staging_bytes() >> 20, kCudnnMaxStagingBytes >> 20));
+        s.describe(), s.staging_bytes() >> 20, staging_limit >> 20));
   }
   return s;
 }
 
 Result<std::vector<SequenceRange>> cudnn_sequence_ranges(const AttentionParams& p,
-                                                         const int32_t* host_cu_seqlens_q) {
+                                                         const int32_t* host_cu_seqlens_q,
+                                                         int64_t staging_limit) {
   std::vector<SequenceRange> ranges;
   if (p.num_seqs == 0) return ranges;
   if (p.cu_seqlens_q == nullptr || host_cu_seqlens_q == nullptr) {
@@ -117,7 +118,7 @@ Result<std::vector<SequenceRange>> cudnn_sequence_ranges(const AttentionParams& 
   const auto fits = [&](int64_t count, int32_t max_q) {
     probe.batch = next_power_of_two(count);
     probe.max_q = static_cast<int32_t>(next_power_of_two(max_q));
-    return probe.staging_bytes() <= kCudnnMaxStagingBytes;
+    return probe.staging_bytes() <= staging_limit;
   };
   SequenceRange current;
   for (int64_t s = 0; s < p.num_seqs; ++s) {
@@ -139,7 +140,7 @@ Result<std::vector<SequenceRange>> cudnn_sequence_ranges(const AttentionParams& 
           "cudnn: sequence {} alone has {} query rows, whose staging exceeds the {} MiB the "
           "backend "
           "allows; schedule shorter prefill chunks (--prefill-chunk-size) or use cuda_paged",
-          r.begin, r.max_q, kCudnnMaxStagingBytes >> 20));
+          r.begin, r.max_q, staging_limit >> 20));
     }
   }
   return ranges;

@@ -6,9 +6,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "attention/backend.h"
 #include "attention/contract.h"
 
 namespace rlt::attention {
@@ -51,10 +53,11 @@ inline constexpr int64_t kCudnnMaxStagingBytes = int64_t{1} << 30;
 
 // The bucketed shape of a validated call, or why cuDNN's attention cannot run it (K/V type,
 // head_dim, strides, padding too large), each with what to do instead.
-Result<CudnnShape> cudnn_shape_of(const AttentionParams& p);
+Result<CudnnShape> cudnn_shape_of(const AttentionParams& p,
+                                  int64_t staging_limit = kCudnnMaxStagingBytes);
 
 // Consecutive sequences [begin, end) of a call that run as one cuDNN call each: the whole call when
-// its padded staging fits kCudnnMaxStagingBytes, otherwise the longest runs that do (a step mixing
+// its padded staging fits `staging_limit`, otherwise the longest runs that do (a step mixing
 // many short sequences with a long prefill chunk would pad every one of them to the chunk).
 // `host_cu_seqlens_q` is the host copy of the call's cu_seqlens_q (null for single-query rows).
 // Errors only when one sequence alone does not fit.
@@ -62,14 +65,19 @@ struct SequenceRange {
   int64_t begin = 0, end = 0;
   int32_t max_q = 1;  // the longest query run in the range
 };
-Result<std::vector<SequenceRange>> cudnn_sequence_ranges(const AttentionParams& p,
-                                                         const int32_t* host_cu_seqlens_q);
+Result<std::vector<SequenceRange>> cudnn_sequence_ranges(
+    const AttentionParams& p, const int32_t* host_cu_seqlens_q,
+    int64_t staging_limit = kCudnnMaxStagingBytes);
 
 // Packed call `p` restricted to the sequences of `r` (device and host metadata both offset; q and
 // out stay whole, since cu_seqlens_q holds absolute row offsets). The result is for the backend
 // only: validate_attention_params would refuse it (its cu_seqlens_q does not start at 0), and it
 // needs none, since run_attention validated the whole call.
 AttentionParams sequence_range_params(const AttentionParams& p, const SequenceRange& r);
+
+// In builds with cuDNN (cudnn_backend.cpp): the cudnn backend with another staging limit than
+// kCudnnMaxStagingBytes (tests use a small one to exercise sequence ranges on small calls).
+std::unique_ptr<AttentionBackend> make_cudnn_backend_with_staging_limit(int64_t staging_limit);
 
 // In builds with cuDNN (cudnn_backend.cpp): loads cuDNN and runs the frontend's checks of the
 // graph the backend would build for `shape` on an sm_<sm_version> GPU, with the engine the

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -69,7 +70,9 @@ inline AttentionParams paged_params(const PagedPools& pools, const float* q, flo
   return p;
 }
 
-inline float run_case(const Case& c, uint32_t seed, AttentionBackend& backend) {
+// `inspect`, when given, sees the call (host pointers) before the backend runs it.
+inline float run_case(const Case& c, uint32_t seed, AttentionBackend& backend,
+                      const std::function<void(const AttentionParams&)>& inspect = nullptr) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> len_dist(1, c.max_context);
   std::vector<int32_t> lengths(static_cast<size_t>(c.seqs)), q_rows(lengths.size());
@@ -105,6 +108,7 @@ inline float run_case(const Case& c, uint32_t seed, AttentionBackend& backend) {
   p.out = expected.data();
   EXPECT_TRUE(run_attention(*reference, p).ok());
   p.out = actual.data();
+  if (inspect) inspect(p);
   Status s = run_attention(backend, p);
   EXPECT_TRUE(s.ok()) << s.to_string();
   float worst = 0;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "attention/cudnn_library.h"
+#include "attention/cudnn_shape.h"
 #include "attention/registry.h"
 #include "attention/selection.h"
 #include "device_adapter.h"
@@ -114,6 +115,39 @@ TEST(Cudnn, LongPackedSequences) {
               kCudnnRounding.for_case(c))
         << "case " << i;
   }
+}
+
+// A packed call whose padded staging exceeds the backend's limit runs as several cuDNN calls over
+// runs of consecutive sequences (absolute row offsets, offset metadata): with a limit of 192 KiB
+// (one sequence of up to 64 rows fits, two such do not) random mixes of short and long sequences
+// split into several ranges and still match the reference.
+TEST(Cudnn, OversizedPackedCallsRunAsSequenceRanges) {
+  RLT_REQUIRE_CUDNN();
+  constexpr int64_t kLimit = int64_t{192} << 10;
+  testing::DeviceAdapter backend(make_cudnn_backend_with_staging_limit(kLimit));
+  int split = 0;
+  for (int i = 0; i < 4; ++i) {
+    testing::Case c;
+    c.head_dim = 64;
+    c.gqa = 4;
+    c.kv_heads = 2;
+    c.block_size = 16;
+    c.max_context = 300;
+    c.seqs = 8;
+    c.dtype = i % 2 ? DType::kF16 : DType::kBF16;
+    c.packed = true;
+    c.pad = -1;
+    c.max_q_rows = 60;
+    size_t ranges = 0;
+    const float err = testing::run_case(
+        c, 700 + static_cast<uint32_t>(i), backend, [&](const AttentionParams& p) {
+          const auto r = cudnn_sequence_ranges(p, p.cu_seqlens_q, kLimit);
+          ranges = r.ok() ? r->size() : 0;
+        });
+    EXPECT_LE(err, kCudnnRounding.for_case(c)) << "case " << i << ", " << ranges << " ranges";
+    split += ranges > 1;
+  }
+  EXPECT_GE(split, 3) << "too few cases needed several ranges to mean anything";
 }
 
 TEST(Cudnn, PackedPrefillEqualsPerRowDecode) {
