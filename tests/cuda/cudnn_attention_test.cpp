@@ -100,17 +100,18 @@ TEST(Cudnn, LongPackedSequences) {
   RLT_REQUIRE_CUDNN();
   auto backend = adapted();
   for (int i = 0; i < 4; ++i) {
-    testing::Case c;
-    c.head_dim = i % 2 ? 128 : 64;
-    c.gqa = i < 2 ? 4 : 1;
-    c.kv_heads = 2;
-    c.block_size = i == 1 ? 1 : 16;
-    c.max_context = 700;
-    c.seqs = 4;
-    c.dtype = i % 2 ? DType::kF16 : DType::kBF16;
-    c.packed = true;
-    c.pad = -1;
-    c.max_q_rows = 100;
+    // head_dim, GQA ratio over 2 KV heads, page size, contexts up to 700, 4 packed sequences of
+    // 1..100 rows.
+    const testing::Case c{i % 2 ? 128 : 64,
+                          i < 2 ? 4 : 1,
+                          2,
+                          i == 1 ? 1 : 16,
+                          700,
+                          4,
+                          i % 2 ? DType::kF16 : DType::kBF16,
+                          true,
+                          -1,
+                          100};
     EXPECT_LE(testing::run_case(c, 600 + static_cast<uint32_t>(i), *backend),
               kCudnnRounding.for_case(c))
         << "case " << i;
@@ -127,17 +128,9 @@ TEST(Cudnn, OversizedPackedCallsRunAsSequenceRanges) {
   testing::DeviceAdapter backend(make_cudnn_backend_with_staging_limit(kLimit));
   int split = 0;
   for (int i = 0; i < 4; ++i) {
-    testing::Case c;
-    c.head_dim = 64;
-    c.gqa = 4;
-    c.kv_heads = 2;
-    c.block_size = 16;
-    c.max_context = 300;
-    c.seqs = 8;
-    c.dtype = i % 2 ? DType::kF16 : DType::kBF16;
-    c.packed = true;
-    c.pad = -1;
-    c.max_q_rows = 60;
+    // head_dim 64, GQA 4 over 2 KV heads, 16-token pages, contexts up to 300, 8 packed sequences
+    // of 1..60 rows.
+    const testing::Case c{64, 4, 2, 16, 300, 8, i % 2 ? DType::kF16 : DType::kBF16, true, -1, 60};
     size_t ranges = 0;
     const float err = testing::run_case(
         c, 700 + static_cast<uint32_t>(i), backend, [&](const AttentionParams& p) {
