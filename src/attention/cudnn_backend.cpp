@@ -159,16 +159,16 @@ class CudnnBackend final : public AttentionBackend {
       RLT_RETURN_IF_ERROR(cuda::cuda_status(
           static_cast<int>(cudaStreamIsCapturing(static_cast<cudaStream_t>(p.stream), &capture)),
           "cudnn: asking whether the stream is capturing"));
-      if (capture != cudaStreamCaptureStatusNone) return run_call(p);
+      if (capture != cudaStreamCaptureStatusNone) return run_call(p, /*capturing=*/true);
       // Eager: a packed call whose padding would not fit runs as several cuDNN calls over runs
       // of sequences, decided from the host metadata.
       RLT_ASSIGN_OR_RETURN(std::vector<SequenceRange> ranges,
                            cudnn_sequence_ranges(p, p.host_cu_seqlens_q, staging_limit_));
       // A packed call runs at its real longest query run (max_seqlen_q may only bound it).
       if (ranges.size() == 1)
-        return run_call(p.cu_seqlens_q ? sequence_range_params(p, ranges[0]) : p);
+        return run_call(p.cu_seqlens_q ? sequence_range_params(p, ranges[0]) : p, false);
       for (const SequenceRange& r : ranges)
-        RLT_RETURN_IF_ERROR(run_call(sequence_range_params(p, r)));
+        RLT_RETURN_IF_ERROR(run_call(sequence_range_params(p, r), false));
       return {};
     } catch (const std::exception& e) {
       // The frontend reports most failures as error_t but throws for a few (a missing symbol).
@@ -251,7 +251,8 @@ class CudnnBackend final : public AttentionBackend {
     }
   }
 
-  Status run_call(const AttentionParams& p) {
+  // One cuDNN call; `capturing`: the stream is being captured into a CUDA graph.
+  Status run_call(const AttentionParams& p, bool capturing) {
     RLT_ASSIGN_OR_RETURN(CudnnShape shape, cudnn_shape_of(p, staging_limit_));
     if (reinterpret_cast<uintptr_t>(p.k.base) % 16 != 0 ||
         reinterpret_cast<uintptr_t>(p.v.base) % 16 != 0)
@@ -259,10 +260,6 @@ class CudnnBackend final : public AttentionBackend {
     RLT_ASSIGN_OR_RETURN(cuda::ElementType element,
                          cuda::element_type_of(p.k.dtype, "cudnn: the K/V cache"));
     auto* stream = static_cast<cudaStream_t>(p.stream);
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    RLT_RETURN_IF_ERROR(cuda::cuda_status(static_cast<int>(cudaStreamIsCapturing(stream, &capture)),
-                                          "cudnn: asking whether the stream is capturing"));
-    const bool capturing = capture != cudaStreamCaptureStatusNone;
     if (!capturing) RLT_RETURN_IF_ERROR(start());
     // Plans' staging is shared by every call of a shape: before another stream uses it, the
     // previous call must have finished (a runner keeps one stream, so this never happens in
