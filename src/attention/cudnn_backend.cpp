@@ -269,8 +269,8 @@ class CudnnBackend final : public AttentionBackend {
                                             "cudnn: waiting for the previous stream's call"));
     }
     RLT_ASSIGN_OR_RETURN(Plan * plan, plan_for(shape, capturing));
-    if (!capturing) {  // a capture runs nothing now: the last eager call is still the one to wait
-                       // for
+    // A capture runs nothing now: the last eager call stays the one a stream switch waits for.
+    if (!capturing) {
       last_stream_ = stream;
       used_ = true;
     }
