@@ -1,14 +1,17 @@
 // bf16 GEMV on the GPU at Ouro-1.4B decode shapes, against the device's copy bandwidth measured
 // in the same run (cudaMemcpy device to device, read + write). Each timed pass walks enough
 // distinct copies of the matrix (>= 1 GiB) that none of it is served from L2.
+// Also batch 1's gate/up projection with the SwiGLU fused in, against the two launches it replaces.
 // Usage: rlt_bench_cuda_gemv
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "cuda/gemv_bf16.h"
+#include "cuda/model_kernels.h"
 #include "cuda_bench_util.h"
 
 using rlt::bench_cuda::best_ms;
@@ -47,6 +50,32 @@ int main() {
     if (!check(cudaGetLastError(), "gemv_bf16")) return 1;
     const double gbs = static_cast<double>(copies * one) / (ms * 1e-3) / 1e9;
     fmt::print("{:<24} {:>10.0f} {:>8.0f}%\n", s.name, gbs, 100.0 * gbs / copy_gbs);
+  }
+  // Batch 1's MLP input side: the stacked gate/up matrix with the SwiGLU fused into the GEMV,
+  // against the GEMV over both halves followed by the SwiGLU kernel (the weights' bytes per second
+  // either way, so the launch the fusion saves shows as bandwidth).
+  {
+    const int64_t inter = 5632, cols = 2048;
+    const size_t one = static_cast<size_t>(2 * inter * cols) * sizeof(uint16_t);
+    const size_t copies = std::max<size_t>(1, copy_bytes / one);
+    const auto* w = static_cast<const uint16_t*>(a);
+    const float fused_ms = best_ms(5, [&] {
+      for (size_t i = 0; i < copies; ++i)
+        (void)rlt::cuda::gemv_bf16_swiglu(w + i * one / 2, x, y, inter, cols, nullptr);
+    });
+    const float unfused_ms = best_ms(5, [&] {
+      for (size_t i = 0; i < copies; ++i) {
+        (void)rlt::cuda::gemv_bf16(w + i * one / 2, x, y, 2 * inter, cols, nullptr);
+        (void)rlt::cuda::silu_mul(y, 1, inter, y + 2 * inter, rlt::cuda::ElementType::kF32,
+                                  nullptr);
+      }
+    });
+    if (!check(cudaGetLastError(), "gemv_bf16_swiglu")) return 1;
+    for (const auto& [name, ms] : {std::pair{"gate/up+SwiGLU fused", fused_ms},
+                                   std::pair{"gate/up, then SwiGLU", unfused_ms}}) {
+      const double gbs = static_cast<double>(copies * one) / (ms * 1e-3) / 1e9;
+      fmt::print("{:<24} {:>10.0f} {:>8.0f}%\n", name, gbs, 100.0 * gbs / copy_gbs);
+    }
   }
   cudaFree(a);
   cudaFree(x);

@@ -6,6 +6,7 @@
 #include "cuda/device.h"
 #include "cuda/gemv_bf16.h"
 #include "cuda/launch.cuh"
+#include "cuda/swiglu.cuh"
 
 namespace rlt::cuda {
 namespace {
@@ -32,17 +33,12 @@ __device__ __forceinline__ float dot8(uint4 packed, const float* x, float sum) {
   return sum;
 }
 
-// One warp per row. Each lane reads 8 consecutive bf16 (16 bytes) per load, lanes of a warp cover
-// 256 columns, and a lane's products are summed in column order (so the unrolled loop gives the
-// same bits as one load at a time). Weights are read once: streamed past L1, which keeps x.
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarp)
-    gemv_bf16_kernel(const uint16_t* __restrict__ w, const float* __restrict__ x,
-                     float* __restrict__ y, int64_t rows, int64_t cols) {
-  wait_for_upstream_kernels();
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  if (row >= rows) return;
-  const uint16_t* wr = w + row * cols;
+// This lane's share of the dot product of row `wr` with x: lanes read 8 consecutive bf16 (16 bytes)
+// per load and together cover 256 columns, and a lane sums its products in column order (so the
+// unrolled loop gives the same bits as one load at a time). Weights are read once: streamed past
+// L1, which keeps x.
+__device__ __forceinline__ float lane_dot(const uint16_t* __restrict__ wr,
+                                          const float* __restrict__ x, int64_t cols, int lane) {
   float sum = 0.0f;
   const bool vector_ok = (cols % 8 == 0) && (reinterpret_cast<uintptr_t>(wr) % 16 == 0) &&
                          (reinterpret_cast<uintptr_t>(x) % 16 == 0);
@@ -61,21 +57,64 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp)
   } else {
     for (int64_t c = lane; c < cols; c += kWarp) sum += bf16_bits_to_float(wr[c]) * x[c];
   }
+  return sum;
+}
+
+// The warp's total, valid in lane 0.
+__device__ __forceinline__ float warp_total(float sum) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2)
     sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  return sum;
+}
+
+// One warp per output row.
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarp)
+    gemv_bf16_kernel(const uint16_t* __restrict__ w, const float* __restrict__ x,
+                     float* __restrict__ y, int64_t rows, int64_t cols) {
+  wait_for_upstream_kernels();
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= rows) return;
+  const float sum = warp_total(lane_dot(w + row * cols, x, cols, lane));
   if (lane == 0) y[row] = sum;
+}
+
+// One warp per activation: the gate row and the up row, each summed exactly as
+// gemv_bf16_kernel sums it, then combined as silu_mul does.
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarp)
+    gemv_bf16_swiglu_kernel(const uint16_t* __restrict__ w, const float* __restrict__ x,
+                            float* __restrict__ act, int64_t intermediate, int64_t cols) {
+  wait_for_upstream_kernels();
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= intermediate) return;
+  const float gate = warp_total(lane_dot(w + row * cols, x, cols, lane));
+  const float up = warp_total(lane_dot(w + (intermediate + row) * cols, x, cols, lane));
+  if (lane == 0) act[row] = swiglu(gate, up);
+}
+
+Status launch_rows(void (*kernel)(const uint16_t*, const float*, float*, int64_t, int64_t),
+                   const uint16_t* w, const float* x, float* y, int64_t rows, int64_t cols,
+                   CUstream_st* stream, const char* what) {
+  if (rows <= 0) return {};
+  const dim3 blocks(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
+  const cudaError_t e =
+      launch(kernel, blocks, kWarpsPerBlock * kWarp, 0, stream, w, x, y, rows, cols);
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return cuda_status(static_cast<int>(e), what);
 }
 
 }  // namespace
 
 Status gemv_bf16(const uint16_t* w, const float* x, float* y, int64_t rows, int64_t cols,
                  CUstream_st* stream) {
-  if (rows <= 0) return {};
-  const dim3 blocks(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
-  const cudaError_t e =
-      launch(gemv_bf16_kernel, blocks, kWarpsPerBlock * kWarp, 0, stream, w, x, y, rows, cols);
-  if (e != cudaSuccess) (void)cudaGetLastError();
-  return cuda_status(static_cast<int>(e), "gemv_bf16 launch");
+  return launch_rows(gemv_bf16_kernel, w, x, y, rows, cols, stream, "gemv_bf16 launch");
+}
+
+Status gemv_bf16_swiglu(const uint16_t* w_gate_up, const float* x, float* act, int64_t intermediate,
+                        int64_t cols, CUstream_st* stream) {
+  return launch_rows(gemv_bf16_swiglu_kernel, w_gate_up, x, act, intermediate, cols, stream,
+                     "gemv_bf16_swiglu launch");
 }
 
 }  // namespace rlt::cuda

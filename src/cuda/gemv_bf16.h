@@ -17,4 +17,10 @@ namespace rlt::cuda {
 Status gemv_bf16(const uint16_t* w, const float* x, float* y, int64_t rows, int64_t cols,
                  CUstream_st* stream);
 
+// The gate/up projection and SwiGLU of one decode row in one launch: w_gate_up is the stacked
+// [2 · intermediate, cols] matrix (gate rows, then up rows) and act[i] = silu(gate_i) · up_i,
+// bit for bit what gemv_bf16 followed by silu_mul gives, one kernel launch fewer.
+Status gemv_bf16_swiglu(const uint16_t* w_gate_up, const float* x, float* act, int64_t intermediate,
+                        int64_t cols, CUstream_st* stream);
+
 }  // namespace rlt::cuda

@@ -64,13 +64,17 @@ Status LinearRunner::reserve(int64_t rows, int64_t cols) {
   return {};
 }
 
+bool LinearRunner::uses_gemv(const DeviceMatrix& w, int64_t rows) const {
+  return w.type == ElementType::kBF16 && rows == 1;
+}
+
 bool LinearRunner::rounds_input(const DeviceMatrix& w, int64_t rows) const {
-  return w.type != ElementType::kF32 && !(w.type == ElementType::kBF16 && rows == 1);
+  return w.type != ElementType::kF32 && !uses_gemv(w, rows);
 }
 
 Status LinearRunner::run(const DeviceMatrix& w, const float* x, int64_t rows, float* y) {
   if (rows <= 0) return {};
-  if (w.type == ElementType::kBF16 && rows == 1) {
+  if (uses_gemv(w, rows)) {
     return gemv_bf16(static_cast<const uint16_t*>(w.data()), x, y, w.rows, w.cols, stream_);
   }
   if (w.type == ElementType::kF32) return gemm(w, x, rows, y);

@@ -40,6 +40,8 @@ class LinearRunner {
   // input_scratch() in w.type (rows x w.cols, as convert_from_f32 would) and call run_rounded():
   // the same result as run() on the f32 values, one kernel launch fewer.
   bool rounds_input(const DeviceMatrix& w, int64_t rows) const;
+  // Whether run() takes rlt's GEMV (f32 input) rather than a cuBLAS GEMM.
+  bool uses_gemv(const DeviceMatrix& w, int64_t rows) const;
   void* input_scratch() const { return scratch_.data(); }
   Status run_rounded(const DeviceMatrix& w, int64_t rows, float* y);
   StreamHandle stream() const { return stream_; }

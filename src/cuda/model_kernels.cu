@@ -8,6 +8,7 @@
 #include "cuda/device.h"
 #include "cuda/launch.cuh"
 #include "cuda/model_kernels.h"
+#include "cuda/swiglu.cuh"
 
 namespace rlt::cuda {
 namespace {
@@ -165,7 +166,7 @@ __global__ void silu_mul_kernel(const float* gate_up, int64_t rows, int64_t inte
   if (idx >= rows * inter) return;
   const int64_t r = idx / inter, i = idx % inter;
   const float g = gate_up[r * 2 * inter + i], u = gate_up[r * 2 * inter + inter + i];
-  store_from_f32(out, out_type, idx, g / (1.0f + expf(-g)) * u);
+  store_from_f32(out, out_type, idx, swiglu(g, u));
 }
 
 __global__ void __launch_bounds__(kRowThreads)

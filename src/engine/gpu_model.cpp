@@ -7,6 +7,7 @@
 
 #include "cuda/device.h"
 #include "cuda/element_type.h"
+#include "cuda/gemv_bf16.h"
 #include "model/rope_scaling.h"
 
 namespace rlt::engine {
@@ -197,9 +198,17 @@ Status GpuCore::run_loop(float* h, int64_t rows, GpuCoreAttention& attention, fl
     RLT_RETURN_IF_ERROR(attention.attend(l, f(qkv_), rows, f(q_), f(attn_)));
     RLT_RETURN_IF_ERROR(linear_->run(w.o_proj, f(attn_), rows, f(proj_)));
     RLT_RETURN_IF_ERROR(residual_then_norm(norms + hidden, norms + 2 * hidden, normed, input_type));
-    RLT_RETURN_IF_ERROR(project(w.gate_up, normed, f(gate_up_)));
-    RLT_RETURN_IF_ERROR(
-        cuda::silu_mul(f(gate_up_), rows, c.intermediate_size, act, input_type, stream_));
+    if (linear_->uses_gemv(w.gate_up, rows)) {
+      // One decode row: the GEMV applies the SwiGLU itself. Its input and output are f32 here
+      // (a GEMV never takes rounded input, so `rounded` is false).
+      RLT_RETURN_IF_ERROR(cuda::gemv_bf16_swiglu(
+          static_cast<const uint16_t*>(w.gate_up.data()), static_cast<const float*>(normed),
+          static_cast<float*>(act), w.gate_up.rows / 2, w.gate_up.cols, stream_));
+    } else {
+      RLT_RETURN_IF_ERROR(project(w.gate_up, normed, f(gate_up_)));
+      RLT_RETURN_IF_ERROR(
+          cuda::silu_mul(f(gate_up_), rows, c.intermediate_size, act, input_type, stream_));
+    }
     RLT_RETURN_IF_ERROR(project(w.down_proj, act, f(proj_)));
     // The next layer's input norm, or after the last layer the loop norm, which replaces h: the
     // next loop's input and the lm head's input.

@@ -3,11 +3,13 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "common/half.h"
+#include "cuda/model_kernels.h"
 #include "gpu_test_util.h"
 
 namespace rlt::cuda {
@@ -52,6 +54,41 @@ TEST(GemvBf16, MatchesFloat64OnOuroShapesAndOddSizes) {
       }
       ASSERT_NEAR(y[r], exact, 8.0 * double(cols) * 0x1p-24 * magnitude + 1e-30)
           << rows << "x" << cols << " row " << r;
+    }
+  }
+}
+
+// The fused decode path (gate/up GEMV applying the SwiGLU) must give exactly the unfused path's
+// bits: same per-row summation, same activation expression.
+TEST(GemvBf16, SwigluFusionEqualsGemvThenSiluMulBitForBit) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist;
+  const int64_t shapes[][2] = {{1, 1}, {7, 13}, {33, 256}, {100, 1000}, {5632, 2048}};
+  for (const auto& s : shapes) {
+    const int64_t inter = s[0], cols = s[1];
+    std::vector<uint16_t> w(static_cast<size_t>(2 * inter * cols));
+    std::vector<float> x(static_cast<size_t>(cols));
+    for (auto& v : w) v = f32_to_bf16(dist(rng));
+    for (auto& v : x) v = dist(rng);
+    std::vector<float> fused(static_cast<size_t>(inter)), unfused(fused.size());
+    std::vector<float> gate_up(static_cast<size_t>(2 * inter));
+    DeviceArray<uint16_t> dw(w);
+    DeviceArray<float> dx(x), dfused(fused), dunfused(unfused), dgate_up(gate_up);
+    ASSERT_TRUE(gemv_bf16_swiglu(dw.ptr, dx.ptr, dfused.ptr, inter, cols, nullptr).ok());
+    ASSERT_TRUE(gemv_bf16(dw.ptr, dx.ptr, dgate_up.ptr, 2 * inter, cols, nullptr).ok());
+    ASSERT_TRUE(silu_mul(dgate_up.ptr, 1, inter, dunfused.ptr, ElementType::kF32, nullptr).ok());
+    ASSERT_EQ(
+        cudaMemcpy(fused.data(), dfused.ptr, fused.size() * sizeof(float), cudaMemcpyDeviceToHost),
+        cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(unfused.data(), dunfused.ptr, unfused.size() * sizeof(float),
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    for (int64_t i = 0; i < inter; ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(fused[static_cast<size_t>(i)]),
+                std::bit_cast<uint32_t>(unfused[static_cast<size_t>(i)]))
+          << inter << "x" << cols << " activation " << i << ": " << fused[static_cast<size_t>(i)]
+          << " vs " << unfused[static_cast<size_t>(i)];
     }
   }
 }

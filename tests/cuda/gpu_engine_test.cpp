@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -80,6 +81,11 @@ struct RunSettings {
   bool logprobs = false, async = false, pdl = false, device_sampling = true, penalties = false;
   double temperature = 0.0;
   std::string attention = "auto";
+  std::vector<std::vector<int32_t>> prompts = {
+      {5, 9, 13},
+      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17},
+      {42},
+      {100, 7, 100, 7, 100, 7, 100, 7}};
 };
 
 Generation generate(const std::string& dir, const RunSettings& run_settings) {
@@ -101,11 +107,7 @@ Generation generate(const std::string& dir, const RunSettings& run_settings) {
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   Generation run;
   if (!engine.ok()) return run;
-  const std::vector<std::vector<int32_t>> prompts = {
-      {5, 9, 13},
-      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17},
-      {42},
-      {100, 7, 100, 7, 100, 7, 100, 7}};
+  const std::vector<std::vector<int32_t>>& prompts = s.prompts;
   SamplingParams p;
   p.max_tokens = 12;
   p.temperature = s.temperature;
@@ -186,6 +188,48 @@ TEST(GpuEngine, Bf16GraphsReplayEagerResultsExactly) {
   EXPECT_EQ(graphs.tokens, eager.tokens);
   EXPECT_EQ(graphs.depths, eager.depths);
   EXPECT_GT(graphs.graph_replays, 0);
+  std::filesystem::remove_all(test_dir());
+}
+
+// One request of a one-token prompt runs one row at a time, so every bf16 projection takes rlt's
+// GEMV on f32 activations (the gate/up one with the SwiGLU fused in), which is how the CPU engine
+// computes with bf16 weights. With f32 K/V both then compute in f32 from the same weights and
+// differ only in summation order (each dot product within k·2⁻²⁴ of its magnitude, k ≤ 5632, and
+// typically √k times less), so the greedy tokens and exit depths agree and every logprob agrees
+// within 1e-3, a margin for that error's growth through the layers and loops that is still two
+// orders below the smallest gap between the top two logprobs on this prompt (0.128, CPU engine).
+// Its exit depths vary (1–4 loops), so the exit gate's decisions are compared too.
+TEST(GpuEngine, Bf16SingleRowDecodeMatchesTheCpuEngine) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  set_log_level(LogLevel::kWarn);
+  const std::string dir = bf16_demo_dir();
+  RunSettings run{.logprobs = true, .prompts = {{1}}};  // f32 K/V
+  RunSettings cpu_run = run;
+  cpu_run.device = "cpu";
+  const Generation cpu = generate(dir, cpu_run);
+  ASSERT_EQ(cpu.tokens.size(), 1u);
+  ASSERT_FALSE(cpu.tokens[0].empty());
+  for (const char* graphs : {"on", "off"}) {
+    run.graphs = graphs;
+    const Generation gpu = generate(dir, run);
+    EXPECT_EQ(gpu.tokens, cpu.tokens) << "graphs " << graphs;
+    EXPECT_EQ(gpu.depths, cpu.depths) << "graphs " << graphs;
+    ASSERT_EQ(gpu.logprobs[0].size(), cpu.logprobs[0].size());
+    for (size_t t = 0; t < cpu.logprobs[0].size(); ++t) {
+      const TokenLogprobs &g = gpu.logprobs[0][t], &c = cpu.logprobs[0][t];
+      EXPECT_NEAR(g.logprob, c.logprob, 1e-3) << "graphs " << graphs << " token " << t;
+      ASSERT_EQ(g.top.size(), c.top.size());
+      ASSERT_FALSE(g.top.empty());
+      // Alternatives closer than the tolerance may trade places or cross the top-k boundary.
+      for (const auto& want : c.top) {
+        const auto found = std::find_if(g.top.begin(), g.top.end(),
+                                        [&](const auto& e) { return e.token == want.token; });
+        const float got = found != g.top.end() ? found->logprob : g.top.back().logprob;
+        EXPECT_NEAR(got, want.logprob, 1e-3)
+            << "graphs " << graphs << " token " << t << " alternative " << want.token;
+      }
+    }
+  }
   std::filesystem::remove_all(test_dir());
 }
 
