@@ -420,43 +420,42 @@ cudaError_t launch_prefill(const PagedLaunch& p, cudaStream_t stream) {
 }
 
 template <ElementType E, int kLanesPerKey, int kHeads>
-void launch_heads(const PagedLaunch& p, int64_t unit_begin, int64_t units, cudaStream_t stream) {
+cudaError_t launch_heads(const PagedLaunch& p, int64_t unit_begin, int64_t units,
+                         cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(units), static_cast<unsigned>(p.num_q_heads / kHeads),
                   static_cast<unsigned>(p.max_partitions));
-  // A failed launch stays the runtime's last error, which the caller checks.
-  (void)::rlt::cuda::launch(partition_kernel<E, kLanesPerKey, kHeads>, grid, kThreads, 0, stream, p,
-                            unit_begin);
+  return ::rlt::cuda::launch(partition_kernel<E, kLanesPerKey, kHeads>, grid, kThreads, 0, stream,
+                             p, unit_begin);
 }
 
 // Query heads per block: the largest of 4, 2, 1 that divides the GQA ratio (a function of the
 // model, so a row's arithmetic never depends on the batch).
 template <ElementType E, int kLanesPerKey>
-void launch_partitions(const PagedLaunch& p, int64_t unit_begin, int64_t units,
-                       cudaStream_t stream) {
+cudaError_t launch_partitions(const PagedLaunch& p, int64_t unit_begin, int64_t units,
+                              cudaStream_t stream) {
   const int32_t ratio = p.num_q_heads / p.num_kv_heads;
-  if (ratio % 4 == 0)
-    launch_heads<E, kLanesPerKey, 4>(p, unit_begin, units, stream);
-  else if (ratio % 2 == 0)
-    launch_heads<E, kLanesPerKey, 2>(p, unit_begin, units, stream);
-  else
-    launch_heads<E, kLanesPerKey, 1>(p, unit_begin, units, stream);
+  if (ratio % 4 == 0) return launch_heads<E, kLanesPerKey, 4>(p, unit_begin, units, stream);
+  if (ratio % 2 == 0) return launch_heads<E, kLanesPerKey, 2>(p, unit_begin, units, stream);
+  return launch_heads<E, kLanesPerKey, 1>(p, unit_begin, units, stream);
 }
 
 template <ElementType E>
-void launch_for_dtype(const PagedLaunch& p, int64_t row_begin, int64_t rows, cudaStream_t stream) {
+cudaError_t launch_for_dtype(const PagedLaunch& p, int64_t row_begin, int64_t rows,
+                             cudaStream_t stream) {
   const int lanes = p.head_dim / 8;
-  if (lanes <= 1)
-    launch_partitions<E, 1>(p, row_begin, rows, stream);
-  else if (lanes <= 2)
-    launch_partitions<E, 2>(p, row_begin, rows, stream);
-  else if (lanes <= 4)
-    launch_partitions<E, 4>(p, row_begin, rows, stream);
-  else if (lanes <= 8)
-    launch_partitions<E, 8>(p, row_begin, rows, stream);
-  else if (lanes <= 16)
-    launch_partitions<E, 16>(p, row_begin, rows, stream);
-  else
-    launch_partitions<E, 32>(p, row_begin, rows, stream);
+  if (lanes <= 1) return launch_partitions<E, 1>(p, row_begin, rows, stream);
+  if (lanes <= 2) return launch_partitions<E, 2>(p, row_begin, rows, stream);
+  if (lanes <= 4) return launch_partitions<E, 4>(p, row_begin, rows, stream);
+  if (lanes <= 8) return launch_partitions<E, 8>(p, row_begin, rows, stream);
+  if (lanes <= 16) return launch_partitions<E, 16>(p, row_begin, rows, stream);
+  return launch_partitions<E, 32>(p, row_begin, rows, stream);
+}
+
+// Launch errors are reported as this call's own: the runtime's last error is cleared so that an
+// unrelated earlier error is neither blamed here nor left behind.
+Status launch_status(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return ::rlt::cuda::cuda_status(static_cast<int>(e), what);
 }
 
 }  // namespace
@@ -468,24 +467,26 @@ Status launch_paged_attention(const PagedLaunch& p, CUstream_st* stream) {
   }
   for (int64_t begin = 0; begin < p.units; begin += p.rows_per_launch) {
     const int64_t rows = p.units - begin < p.rows_per_launch ? p.units - begin : p.rows_per_launch;
+    cudaError_t e = cudaSuccess;
     switch (p.kv_element) {
       case ElementType::kF32:
-        launch_for_dtype<ElementType::kF32>(p, begin, rows, stream);
+        e = launch_for_dtype<ElementType::kF32>(p, begin, rows, stream);
         break;
       case ElementType::kBF16:
-        launch_for_dtype<ElementType::kBF16>(p, begin, rows, stream);
+        e = launch_for_dtype<ElementType::kBF16>(p, begin, rows, stream);
         break;
       case ElementType::kF16:
-        launch_for_dtype<ElementType::kF16>(p, begin, rows, stream);
+        e = launch_for_dtype<ElementType::kF16>(p, begin, rows, stream);
         break;
     }
+    RLT_RETURN_IF_ERROR(launch_status(e, "cuda_paged decode launch"));
     if (p.max_partitions > 1) {
-      (void)::rlt::cuda::launch(
-          merge_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(p.num_q_heads)),
-          kThreads, 0, stream, p, begin);
+      RLT_RETURN_IF_ERROR(launch_status(
+          ::rlt::cuda::launch(
+              merge_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(p.num_q_heads)),
+              kThreads, 0, stream, p, begin),
+          "cuda_paged merge launch"));
     }
-    RLT_RETURN_IF_ERROR(
-        ::rlt::cuda::cuda_status(static_cast<int>(cudaGetLastError()), "cuda_paged launch"));
   }
   if (p.by_sequence && p.max_seqlen_q > kMaxDecodeRows) {
     if (tensor_core_prefill_supported(p.kv_element, p.head_dim)) {
@@ -503,7 +504,7 @@ Status launch_paged_attention(const PagedLaunch& p, CUstream_st* stream) {
         e = launch_prefill<ElementType::kF16>(p, stream);
         break;
     }
-    RLT_RETURN_IF_ERROR(::rlt::cuda::cuda_status(static_cast<int>(e), "cuda_paged prefill launch"));
+    RLT_RETURN_IF_ERROR(launch_status(e, "cuda_paged prefill launch"));
   }
   return {};
 }

@@ -1,6 +1,8 @@
 // cuda_paged: the AttentionBackend over the kernels in cuda_paged.cu. Owns the split-row scratch:
 // one fixed buffer allocated on first use and never reallocated, so a captured CUDA graph keeps
-// pointing at live memory (make one eager call before capturing).
+// pointing at live memory (make one eager call before capturing: allocating inside a capture is
+// refused).
+#include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include "attention/backend.h"
 #include "attention/cuda_paged_kernels.h"
 #include "attention/cuda_paged_plan.h"
+#include "cuda/device.h"
 #include "cuda/element_type.h"
 #include "cuda/runtime.h"
 
@@ -43,10 +46,23 @@ class CudaPagedBackend final : public AttentionBackend {
     }
     RLT_RETURN_IF_ERROR(check_view(p.k, "K"));
     RLT_RETURN_IF_ERROR(check_view(p.v, "V"));
-    if (reinterpret_cast<uintptr_t>(p.q) % 16 != 0)
-      return invalid_argument("cuda_paged: q must be 16-byte aligned");
+    // q is read 16 bytes at a time, out written 8 bytes at a time by the tensor-core prefill.
+    if (reinterpret_cast<uintptr_t>(p.q) % 16 != 0 || reinterpret_cast<uintptr_t>(p.out) % 16 != 0)
+      return invalid_argument("cuda_paged: q and out must be 16-byte aligned");
+    // The prefill grids are sized by max_seqlen_q: a bound above the call's rows is a caller error.
+    if (p.cu_seqlens_q != nullptr && (p.max_seqlen_q < 1 || p.max_seqlen_q > p.rows)) {
+      return invalid_argument(
+          fmt::format("cuda_paged: max_seqlen_q {} is outside [1, {}] (the call's query rows)",
+                      p.max_seqlen_q, p.rows));
+    }
     RLT_ASSIGN_OR_RETURN(cuda::ElementType element,
                          cuda::element_type_of(p.k.dtype, "cuda_paged: the K/V cache"));
+
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    RLT_RETURN_IF_ERROR(cuda::cuda_status(
+        static_cast<int>(cudaStreamIsCapturing(static_cast<cudaStream_t>(p.stream), &capture)),
+        "cuda_paged: asking whether the stream is capturing"));
+    const bool capturing = capture != cudaStreamCaptureStatusNone;
 
     cuda_paged::PagedLaunch l;
     l.q = p.q;
@@ -72,6 +88,17 @@ class CudaPagedBackend final : public AttentionBackend {
     l.max_seqlen_q = p.max_seqlen_q;
     l.by_sequence = p.cu_seqlens_q != nullptr;
     l.units = l.by_sequence ? p.num_seqs * cuda_paged::kMaxDecodeRows : p.rows;
+    // A packed call whose sequences all take the prefill kernel launches no decode blocks (they
+    // would all return at once) when its host metadata says so; a capture keeps the grid (its
+    // replays may see other lengths).
+    if (l.by_sequence && !capturing && p.host_cu_seqlens_q != nullptr) {
+      bool any_decode_rows = false;
+      for (int64_t s = 0; s < p.num_seqs && !any_decode_rows; ++s) {
+        any_decode_rows =
+            p.host_cu_seqlens_q[s + 1] - p.host_cu_seqlens_q[s] <= cuda_paged::kMaxDecodeRows;
+      }
+      if (!any_decode_rows) l.units = 0;
+    }
     // Sized from shapes only (capacity, not lengths), so the same call shape always launches the
     // same grid.
     l.max_partitions = cuda_paged::max_partitions(int64_t{p.table_width} * p.k.block_size);
@@ -86,6 +113,11 @@ class CudaPagedBackend final : public AttentionBackend {
                         p.num_q_heads, row_bytes, kScratchBytes));
       }
       if (!scratch_.data()) {
+        if (capturing) {
+          return failed_precondition(
+              "cuda_paged: the first call that splits keys was made inside a CUDA graph capture, "
+              "where its scratch cannot be allocated; make one eager call of the shape first");
+        }
         RLT_ASSIGN_OR_RETURN(
             scratch_, cuda::DeviceAllocation::allocate(kScratchBytes, "cuda_paged split scratch"));
       }
@@ -95,20 +127,37 @@ class CudaPagedBackend final : public AttentionBackend {
       l.partial_ml = l.partial_acc + states * d;
     }
     auto* stream = static_cast<CUstream_st*>(p.stream);
-    // The scratch is shared by every call: before switching streams, let the previous stream's
-    // work finish (a runner keeps one stream, so this never happens in steady state or capture).
-    if (stream != last_stream_ && used_) {
-      RLT_RETURN_IF_ERROR(cuda::synchronize_stream(last_stream_, "cuda_paged stream switch"));
+    // The scratch is shared by every call: before another stream uses it, the previous stream's
+    // call must have finished (a runner keeps one stream, so this never waits in steady state).
+    // The event, unlike the old stream, outlives its owner; a capture runs nothing now, so it
+    // neither waits nor becomes the call to wait for.
+    if (!capturing) {
+      if (finished_ != nullptr && stream != last_stream_) {
+        RLT_RETURN_IF_ERROR(
+            cuda::cuda_status(static_cast<int>(cudaEventSynchronize(finished_)),
+                              "cuda_paged: waiting for the previous stream's call"));
+      }
+      last_stream_ = stream;
     }
-    last_stream_ = stream;
-    used_ = true;
-    return cuda_paged::launch_paged_attention(l, stream);
+    RLT_RETURN_IF_ERROR(cuda_paged::launch_paged_attention(l, stream));
+    if (capturing) return {};
+    if (finished_ == nullptr) {
+      RLT_RETURN_IF_ERROR(cuda::cuda_status(
+          static_cast<int>(cudaEventCreateWithFlags(&finished_, cudaEventDisableTiming)),
+          "cuda_paged: creating its completion event"));
+    }
+    return cuda::cuda_status(static_cast<int>(cudaEventRecord(finished_, stream)),
+                             "cuda_paged: recording its completion event");
+  }
+
+  ~CudaPagedBackend() override {
+    if (finished_ != nullptr) cudaEventDestroy(finished_);
   }
 
  private:
   cuda::DeviceAllocation scratch_;
   CUstream_st* last_stream_ = nullptr;
-  bool used_ = false;
+  cudaEvent_t finished_ = nullptr;  // recorded after each eager call
 };
 
 }  // namespace

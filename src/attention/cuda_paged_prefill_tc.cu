@@ -277,6 +277,7 @@ Status launch_tensor_core_prefill(const PagedLaunch& p, CUstream_st* stream) {
     e = f16 ? launch<ElementType::kF16, 128>(p, stream)
             : launch<ElementType::kBF16, 128>(p, stream);
   }
+  if (e != cudaSuccess) (void)cudaGetLastError();  // this call's error, reported once
   return ::rlt::cuda::cuda_status(static_cast<int>(e), "cuda_paged tensor-core prefill launch");
 }
 

@@ -211,7 +211,8 @@ class CudnnBackend final : public AttentionBackend {
     int64_t workspace = 0;
     fe::error_t e = plan->graph->get_workspace_size(workspace);
     if (e.is_bad()) return cudnn_error("reading the plan's workspace size", e);
-    evict_for(static_cast<size_t>(shape.staging_bytes() + std::max<int64_t>(workspace, 0)));
+    RLT_RETURN_IF_ERROR(
+        evict_for(static_cast<size_t>(shape.staging_bytes() + std::max<int64_t>(workspace, 0))));
     const auto qo_bytes =
         static_cast<size_t>(shape.padded_rows() * shape.q_heads * shape.head_dim * 2);
     const auto seq_bytes = static_cast<size_t>(shape.batch * 4);
@@ -235,8 +236,10 @@ class CudnnBackend final : public AttentionBackend {
   }
 
   // Frees the least recently used plans no live CUDA graph refers to until `incoming` more bytes
-  // fit the budget (freeing waits for the device, so their last calls have finished).
-  void evict_for(size_t incoming) {
+  // fit the budget, once the last eager call (so every call of theirs) has finished: with
+  // asynchronous scheduling one may still be running.
+  Status evict_for(size_t incoming) {
+    bool waited = false;
     for (;;) {
       size_t total = incoming;
       auto oldest = plans_.end();
@@ -246,7 +249,12 @@ class CudnnBackend final : public AttentionBackend {
             (oldest == plans_.end() || it->second->last_use < oldest->second->last_use))
           oldest = it;
       }
-      if (total <= kPlanMemoryBudget || oldest == plans_.end()) return;
+      if (total <= kPlanMemoryBudget || oldest == plans_.end()) return {};
+      if (!waited && finished_ != nullptr) {
+        RLT_RETURN_IF_ERROR(cuda::cuda_status(static_cast<int>(cudaEventSynchronize(finished_)),
+                                              "cudnn: waiting for calls before freeing a plan"));
+        waited = true;
+      }
       plans_.erase(oldest);
     }
   }

@@ -12,8 +12,9 @@ struct CUstream_st;
 namespace rlt::cuda {
 
 // Launches on `stream` (null: the default stream); returns the launch status (asynchronous).
-// Rows whose column count is not a multiple of 8 or whose base is not 16-byte aligned use a scalar
-// path for the unaligned part.
+// When the column count is not a multiple of 8 or w's rows or x are not 16-byte aligned, rows
+// are read with 2-byte loads throughout (correct, several times slower; the engine's matrices
+// and activations are always aligned).
 Status gemv_bf16(const uint16_t* w, const float* x, float* y, int64_t rows, int64_t cols,
                  CUstream_st* stream);
 

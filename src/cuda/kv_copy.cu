@@ -37,6 +37,7 @@ Status launch_kv_copy_slots(const DeviceSlotCopy* copies, int32_t count, void* k
   if (count <= 0) return {};
   const bool wide =
       shape.slot_bytes % 16 == 0 && shape.layer_bytes % 16 == 0 && shape.block_bytes % 16 == 0;
+  (void)cudaGetLastError();  // the check below is for this launch only
   kv_copy_slots_kernel<<<static_cast<unsigned>(count), 128, 0, stream>>>(
       copies, static_cast<unsigned char*>(keys), static_cast<unsigned char*>(values), shape, wide);
   return cuda_status(static_cast<int>(cudaGetLastError()), "KV slot copy launch");

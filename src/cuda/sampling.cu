@@ -497,6 +497,9 @@ Status sample_rows(const SampleBatch& b, CUstream_st* stream) {
   auto launched = [](const char* what) {
     return cuda_status(static_cast<int>(cudaGetLastError()), what);
   };
+  // <<<>>> launches report through the runtime's last error: start from a clean one, so that an
+  // earlier, already reported error is not blamed on sampling. (Sticky errors persist anyway.)
+  (void)cudaGetLastError();
   if (b.any_logprobs) {
     logprobs_kernel<<<grid, kThreads, 0, stream>>>(b.logits, vocab, b.params, log_normalizer,
                                                    b.logprobs);
