@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 
@@ -86,7 +87,17 @@ struct RunSettings {
       {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17},
       {42},
       {100, 7, 100, 7, 100, 7, 100, 7}};
+  int32_t max_num_seqs = 4;
+  // Prompts from index `first_wave` on arrive after `arrival_step` engine steps.
+  size_t first_wave = SIZE_MAX;
+  int arrival_step = 0;
 };
+
+// Two requests: recurrent batches of 1 and 2 rows, both graph buckets already (no padded rows), so
+// runs with and without CUDA graphs multiply the same matrix shapes. (cuBLAS may pick another
+// kernel, with another summation order, for 3 rows than for the 4 of their bucket.)
+const std::vector<std::vector<int32_t>> kTwoPrompts = {
+    {5, 9, 13}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}};
 
 Generation generate(const std::string& dir, const RunSettings& run_settings) {
   const RunSettings& s = run_settings;
@@ -101,7 +112,7 @@ Generation generate(const std::string& dir, const RunSettings& run_settings) {
   c.kv_dtype = s.kv_dtype;
   c.kv_layout = s.layout;
   c.attention_backend = s.attention;
-  c.max_num_seqs = 4;
+  c.max_num_seqs = s.max_num_seqs;
   c.prefill_chunk_size = 7;  // several chunks per prompt
   auto engine = Engine::create(c);
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
@@ -124,14 +135,17 @@ Generation generate(const std::string& dir, const RunSettings& run_settings) {
     p.frequency_penalty = 0.4;
     p.presence_penalty = 0.2;
   }
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_TRUE((*engine)->add_request(10 + i, prompts[i], p).ok());
-  }
+  auto add = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < std::min(end, prompts.size()); ++i)
+      EXPECT_TRUE((*engine)->add_request(10 + i, prompts[i], p).ok());
+  };
+  add(0, s.first_wave);
   run.tokens.resize(prompts.size());
   run.depths.resize(prompts.size());
   run.logprobs.resize(prompts.size());
   size_t finished = 0;
   for (int step = 0; step < 10000 && finished < prompts.size(); ++step) {
+    if (step == s.arrival_step && s.first_wave < prompts.size()) add(s.first_wave, SIZE_MAX);
     auto outputs = (*engine)->step();
     EXPECT_TRUE(outputs.ok()) << outputs.status().to_string();
     if (!outputs.ok()) break;
@@ -177,14 +191,42 @@ TEST(GpuEngine, GreedyTokensEqualTheCpuEngineInF32) {
   }
 }
 
+// Requests arriving once graphs exist grow the runner's row and state buffers, which drops the
+// captured graphs (they point at the old buffers) and captures again: one request decodes alone
+// (bucket 1 captured), then twenty more arrive with prompts of 1..20 tokens (more prefill rows
+// and request states than the runner holds). Tokens and depths still equal the CPU engine's.
+TEST(GpuEngine, GraphsAreRecapturedWhenBuffersGrow) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  set_log_level(LogLevel::kWarn);
+  const std::string dir = f32_demo_dir();
+  RunSettings run{.graphs = "on", .max_num_seqs = 32, .first_wave = 1, .arrival_step = 4};
+  run.prompts = {{1}};
+  for (int32_t n = 1; n <= 20; ++n) {
+    std::vector<int32_t> prompt;
+    for (int32_t j = 0; j < n; ++j) prompt.push_back((n * 7 + j * 13) % 200 + 1);
+    run.prompts.push_back(prompt);
+  }
+  RunSettings cpu_run = run;
+  cpu_run.device = "cpu";
+  cpu_run.graphs = "auto";
+  const Generation cpu = generate(dir, cpu_run);
+  const Generation gpu = generate(dir, run);
+  EXPECT_EQ(gpu.tokens, cpu.tokens);
+  EXPECT_EQ(gpu.depths, cpu.depths);
+  EXPECT_GT(gpu.graph_replays, 0);
+  std::filesystem::remove_all(test_dir());
+}
+
 // bf16 weights and K/V (the demo as shipped): replaying graphs computes exactly what eager
 // execution computes, with early exit deciding depths.
 TEST(GpuEngine, Bf16GraphsReplayEagerResultsExactly) {
   RLT_REQUIRE_CUDA_DEVICE();
   set_log_level(LogLevel::kWarn);
   const std::string dir = bf16_demo_dir();
-  const Generation eager = generate(dir, {.graphs = "off", .kv_dtype = "bf16"});
-  const Generation graphs = generate(dir, {.graphs = "on", .kv_dtype = "bf16"});
+  const Generation eager =
+      generate(dir, {.graphs = "off", .kv_dtype = "bf16", .prompts = kTwoPrompts});
+  const Generation graphs =
+      generate(dir, {.graphs = "on", .kv_dtype = "bf16", .prompts = kTwoPrompts});
   EXPECT_EQ(graphs.tokens, eager.tokens);
   EXPECT_EQ(graphs.depths, eager.depths);
   EXPECT_GT(graphs.graph_replays, 0);
@@ -377,10 +419,16 @@ TEST(GpuEngine, CudnnAttentionRunsTheEngine) {
   set_log_level(LogLevel::kWarn);
   const std::string dir = bf16_demo_dir();
   for (const char* layout : {"last_exited", "shared"}) {
-    const Generation eager = generate(
-        dir, {.layout = layout, .graphs = "off", .kv_dtype = "bf16", .attention = "cudnn"});
-    const Generation graphs =
-        generate(dir, {.layout = layout, .graphs = "on", .kv_dtype = "bf16", .attention = "cudnn"});
+    const Generation eager = generate(dir, {.layout = layout,
+                                            .graphs = "off",
+                                            .kv_dtype = "bf16",
+                                            .attention = "cudnn",
+                                            .prompts = kTwoPrompts});
+    const Generation graphs = generate(dir, {.layout = layout,
+                                             .graphs = "on",
+                                             .kv_dtype = "bf16",
+                                             .attention = "cudnn",
+                                             .prompts = kTwoPrompts});
     for (const auto& tokens : eager.tokens) EXPECT_EQ(tokens.size(), 12u) << layout;
     EXPECT_EQ(graphs.tokens, eager.tokens) << layout;
     EXPECT_EQ(graphs.depths, eager.depths) << layout;

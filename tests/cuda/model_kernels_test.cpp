@@ -236,8 +236,7 @@ TEST(GpuLinear, F32IsExactF32AndBf16MatchesRoundedInputs) {
   }
 }
 
-// The device greedy sampler follows the host sampler's rules: first index among ties, -inf is a
-// mask, NaN and +inf are reported (the first offending index), a row without finite values too.
+// Embedding rows from a bf16 table, and request states gathered into rows and scattered back.
 TEST(GpuModelKernels, EmbeddingAndStateRows) {
   RLT_REQUIRE_CUDA_DEVICE();
   const int64_t vocab = 50, hidden = 96;
