@@ -10,6 +10,11 @@ cd "$(dirname "$0")/.."
 build=${1:-build/release}
 out=device-bundle
 binaries=(src/cli/rlt tests/cuda/rlt_cuda_tests bench/cuda/rlt_bench_cuda_gemv bench/cuda/rlt_bench_cuda_attention)
+# A bundle of stale binaries would spend the device's minutes on old code: bring the build up to
+# date first (a no-op when it is).
+if [ -f "$build/build.ninja" ]; then
+  cmake --build "$build" --target "${binaries[@]##*/}"
+fi
 rm -rf "$out"
 mkdir -p "$out/lib"
 for b in "${binaries[@]}"; do
@@ -29,6 +34,11 @@ for b in "${binaries[@]}"; do
     cp -Ln "$lib" "$out/lib/" 2>/dev/null || true
   done
 done
+# Which code the bundle holds, printed by device_check.sh above its table.
+{
+  echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' + uncommitted changes')"
+  echo "bundled $(date -u '+%Y-%m-%d %H:%M UTC') from $build"
+} >"$out/STAMP.txt"
 du -sh "$out"
 # A device run carries at most 64 MiB (bundle and working tree together).
 kib=$(du -sk "$out" | cut -f1)

@@ -46,6 +46,12 @@ struct RunStats {
   double prefill_seconds = 0;
   int64_t decode_tokens = 0;
   double decode_seconds = 0;
+  // After the last request's first token, when every request is in flight (num_requests <=
+  // concurrency): the whole batch's tokens and the time they took. With prefill scheduled first
+  // (--max-prefill-batches-before-decode at least the prefill batch count) this is pure decode
+  // of the full batch, the figure a peer's per-step decode timing compares with.
+  int64_t steady_tokens = 0;
+  double steady_seconds = 0;
   ModelFootprint footprint;
   int64_t batches = 0, graph_replays = 0, lookahead_batches = 0,
           device_sampled_batches = 0;  // engine counters of the run
@@ -53,6 +59,9 @@ struct RunStats {
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
   double prefill_tokens_per_s() const { return prefill_seconds > 0 ? static_cast<double>(prefill_tokens) / prefill_seconds : 0; }
   double decode_tokens_per_s() const { return decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0; }
+  double steady_decode_tokens_per_s() const {
+    return steady_seconds > 0 ? static_cast<double>(steady_tokens) / steady_seconds : 0;
+  }
 };
 
 using Clock = std::chrono::steady_clock;
@@ -96,6 +105,9 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
   }
   const EngineMetrics before = engine->metrics();
   const auto start = Clock::now();
+  int first_tokens = 0;
+  Clock::time_point all_decoding;
+  int64_t generated_when_all_decoding = -1;
   while (finished < opt.num_requests) {
     while (in_flight < opt.concurrency && submitted < opt.num_requests) RLT_RETURN_IF_ERROR(submit());
     RLT_ASSIGN_OR_RETURN(auto outs, engine->step());
@@ -107,6 +119,10 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
         t.first_token = now;
         s.prefill_tokens += o.prompt_tokens;
         s.prefill_seconds += seconds_between(t.submitted, now);
+        if (++first_tokens == opt.num_requests && opt.num_requests <= opt.concurrency) {
+          all_decoding = now;
+          generated_when_all_decoding = engine->metrics().generated_tokens;
+        }
       }
       if (!o.finished) continue;
       ++finished;
@@ -116,9 +132,14 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
       s.decode_seconds += seconds_between(t.first_token, now);
     }
   }
-  s.seconds = seconds_between(start, Clock::now());
+  const auto end = Clock::now();
+  s.seconds = seconds_between(start, end);
   s.footprint = engine->footprint();
   const EngineMetrics m = engine->metrics();
+  if (generated_when_all_decoding >= 0) {
+    s.steady_tokens = m.generated_tokens - generated_when_all_decoding;
+    s.steady_seconds = seconds_between(all_decoding, end);
+  }
   s.tokens = m.generated_tokens - before.generated_tokens;
   const int64_t loops = m.loops_run - before.loops_run;
   s.mean_loops = s.tokens > 0 ? static_cast<double>(loops) / static_cast<double>(s.tokens) : 0.0;
@@ -167,6 +188,7 @@ int run_bench(const BenchOptions& opt) {
                        {"mean_loops_per_token", base->mean_loops},
                        {"prefill_tokens_per_s", base->prefill_tokens_per_s()},
                        {"decode_tokens_per_s", base->decode_tokens_per_s()},
+                       {"steady_decode_tokens_per_s", base->steady_decode_tokens_per_s()},
                        {"batches", base->batches},
                        {"cuda_graph_replays", base->graph_replays},
                        {"lookahead_batches", base->lookahead_batches},
@@ -194,6 +216,11 @@ int run_bench(const BenchOptions& opt) {
                            "prefill {:.1f} tokens/s, decode {:.2f} tokens/s\n", base->tokens, base->seconds,
                            base->tokens_per_s(), base->mean_loops, base->prefill_tokens_per_s(),
                            base->decode_tokens_per_s());
+  if (base->steady_tokens > 0) {
+    std::cerr << fmt::format("steady decode (every request in flight, after the last first token): {} tokens in "
+                             "{:.3f} s = {:.1f} tokens/s\n", base->steady_tokens, base->steady_seconds,
+                             base->steady_decode_tokens_per_s());
+  }
   if (!opt.no_roofline) {
     // Decode at full depth: every loop reads the core's weights and that depth's K/V of the
     // context (on average the prompt plus half the output), then the lm head once. Concurrent
@@ -211,7 +238,9 @@ int run_bench(const BenchOptions& opt) {
                        {"weight_bytes_per_step", weights_per_step},
                        {"kv_bytes_per_token", kv_per_token},
                        {"decode_tokens_per_s_roofline", roofline_tokens_per_s},
-                       {"decode_share_of_roofline", decode_rate / roofline_tokens_per_s}};
+                       {"decode_share_of_roofline", decode_rate / roofline_tokens_per_s},
+                       {"steady_decode_share_of_roofline",
+                        base->steady_decode_tokens_per_s() / roofline_tokens_per_s}};
     std::cerr << fmt::format("roofline: {:.2f} GB per decode step at {:.1f} GB/s copy bandwidth = {:.2f} tokens/s; "
                              "decode reaches {:.0f}%\n", bytes_per_step / 1e9, copy_gbs, roofline_tokens_per_s,
                              100.0 * decode_rate / roofline_tokens_per_s);
