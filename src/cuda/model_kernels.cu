@@ -8,12 +8,11 @@
 #include "cuda/device.h"
 #include "cuda/launch.cuh"
 #include "cuda/model_kernels.h"
+#include "cuda/residual_norm.cuh"
 #include "cuda/swiglu.cuh"
 
 namespace rlt::cuda {
 namespace {
-
-constexpr int kRowThreads = 256;
 
 Status launched(cudaError_t e, const char* what) {
   if (e != cudaSuccess) (void)cudaGetLastError();  // reported here, not again by a later check
@@ -53,19 +52,6 @@ __device__ __forceinline__ void store_from_f32(void* base, ElementType type, int
   }
 }
 
-// Sum over the block in a fixed tree (warp butterflies, then warp totals in order).
-__device__ float block_sum(float v) {
-  __shared__ float warp_totals[kRowThreads / 32];
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) warp_totals[warp] = v;
-  __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < kRowThreads / 32; ++w) total += warp_totals[w];
-  __syncthreads();  // warp_totals may be reused by the caller's next reduction
-  return total;
-}
-
 __global__ void embed_kernel(const void* table, ElementType type, int64_t hidden,
                              const int32_t* tokens, float* out) {
   wait_for_upstream_kernels();
@@ -82,10 +68,7 @@ __global__ void __launch_bounds__(kRowThreads)
   wait_for_upstream_kernels();
   const int64_t r = blockIdx.x;
   const float* xr = x + r * n;
-  float squares = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += kRowThreads) squares = fmaf(xr[i], xr[i], squares);
-  const float total = block_sum(squares);
-  const float scale = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
+  const float scale = rms_scale([&](int64_t i) { return xr[i]; }, n, eps);
   // Explicit roundings (the residual as one FMA, as the compiler contracted it before), which
   // residual_norm_kernel repeats exactly.
   for (int64_t i = threadIdx.x; i < n; i += kRowThreads) {
@@ -98,25 +81,18 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-// norm_kernel mode 1 on h, then norm_kernel mode 0 from h into y. Each thread reads back only the
-// h elements it wrote itself.
+// norm_kernel mode 1 on h, then norm_kernel mode 0 from h into y, in place. Each thread reads
+// back only the h elements it wrote itself.
 __global__ void __launch_bounds__(kRowThreads)
     residual_norm_kernel(const float* x, const float* w, float* h, const float* next_w, int64_t n,
                          float eps, void* y, ElementType y_type) {
   wait_for_upstream_kernels();
   const int64_t r = blockIdx.x;
-  const float* xr = x + r * n;
   float* hr = h + r * n;
-  float squares = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += kRowThreads) squares = fmaf(xr[i], xr[i], squares);
-  const float scale = 1.0f / sqrtf(block_sum(squares) / static_cast<float>(n) + eps);
-  for (int64_t i = threadIdx.x; i < n; i += kRowThreads)
-    hr[i] = __fmaf_rn(w[i], __fmul_rn(xr[i], scale), hr[i]);
-  float squares2 = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += kRowThreads) squares2 = fmaf(hr[i], hr[i], squares2);
-  const float scale2 = 1.0f / sqrtf(block_sum(squares2) / static_cast<float>(n) + eps);
-  for (int64_t i = threadIdx.x; i < n; i += kRowThreads)
-    store_from_f32(y, y_type, r * n + i, __fmul_rn(next_w[i], __fmul_rn(hr[i], scale2)));
+  sandwich_residual_then_norm(
+      x + r * n, w, hr, next_w, n, eps, [&](int64_t i, float v) { hr[i] = v; },
+      [&](int64_t i) { return hr[i]; },
+      [&](int64_t i, float v) { store_from_f32(y, y_type, r * n + i, v); });
 }
 
 __global__ void add_kernel(float* h, const float* x, int64_t n) {

@@ -107,6 +107,10 @@ Status GpuCore::upload(const io::ModelConfig& c) {
   if (c.has_exit_gate()) {
     RLT_ASSIGN_OR_RETURN(gate_weight_, f32_vectors({&w.exit_gate_weight}, "exit gate", stream_));
   }
+  RLT_ASSIGN_OR_RETURN(done_blocks_,
+                       cuda::DeviceAllocation::allocate(sizeof(unsigned), "fused norm counter"));
+  RLT_RETURN_IF_ERROR(cuda::cuda_status(
+      cudaMemsetAsync(done_blocks_.data(), 0, sizeof(unsigned), stream_), "fused norm counter"));
   const std::vector<float> inv_freq = model::rope_inv_freq(c);
   RLT_ASSIGN_OR_RETURN(inv_freq_, f32_vectors({&inv_freq}, "rope frequencies", stream_));
   layers_.resize(static_cast<size_t>(c.num_layers));
@@ -189,21 +193,53 @@ Status GpuCore::run_loop(float* h, int64_t rows, GpuCoreAttention& attention, fl
     RLT_RETURN_IF_ERROR(cuda::add_in_place(h, f(proj_), rows * hidden, stream_));
     return cuda::rms_norm_to(h, next_norm, rows, hidden, eps, y, y_type, stream_);
   };
+  // One decode row of a sandwich-norm model with bf16 weights: each sublayer's residual and the
+  // next norm run inside the next sublayer's first GEMV (bit-identical, two launches fewer per
+  // layer); the norm that opens the first layer and the loop norm still run on their own.
+  const bool fused_norms = c.sandwich_norms() && uniform_weight_type_ &&
+                           linear_->uses_gemv(layers_[0].qkv, rows) &&
+                           cuda::gemv_residual_norm_supported(hidden);
+  auto fused = [&](const float* out_norm, const float* next_norm) {
+    return cuda::ResidualNorm{h,         f(proj_), out_norm,
+                              next_norm, eps,      static_cast<unsigned*>(done_blocks_.data())};
+  };
+  const float* pending_out_norm = nullptr;  // a residual the next qkv GEMV applies
   RLT_RETURN_IF_ERROR(cuda::rms_norm_to(h, static_cast<const float*>(layers_[0].norms.data()), rows,
                                         hidden, eps, normed, input_type, stream_));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const GpuLayer& w = layers_[static_cast<size_t>(l)];
     const float* norms = static_cast<const float*>(w.norms.data());
-    RLT_RETURN_IF_ERROR(project(w.qkv, normed, f(qkv_)));
+    const auto* qkv_w = static_cast<const uint16_t*>(w.qkv.data());
+    const auto* gate_up_w = static_cast<const uint16_t*>(w.gate_up.data());
+    if (pending_out_norm != nullptr) {
+      RLT_RETURN_IF_ERROR(cuda::gemv_bf16_residual_norm(
+          qkv_w, w.qkv.rows, w.qkv.cols, fused(pending_out_norm, norms), f(qkv_), stream_));
+      pending_out_norm = nullptr;
+    } else {
+      RLT_RETURN_IF_ERROR(project(w.qkv, normed, f(qkv_)));
+    }
     RLT_RETURN_IF_ERROR(attention.attend(l, f(qkv_), rows, f(q_), f(attn_)));
     RLT_RETURN_IF_ERROR(linear_->run(w.o_proj, f(attn_), rows, f(proj_)));
+    if (fused_norms) {
+      RLT_RETURN_IF_ERROR(cuda::gemv_bf16_residual_norm_swiglu(
+          gate_up_w, w.gate_up.rows / 2, w.gate_up.cols, fused(norms + hidden, norms + 2 * hidden),
+          static_cast<float*>(act), stream_));
+      RLT_RETURN_IF_ERROR(project(w.down_proj, act, f(proj_)));
+      if (l + 1 < c.num_layers) {
+        pending_out_norm = norms + 3 * hidden;
+      } else {
+        RLT_RETURN_IF_ERROR(
+            residual_then_norm(norms + 3 * hidden, f(final_norm_), h, cuda::ElementType::kF32));
+      }
+      continue;
+    }
     RLT_RETURN_IF_ERROR(residual_then_norm(norms + hidden, norms + 2 * hidden, normed, input_type));
     if (linear_->uses_gemv(w.gate_up, rows)) {
       // One decode row: the GEMV applies the SwiGLU itself. Its input and output are f32 here
       // (a GEMV never takes rounded input, so `rounded` is false).
-      RLT_RETURN_IF_ERROR(cuda::gemv_bf16_swiglu(
-          static_cast<const uint16_t*>(w.gate_up.data()), static_cast<const float*>(normed),
-          static_cast<float*>(act), w.gate_up.rows / 2, w.gate_up.cols, stream_));
+      RLT_RETURN_IF_ERROR(cuda::gemv_bf16_swiglu(gate_up_w, static_cast<const float*>(normed),
+                                                 static_cast<float*>(act), w.gate_up.rows / 2,
+                                                 w.gate_up.cols, stream_));
     } else {
       RLT_RETURN_IF_ERROR(project(w.gate_up, normed, f(gate_up_)));
       RLT_RETURN_IF_ERROR(

@@ -60,6 +60,7 @@ class GpuCore {
   std::vector<GpuLayer> layers_;
   cuda::DeviceMatrix embed_, lm_head_;
   cuda::DeviceAllocation final_norm_, gate_weight_, inv_freq_;
+  cuda::DeviceAllocation done_blocks_;  // the fused residual-norm GEMV's counter (zeroed)
   size_t weight_bytes_ = 0;
   // Every projection of the core has one element type (then producers may write GEMM inputs
   // directly in it).

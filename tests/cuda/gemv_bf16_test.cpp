@@ -1,11 +1,13 @@
 #include "cuda/gemv_bf16.h"
 
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/half.h"
@@ -91,6 +93,72 @@ TEST(GemvBf16, SwigluFusionEqualsGemvThenSiluMulBitForBit) {
           << " vs " << unfused[static_cast<size_t>(i)];
     }
   }
+}
+
+template <typename T>
+std::vector<T> read(const DeviceArray<T>& d, size_t n) {
+  std::vector<T> host(n);
+  EXPECT_EQ(cudaMemcpy(host.data(), d.ptr, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return host;
+}
+
+std::vector<uint32_t> bits(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<uint32_t>(v[i]);
+  return b;
+}
+
+// The decode path that folds a sublayer's residual and the next norm into the next GEMV must give
+// exactly the unfused path's bits: h after the residual, and the projection (plain or SwiGLU).
+// Each shape runs twice, so the second launch shows that the first left its counter at zero.
+TEST(GemvBf16, ResidualNormFusionEqualsTheUnfusedKernelsBitForBit) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(17);
+  std::normal_distribution<float> dist;
+  const float eps = 1e-6f;
+  struct Shape {
+    int64_t outputs, cols;
+    bool swiglu;
+  };
+  const Shape shapes[] = {{1, 2048, false},    {7, 100, false},  {300, 96, false},
+                          {6144, 2048, false}, {1, 2048, true},  {33, 100, true},
+                          {5632, 2048, true},  {40, 6144, false}};
+  DeviceArray<unsigned> done(std::vector<unsigned>{0u});
+  for (const Shape& s : shapes) {
+    const int64_t n = s.cols, weight_rows = s.swiglu ? 2 * s.outputs : s.outputs;
+    std::vector<uint16_t> w(static_cast<size_t>(weight_rows * n));
+    for (auto& v : w) v = f32_to_bf16(dist(rng));
+    std::vector<float> h(static_cast<size_t>(n)), sub(h.size()), out_w(h.size()), next_w(h.size());
+    for (auto* v : {&h, &sub, &out_w, &next_w})
+      for (float& e : *v) e = dist(rng);
+    DeviceArray<uint16_t> dw(w);
+    DeviceArray<float> dsub(sub), dout_w(out_w), dnext_w(next_w);
+    DeviceArray<float> h_fused(h), h_plain(h), normed(h);
+    DeviceArray<float> y_fused(std::vector<float>(static_cast<size_t>(s.outputs), -1.0f));
+    DeviceArray<float> y_plain(std::vector<float>(static_cast<size_t>(s.outputs), -2.0f));
+    for (int pass = 0; pass < 2; ++pass) {
+      const ResidualNorm rn{h_fused.ptr, dsub.ptr, dout_w.ptr, dnext_w.ptr, eps, done.ptr};
+      ASSERT_TRUE(add_rms_norm_then_norm(h_plain.ptr, dsub.ptr, dout_w.ptr, dnext_w.ptr, 1, n, eps,
+                                         normed.ptr, ElementType::kF32, nullptr)
+                      .ok());
+      if (s.swiglu) {
+        ASSERT_TRUE(
+            gemv_bf16_residual_norm_swiglu(dw.ptr, s.outputs, n, rn, y_fused.ptr, nullptr).ok());
+        ASSERT_TRUE(gemv_bf16_swiglu(dw.ptr, normed.ptr, y_plain.ptr, s.outputs, n, nullptr).ok());
+      } else {
+        ASSERT_TRUE(gemv_bf16_residual_norm(dw.ptr, s.outputs, n, rn, y_fused.ptr, nullptr).ok());
+        ASSERT_TRUE(gemv_bf16(dw.ptr, normed.ptr, y_plain.ptr, s.outputs, n, nullptr).ok());
+      }
+      const std::string what =
+          fmt::format("{} x {}{} pass {}", s.outputs, n, s.swiglu ? " swiglu" : "", pass);
+      ASSERT_EQ(bits(read(h_fused, h.size())), bits(read(h_plain, h.size()))) << what;
+      ASSERT_EQ(bits(read(y_fused, static_cast<size_t>(s.outputs))),
+                bits(read(y_plain, static_cast<size_t>(s.outputs))))
+          << what;
+      ASSERT_EQ(read(done, 1)[0], 0u) << what;
+    }
+  }
+  EXPECT_FALSE(gemv_residual_norm_supported(6145));
 }
 
 }  // namespace
