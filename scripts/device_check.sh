@@ -132,7 +132,7 @@ if ! nvidia-smi >/dev/null 2>&1; then
   e2e=""
 fi
 e2e_checks=(rlt_e2e_b1 rlt_e2e_b32 rlt_e2e_b128 torch_e2e rlt_e2e_async_b1 rlt_e2e_async_b32
-  rlt_e2e_async_b128 rlt_e2e_pdl_b1 rlt_e2e_pdl_b32 rlt_e2e_cudnn_b32)
+  rlt_e2e_async_b128 rlt_e2e_pdl_b1 rlt_e2e_pdl_b32 rlt_e2e_cudnn_b32 rlt_e2e_cudnn_b1)
 needs_model=""
 for check in "${e2e_checks[@]}"; do selected "$check" && needs_model=1; done
 # generation_config.json is the last file make-model writes: a folder without it is incomplete.
@@ -164,11 +164,12 @@ elif [ -n "$e2e" ] && [ -n "$needs_model" ]; then
 fi
 # The cudnn backend last (the first to go if the time budget runs out): its tests build a cuDNN
 # plan per shape (seconds each), in at most 90 s; then cuDNN's fused attention in the engine
-# (CUDA graphs, packed prefill) at batch 32.
+# (CUDA graphs, packed prefill) at batch 32, and at batch 1 for its 1x1024 prefill.
 RLT_CHECK_TIMEOUT=90 run cudnn_tests "${rlt_env[@]}" "$build/tests/cuda/rlt_cuda_tests" \
   --gtest_filter='Cudnn.*:GpuEngine.Cudnn*'
 if [ -n "$e2e" ] && [ -f "$e2e/generation_config.json" ]; then
   rlt_bench rlt_e2e_cudnn_b32 32 --attention-backend cudnn
+  rlt_bench rlt_e2e_cudnn_b1 1 --attention-backend cudnn
 fi
 
 {
@@ -258,11 +259,13 @@ for batch in (1, 32, 128):
               f"{best / t['tokens_per_s']:.2f}" if best and t and t['tokens_per_s'] else "-"]
     widths = [11, 8] * (len(modes) + 1) + [10]
     print(f"{batch:>5} " + " ".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
-p, r = torch.get(("prefill", None)), rlt_bench(1)
-if p and r and r["full_depth"]["prefill_tokens_per_s"] and p["matmul_tflops"]:
-    rlt_tflops = p["linear_flops_per_token"] * r["full_depth"]["prefill_tokens_per_s"] / 1e12
-    print(f"prefill 1x1024: rlt {1024 / r['full_depth']['prefill_tokens_per_s'] * 1e3:.1f} ms = {rlt_tflops:.0f} TFLOP/s "
-          f"({100 * rlt_tflops / p['matmul_tflops']:.0f}% of matmul), torch {p['ms']:.1f} ms = {p['tflops']:.0f} TFLOP/s")
+p = torch.get(("prefill", None))
+for prefix, name in (("", "rlt"), ("cudnn_", "rlt (cudnn)")):
+    r = rlt_bench(1, prefix)
+    if p and r and r["full_depth"]["prefill_tokens_per_s"] and p["matmul_tflops"]:
+        rlt_tflops = p["linear_flops_per_token"] * r["full_depth"]["prefill_tokens_per_s"] / 1e12
+        print(f"prefill 1x1024: {name} {1024 / r['full_depth']['prefill_tokens_per_s'] * 1e3:.1f} ms = {rlt_tflops:.0f} TFLOP/s "
+              f"({100 * rlt_tflops / p['matmul_tflops']:.0f}% of matmul), torch {p['ms']:.1f} ms = {p['tflops']:.0f} TFLOP/s")
 PY
 echo "--- where rlt's device time went (CUDA events around each batch)"
 for f in "$logs"/rlt_e2e_*.log; do

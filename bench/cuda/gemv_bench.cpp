@@ -1,7 +1,8 @@
 // bf16 GEMV on the GPU at Ouro-1.4B decode shapes, against the device's copy bandwidth measured
 // in the same run (cudaMemcpy device to device, read + write). Each timed pass walks enough
 // distinct copies of the matrix (>= 1 GiB) that none of it is served from L2.
-// Also batch 1's gate/up projection with the SwiGLU fused in, against the two launches it replaces.
+// Also batch 1's fused forms (gate/up with the SwiGLU, qkv opening with the residual and norm),
+// each against the two launches it replaces.
 // Usage: rlt_bench_cuda_gemv
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -76,6 +77,43 @@ int main() {
       const double gbs = static_cast<double>(copies * one) / (ms * 1e-3) / 1e9;
       fmt::print("{:<24} {:>10.0f} {:>8.0f}%\n", name, gbs, 100.0 * gbs / copy_gbs);
     }
+  }
+  // Batch 1's qkv projection opening with the previous sublayer's residual and the input norm,
+  // against the residual-norm kernel followed by the GEMV.
+  {
+    const int64_t rows = 6144, cols = 2048;
+    float* rows_in = nullptr;  // h, the sublayer output, the two norm weights: zeros
+    unsigned* done = nullptr;
+    if (!check(cudaMalloc(&rows_in, 4 * cols * sizeof(float)), "cudaMalloc") ||
+        !check(cudaMalloc(&done, sizeof(unsigned)), "cudaMalloc"))
+      return 1;
+    cudaMemset(rows_in, 0, 4 * cols * sizeof(float));
+    cudaMemset(done, 0, sizeof(unsigned));
+    const rlt::cuda::ResidualNorm rn{
+        rows_in, rows_in + cols, rows_in + 2 * cols, rows_in + 3 * cols, 1e-6f, done};
+    const size_t one = static_cast<size_t>(rows * cols) * sizeof(uint16_t);
+    const size_t copies = std::max<size_t>(1, copy_bytes / one);
+    const auto* w = static_cast<const uint16_t*>(a);
+    const float fused_ms = best_ms(5, [&] {
+      for (size_t i = 0; i < copies; ++i)
+        (void)rlt::cuda::gemv_bf16_residual_norm(w + i * one / 2, rows, cols, rn, y, nullptr);
+    });
+    const float unfused_ms = best_ms(5, [&] {
+      for (size_t i = 0; i < copies; ++i) {
+        (void)rlt::cuda::add_rms_norm_then_norm(rn.h, rn.sublayer, rn.out_norm, rn.next_norm, 1,
+                                                cols, rn.eps, x, rlt::cuda::ElementType::kF32,
+                                                nullptr);
+        (void)rlt::cuda::gemv_bf16(w + i * one / 2, x, y, rows, cols, nullptr);
+      }
+    });
+    if (!check(cudaGetLastError(), "gemv_bf16_residual_norm")) return 1;
+    for (const auto& [name, ms] :
+         {std::pair{"norm+qkv fused", fused_ms}, std::pair{"norm, then qkv", unfused_ms}}) {
+      const double gbs = static_cast<double>(copies * one) / (ms * 1e-3) / 1e9;
+      fmt::print("{:<24} {:>10.0f} {:>8.0f}%\n", name, gbs, 100.0 * gbs / copy_gbs);
+    }
+    cudaFree(rows_in);
+    cudaFree(done);
   }
   cudaFree(a);
   cudaFree(x);
