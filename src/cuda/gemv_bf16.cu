@@ -188,7 +188,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp)
       [&](int64_t i, float v) { h_new[i] = v; }, [&](int64_t i) { return h_new[i]; },
       [&](int64_t i, float v) { x[i] = v; });
   __syncthreads();  // x complete; this block's reads of h are done
-  if (threadIdx.x == 0) last_block = atomicAdd(rn.done_blocks, 1u) == gridDim.x - 1;
+  if (threadIdx.x == 0) {
+    __threadfence();  // this block's reads of h are ordered before its count
+    last_block = atomicAdd(rn.done_blocks, 1u) == gridDim.x - 1;
+    if (last_block) __threadfence();  // every count (so every read of h) before the write-back
+  }
   __syncthreads();
   if (last_block) {
     for (int64_t i = threadIdx.x; i < cols; i += kRowThreads) rn.h[i] = h_new[i];
@@ -215,6 +219,16 @@ Status launch_residual_norm(const uint16_t* w, int64_t outputs, int64_t cols,
   }
   const dim3 blocks(static_cast<unsigned>((outputs + kWarpsPerBlock - 1) / kWarpsPerBlock));
   const size_t shared_bytes = static_cast<size_t>(2 * cols) * sizeof(float);
+  // Past 48 KiB in all (the kernel has some static shared memory too) a block must opt in.
+  if (shared_bytes > 46 * 1024) {
+    const cudaError_t a = cudaFuncSetAttribute(gemv_bf16_residual_norm_kernel<kSwiglu>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(shared_bytes));
+    if (a != cudaSuccess) {
+      (void)cudaGetLastError();
+      return cuda_status(static_cast<int>(a), what);
+    }
+  }
   const cudaError_t e =
       launch(gemv_bf16_residual_norm_kernel<kSwiglu>, blocks, kWarpsPerBlock * kWarp, shared_bytes,
              stream, w, outputs, cols, rn, y);

@@ -12,6 +12,8 @@
 
 #include "common/half.h"
 #include "cuda/model_kernels.h"
+#include "cuda/programmatic_launch.h"
+#include "cuda/runtime.h"
 #include "gpu_test_util.h"
 
 namespace rlt::cuda {
@@ -108,9 +110,21 @@ std::vector<uint32_t> bits(const std::vector<float>& v) {
   return b;
 }
 
+// Why this device cannot use programmatic dependent launch, or empty when it can.
+std::string why_no_programmatic_launch() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+    return "cannot read the device's compute capability";
+  return major < 9 ? "programmatic dependent launch needs sm_90 or newer" : "";
+}
+
 // The decode path that folds a sublayer's residual and the next norm into the next GEMV must give
 // exactly the unfused path's bits: h after the residual, and the projection (plain or SwiGLU).
-// Each shape runs twice, so the second launch shows that the first left its counter at zero.
+// Each shape runs twice, so the second launch shows that the first left its counter at zero; on
+// sm_90+ everything runs a second time on a stream with programmatic dependent launch, each step
+// right behind the kernel that produces its sublayer input (the fused kernel reads weights
+// before its wait, and must not read that input before it).
 TEST(GemvBf16, ResidualNormFusionEqualsTheUnfusedKernelsBitForBit) {
   RLT_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(17);
@@ -124,40 +138,58 @@ TEST(GemvBf16, ResidualNormFusionEqualsTheUnfusedKernelsBitForBit) {
                           {6144, 2048, false}, {1, 2048, true},  {33, 100, true},
                           {5632, 2048, true},  {40, 6144, false}};
   DeviceArray<unsigned> done(std::vector<unsigned>{0u});
-  for (const Shape& s : shapes) {
-    const int64_t n = s.cols, weight_rows = s.swiglu ? 2 * s.outputs : s.outputs;
-    std::vector<uint16_t> w(static_cast<size_t>(weight_rows * n));
-    for (auto& v : w) v = f32_to_bf16(dist(rng));
-    std::vector<float> h(static_cast<size_t>(n)), sub(h.size()), out_w(h.size()), next_w(h.size());
-    for (auto* v : {&h, &sub, &out_w, &next_w})
-      for (float& e : *v) e = dist(rng);
-    DeviceArray<uint16_t> dw(w);
-    DeviceArray<float> dsub(sub), dout_w(out_w), dnext_w(next_w);
-    DeviceArray<float> h_fused(h), h_plain(h), normed(h);
-    DeviceArray<float> y_fused(std::vector<float>(static_cast<size_t>(s.outputs), -1.0f));
-    DeviceArray<float> y_plain(std::vector<float>(static_cast<size_t>(s.outputs), -2.0f));
-    for (int pass = 0; pass < 2; ++pass) {
-      const ResidualNorm rn{h_fused.ptr, dsub.ptr, dout_w.ptr, dnext_w.ptr, eps, done.ptr};
-      ASSERT_TRUE(add_rms_norm_then_norm(h_plain.ptr, dsub.ptr, dout_w.ptr, dnext_w.ptr, 1, n, eps,
-                                         normed.ptr, ElementType::kF32, nullptr)
-                      .ok());
-      if (s.swiglu) {
-        ASSERT_TRUE(
-            gemv_bf16_residual_norm_swiglu(dw.ptr, s.outputs, n, rn, y_fused.ptr, nullptr).ok());
-        ASSERT_TRUE(gemv_bf16_swiglu(dw.ptr, normed.ptr, y_plain.ptr, s.outputs, n, nullptr).ok());
-      } else {
-        ASSERT_TRUE(gemv_bf16_residual_norm(dw.ptr, s.outputs, n, rn, y_fused.ptr, nullptr).ok());
-        ASSERT_TRUE(gemv_bf16(dw.ptr, normed.ptr, y_plain.ptr, s.outputs, n, nullptr).ok());
+  auto stream = Stream::create();
+  ASSERT_TRUE(stream.ok());
+  std::vector<bool> pdl_modes = {false};
+  if (why_no_programmatic_launch().empty()) pdl_modes.push_back(true);
+  for (const bool pdl : pdl_modes) {
+    set_programmatic_launch(stream->handle(), pdl);
+    CUstream_st* const s_handle = stream->handle();
+    for (const Shape& s : shapes) {
+      const int64_t n = s.cols, weight_rows = s.swiglu ? 2 * s.outputs : s.outputs;
+      std::vector<uint16_t> w(static_cast<size_t>(weight_rows * n));
+      for (auto& v : w) v = f32_to_bf16(dist(rng));
+      std::vector<float> h(static_cast<size_t>(n)), sub(h.size()), out_w(h.size()),
+          next_w(h.size()), step(h.size());
+      for (auto* v : {&h, &sub, &out_w, &next_w, &step})
+        for (float& e : *v) e = dist(rng);
+      DeviceArray<uint16_t> dw(w);
+      DeviceArray<float> dsub(sub), dout_w(out_w), dnext_w(next_w), dstep(step);
+      DeviceArray<float> h_fused(h), h_plain(h), normed(h);
+      DeviceArray<float> y_fused(std::vector<float>(static_cast<size_t>(s.outputs), -1.0f));
+      DeviceArray<float> y_plain(std::vector<float>(static_cast<size_t>(s.outputs), -2.0f));
+      for (int pass = 0; pass < 2; ++pass) {
+        const std::string what = fmt::format("{} x {}{} pass {}{}", s.outputs, n,
+                                             s.swiglu ? " swiglu" : "", pass, pdl ? " pdl" : "");
+        const ResidualNorm rn{h_fused.ptr, dsub.ptr, dout_w.ptr, dnext_w.ptr, eps, done.ptr};
+        // The sublayer input changes right before each consumer.
+        ASSERT_TRUE(add_in_place(dsub.ptr, dstep.ptr, n, s_handle).ok()) << what;
+        if (s.swiglu) {
+          ASSERT_TRUE(
+              gemv_bf16_residual_norm_swiglu(dw.ptr, s.outputs, n, rn, y_fused.ptr, s_handle).ok());
+        } else {
+          ASSERT_TRUE(
+              gemv_bf16_residual_norm(dw.ptr, s.outputs, n, rn, y_fused.ptr, s_handle).ok());
+        }
+        ASSERT_TRUE(add_rms_norm_then_norm(h_plain.ptr, dsub.ptr, dout_w.ptr, dnext_w.ptr, 1, n,
+                                           eps, normed.ptr, ElementType::kF32, s_handle)
+                        .ok());
+        if (s.swiglu) {
+          ASSERT_TRUE(
+              gemv_bf16_swiglu(dw.ptr, normed.ptr, y_plain.ptr, s.outputs, n, s_handle).ok());
+        } else {
+          ASSERT_TRUE(gemv_bf16(dw.ptr, normed.ptr, y_plain.ptr, s.outputs, n, s_handle).ok());
+        }
+        ASSERT_EQ(cudaStreamSynchronize(s_handle), cudaSuccess) << what;
+        ASSERT_EQ(bits(read(h_fused, h.size())), bits(read(h_plain, h.size()))) << what;
+        ASSERT_EQ(bits(read(y_fused, static_cast<size_t>(s.outputs))),
+                  bits(read(y_plain, static_cast<size_t>(s.outputs))))
+            << what;
+        ASSERT_EQ(read(done, 1)[0], 0u) << what;
       }
-      const std::string what =
-          fmt::format("{} x {}{} pass {}", s.outputs, n, s.swiglu ? " swiglu" : "", pass);
-      ASSERT_EQ(bits(read(h_fused, h.size())), bits(read(h_plain, h.size()))) << what;
-      ASSERT_EQ(bits(read(y_fused, static_cast<size_t>(s.outputs))),
-                bits(read(y_plain, static_cast<size_t>(s.outputs))))
-          << what;
-      ASSERT_EQ(read(done, 1)[0], 0u) << what;
     }
   }
+  set_programmatic_launch(stream->handle(), false);
   EXPECT_FALSE(gemv_residual_norm_supported(6145));
 }
 
