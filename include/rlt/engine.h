@@ -21,16 +21,21 @@ struct EngineConfig {
   // KV cache
   int32_t block_size = 16;                       // tokens per page
   int64_t num_kv_blocks = 0;                     // 0: as many as kv_cache_bytes holds
-  int64_t kv_cache_bytes = int64_t{1} << 30;     // K + V pools
+  // K + V pools; 0: 1 GiB on the CPU, and on a GPU what gpu_memory_utilization leaves.
+  int64_t kv_cache_bytes = 0;
+  // GPU runs without kv_cache_bytes: the share of the device's memory the run may take (weights,
+  // activations and workspaces included); the KV cache gets the rest, as vLLM sizes it.
+  double gpu_memory_utilization = 0.9;
   std::string kv_layout = "last_exited";         // or "shared"
   std::string kv_dtype = "auto";                 // auto (= weights), f32, bf16, f16
   bool enable_prefix_caching = false;
   double watermark = 0.01;                       // admission headroom, share of the pool
 
-  // Scheduler
-  int32_t max_num_seqs = 8;
-  int32_t max_num_batched_tokens = 128;
-  int32_t prefill_chunk_size = 128;
+  // Scheduler. The batch budgets' 0 is the device's default: 8 / 128 / 128 on the CPU; 256 /
+  // 8192 / 2048 on a GPU, whose batches need many rows to use it (vLLM's scale).
+  int32_t max_num_seqs = 0;
+  int32_t max_num_batched_tokens = 0;
+  int32_t prefill_chunk_size = 0;
   int32_t max_prefill_batches_before_decode = 1;
   int32_t admission_scan_limit = 64;
   int32_t max_admission_bypasses = 8;

@@ -23,15 +23,22 @@ EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
 void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   EngineConfig& c = f.config;
   add_attention_flags(cmd, f.attention);
-  cmd.add_option("--kv-cache-gib", f.kv_cache_gib, "Memory for the K and V pools")->capture_default_str();
+  cmd.add_option("--kv-cache-gib", f.kv_cache_gib,
+                 "Memory for the K and V pools (default: 1 GiB on the CPU; on a GPU what "
+                 "--gpu-memory-utilization leaves)");
+  cmd.add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
+                 "GPU runs without --kv-cache-gib: the share of the device's memory the run may "
+                 "use; the KV cache gets what weights, activations and workspaces leave of it")
+      ->capture_default_str();
   cmd.add_option("--num-kv-blocks", c.num_kv_blocks, "KV pages (overrides --kv-cache-gib; 0 = from it)")->capture_default_str();
   cmd.add_option("--kv-layout", c.kv_layout, "last_exited (one plane per loop) or shared (one plane)")->capture_default_str();
   cmd.add_option("--kv-dtype", c.kv_dtype, "K/V cache dtype: auto (= weights), f32, bf16, f16")->capture_default_str();
   cmd.add_flag("--enable-prefix-caching", c.enable_prefix_caching, "Share full prompt pages between requests");
   cmd.add_option("--watermark", c.watermark, "Share of the pool admission keeps free for growth")->capture_default_str();
-  cmd.add_option("--max-num-seqs", c.max_num_seqs, "Admitted requests, and rows per batch")->capture_default_str();
-  cmd.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "Rows per batch")->capture_default_str();
-  cmd.add_option("--prefill-chunk-size", c.prefill_chunk_size, "Prompt tokens per request per prefill batch")->capture_default_str();
+  cmd.add_option("--max-num-seqs", c.max_num_seqs, "Admitted requests, and rows per batch (default: 8 on the CPU, 256 on a GPU)");
+  cmd.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "Rows per batch (default: 128 on the CPU, 8192 on a GPU)");
+  cmd.add_option("--prefill-chunk-size", c.prefill_chunk_size,
+                 "Prompt tokens per request per prefill batch (default: 128 on the CPU, 2048 on a GPU)");
   cmd.add_option("--max-prefill-batches-before-decode", c.max_prefill_batches_before_decode,
                  "Prefill batches allowed before a due recurrent batch")->capture_default_str();
   cmd.add_option("--admission-scan-limit", c.admission_scan_limit, "Waiting requests examined per admission pass")->capture_default_str();

@@ -18,7 +18,7 @@ namespace rlt::cli {
 struct EngineFlags {
   EngineConfig config;
   AttentionFlags attention;
-  double kv_cache_gib = 1.0;
+  double kv_cache_gib = 0.0;  // 0: the engine's default (1 GiB on the CPU, sized on a GPU)
   double preemption_host_gib = 4.0;
   bool no_incremental_kv = false;
   bool no_cuda_graphs = false;

@@ -14,6 +14,13 @@ Status cuda_status(int error, const std::string& what) {
                                     cudaGetErrorString(e)));
 }
 
+Result<MemoryInfo> memory_info() {
+  size_t free = 0, total = 0;
+  RLT_RETURN_IF_ERROR(
+      cuda_status(static_cast<int>(cudaMemGetInfo(&free, &total)), "reading the device's memory"));
+  return MemoryInfo{static_cast<int64_t>(free), static_cast<int64_t>(total)};
+}
+
 DeviceList list_devices() {
   DeviceList out;
   int count = 0;

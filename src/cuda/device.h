@@ -29,6 +29,12 @@ DeviceList list_devices();
 // "sm_80, sm_90a, ..." — what this build compiled its kernels for.
 std::string compiled_architectures();
 
+// The current device's free and total memory (cudaMemGetInfo), in bytes.
+struct MemoryInfo {
+  int64_t free = 0, total = 0;
+};
+Result<MemoryInfo> memory_info();
+
 // Turns a cudaError_t (passed as int to keep CUDA headers out) into a Status naming `what`.
 Status cuda_status(int error, const std::string& what);
 

@@ -67,6 +67,17 @@ double copy_bandwidth_gbs(const std::string& device) {
 #endif
 }
 
+Result<GpuMemoryInfo> gpu_memory_info(int device) {
+#ifdef RLT_ENGINE_HAS_CUDA
+  RLT_RETURN_IF_ERROR(cuda::set_device(device));
+  RLT_ASSIGN_OR_RETURN(cuda::MemoryInfo m, cuda::memory_info());
+  return GpuMemoryInfo{m.free, m.total};
+#else
+  return failed_precondition(
+      fmt::format("cuda:{}: this build has no CUDA (cmake -DRLT_CUDA=ON)", device));
+#endif
+}
+
 Result<std::unique_ptr<ModelRunner>> make_gpu_runner(
     std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
     std::unique_ptr<attention::AttentionBackend> backend,

@@ -33,6 +33,12 @@ struct GpuRunnerSettings {
 // probe counted as read + write, in GB/s; 0 when it cannot be measured.
 double copy_bandwidth_gbs(const std::string& device);
 
+// Free and total memory of CUDA device `device`, in bytes (an error without CUDA).
+struct GpuMemoryInfo {
+  int64_t free = 0, total = 0;
+};
+Result<GpuMemoryInfo> gpu_memory_info(int device);
+
 // The GPU runner (gpu_model_runner.h) in CUDA builds; an error naming the build switch otherwise.
 Result<std::unique_ptr<ModelRunner>> make_gpu_runner(
     std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,

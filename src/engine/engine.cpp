@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "engine/cpu_model_runner.h"
 #include "engine/device_choice.h"
+#include "engine/gpu_memory_plan.h"
 #include "engine/sampler.h"
 #include "engine/sampler_history.h"
 #include "engine/sampler_rng.h"
@@ -33,6 +34,14 @@ Result<DType> resolve_kv_dtype(const std::string& name, DType weights) {
   if (name == "bf16") return DType::kBF16;
   if (name == "f16") return DType::kF16;
   return invalid_argument(fmt::format("unknown kv dtype '{}' (accepted: auto, f32, bf16, f16)", name));
+}
+
+// The configuration with the device's defaults in place of the batch budgets left at 0.
+EngineConfig with_device_defaults(EngineConfig c, bool cuda) {
+  if (c.max_num_seqs == 0) c.max_num_seqs = cuda ? 256 : 8;
+  if (c.max_num_batched_tokens == 0) c.max_num_batched_tokens = cuda ? 8192 : 128;
+  if (c.prefill_chunk_size == 0) c.prefill_chunk_size = cuda ? 2048 : 128;
+  return c;
 }
 
 Result<sched::SchedulerConfig> scheduler_config(const EngineConfig& c) {
@@ -130,13 +139,36 @@ struct Engine::Impl : public sched::PreemptionHooks {
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
-Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
+namespace {
+
+// The KV cache's bytes on a GPU when the user gave no size: what --gpu-memory-utilization leaves
+// (engine/gpu_memory_plan.h), measured against the device's memory now.
+Result<int64_t> gpu_kv_cache_bytes(const EngineConfig& config, int device,
+                                   const model::OuroModel& model, const std::string& backend,
+                                   int64_t bytes_per_block) {
+  RLT_ASSIGN_OR_RETURN(engine::GpuMemoryInfo memory, engine::gpu_memory_info(device));
+  int64_t weight_bytes = 0;
+  for (const auto& [name, view] : model.checkpoint.tensors()) weight_bytes += static_cast<int64_t>(view.nbytes);
+  const int64_t max_rows = std::max(config.max_num_batched_tokens, config.max_num_seqs);
+  const engine::GpuMemoryNeeds needs = engine::estimate_gpu_memory_needs(
+      model.config, weight_bytes, max_rows, config.max_num_seqs, backend == "cudnn");
+  RLT_ASSIGN_OR_RETURN(engine::GpuKvPlan plan,
+                       engine::plan_gpu_kv_cache(fmt::format("cuda:{}", device), memory.total, memory.free,
+                                                 config.gpu_memory_utilization, needs, bytes_per_block));
+  log_info(plan.summary);
+  return plan.kv_bytes;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
+  // The device first: a wrong --device fails before the model is read.
+  RLT_ASSIGN_OR_RETURN(engine::DeviceChoice device, engine::choose_device(requested.device));
+  const EngineConfig config = with_device_defaults(requested, device.cuda);
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   if (config.threads > 0) omp_set_num_threads(config.threads);
   RLT_ASSIGN_OR_RETURN(model::LoadOptions load, model::parse_activation_dtype(config.activation_dtype));
-  // The device first: a wrong --device fails before the model is read.
-  RLT_ASSIGN_OR_RETURN(engine::DeviceChoice device, engine::choose_device(config.device));
   if (device.cuda && load.bf16_activations) {
     return invalid_argument("--activation-dtype bf16 selects the CPU kernels' activations; GPU runs round "
                             "activations to the weight type inside their GEMMs already: drop it with --device cuda");
@@ -194,7 +226,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   int64_t blocks = config.num_kv_blocks;
   if (blocks <= 0) {
     kc.geometry.num_blocks = 1;
-    blocks = config.kv_cache_bytes / kc.geometry.bytes_per_block();
+    int64_t kv_bytes = config.kv_cache_bytes;
+    if (kv_bytes == 0 && device.cuda) {
+      RLT_ASSIGN_OR_RETURN(kv_bytes, gpu_kv_cache_bytes(config, device.cuda_index, *impl->model,
+                                                        impl->attention_report.selected,
+                                                        kc.geometry.bytes_per_block()));
+    } else if (kv_bytes == 0) {
+      kv_bytes = int64_t{1} << 30;
+    }
+    blocks = kv_bytes / kc.geometry.bytes_per_block();
   }
   if (blocks < 1 || blocks > (int64_t{1} << 30)) {
     return invalid_argument(fmt::format("the KV cache would hold {} blocks of {} bytes; give it between one block "

@@ -14,6 +14,7 @@
 #include "attention/registry.h"
 #include "common/log.h"
 #include "cuda/model_kernels.h"
+#include "engine/device_choice.h"
 #include "gpu_test_util.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
@@ -113,6 +114,9 @@ Generation generate(const std::string& dir, const RunSettings& run_settings) {
   c.kv_layout = s.layout;
   c.attention_backend = s.attention;
   c.max_num_seqs = s.max_num_seqs;
+  // The CPU's budgets on both devices, so both batch alike.
+  c.kv_cache_bytes = int64_t{1} << 30;
+  c.max_num_batched_tokens = 128;
   c.prefill_chunk_size = 7;  // several chunks per prompt
   auto engine = Engine::create(c);
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
@@ -434,6 +438,46 @@ TEST(GpuEngine, CudnnAttentionRunsTheEngine) {
     EXPECT_EQ(graphs.depths, eager.depths) << layout;
     EXPECT_GT(graphs.graph_replays, 0) << layout;
   }
+}
+
+// Without --kv-cache-gib a GPU run's cache takes what --gpu-memory-utilization leaves of the
+// device: at 0.5, under half the device's memory and most of it (the demo's weights and buffers
+// are small); a share too small for anything is a clear error, as is one above 1.
+TEST(GpuEngine, KvCacheSizedFromGpuMemoryUtilization) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  set_log_level(LogLevel::kWarn);
+  const std::string dir = bf16_demo_dir();
+  auto memory = engine::gpu_memory_info(0);
+  ASSERT_TRUE(memory.ok()) << memory.status().to_string();
+  EngineConfig c;
+  c.model_dir = dir;
+  c.device = "cuda";
+  c.gpu_memory_utilization = 0.5;
+  {
+    auto engine = Engine::create(c);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    const EngineMetrics m = (*engine)->metrics();
+    const ModelFootprint f = (*engine)->footprint();
+    // Every page holds 16 tokens of one loop plane.
+    const double kv = static_cast<double>(m.kv_total_blocks) * 16.0 *
+                      static_cast<double>(f.kv_bytes_per_token_per_loop);
+    const auto total = static_cast<double>(memory->total);
+    EXPECT_LE(kv, 0.5 * total);
+    EXPECT_GE(kv,
+              0.5 * total - static_cast<double>(memory->total - memory->free) - 4.0 * (1 << 30));
+    SamplingParams p;
+    p.max_tokens = 4;
+    ASSERT_TRUE((*engine)->add_request(1, {5, 9, 13}, p).ok());
+    while ((*engine)->has_unfinished()) ASSERT_TRUE((*engine)->step().ok());
+  }
+  c.gpu_memory_utilization = 1e-6;
+  auto starved = Engine::create(c);
+  ASSERT_FALSE(starved.ok());
+  EXPECT_NE(starved.status().message().find("--gpu-memory-utilization"), std::string::npos)
+      << starved.status().to_string();
+  c.gpu_memory_utilization = 1.5;
+  EXPECT_FALSE(Engine::create(c).ok());
+  std::filesystem::remove_all(test_dir());
 }
 
 TEST(GpuEngine, BadDeviceChoicesAreClearErrors) {
