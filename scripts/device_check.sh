@@ -9,7 +9,7 @@
 # Usage: scripts/device_check.sh [OUT_DIR]     (default: device-logs)
 #   RLT_CHECKS=name,glob*,...   run only these checks (a rerun of some; make_model always runs
 #                               when a selected end-to-end check needs the checkpoint)
-#   RLT_CHECK_BUDGET=seconds    the whole script's budget (default 440; run it with timeout_s 520)
+#   RLT_CHECK_BUDGET=seconds    the whole script's budget (default 400; run it with timeout_s 480)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 out=${1:-device-logs}
@@ -27,24 +27,28 @@ rlt_env=(env)
 rlt_libs=""
 if [ -z "${RLT_BUILD_DIR:-}" ] && [ -x device-bundle/src/cli/rlt ]; then
   build=device-bundle
-  rlt_libs="$PWD/device-bundle/lib:/usr/local/cuda/lib64:"
+  rlt_libs="$PWD/device-bundle/lib:/usr/local/cuda/lib64"
 fi
 # The cuDNN that PyTorch's SDPA runs (its wheel's) serves rlt's cudnn backend too, so the two are
-# compared on one cuDNN version; RLT_CUDNN_DIR picks another, an empty one the system's.
+# compared on one cuDNN version: its folder comes first (it holds libcudnn*.so.9 only);
+# RLT_CUDNN_DIR picks another, an empty one the system's.
 cudnn_dir=${RLT_CUDNN_DIR-$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)}
-[ -n "$cudnn_dir" ] && [ -d "$cudnn_dir" ] && rlt_libs="$rlt_libs$cudnn_dir:"
-[ -n "$rlt_libs" ] && rlt_env=(env "LD_LIBRARY_PATH=$rlt_libs${LD_LIBRARY_PATH:-}")
+[ -n "$cudnn_dir" ] && [ -d "$cudnn_dir" ] && rlt_libs="$cudnn_dir${rlt_libs:+:$rlt_libs}"
+[ -n "$rlt_libs" ] && rlt_env=(env "LD_LIBRARY_PATH=$rlt_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 rows=()
-# The whole script stays within about 7.5 minutes (a device command may run 600 s, and a session has
+# The whole script stays within about 7 minutes (a device command may run 600 s, and a session has
 # 15 minutes of device time for a start, this run and a rerun): checks share this budget, and the
 # ones it cannot fit are skipped, so the table is always printed.
-deadline=$(($(date +%s) + ${RLT_CHECK_BUDGET:-440}))
+deadline=$(($(date +%s) + ${RLT_CHECK_BUDGET:-400}))
 
 # selected NAME: whether RLT_CHECKS (comma-separated names or globs) asks for this check.
+considered=()
 selected() {
+  considered+=("$1")
   [ -z "${RLT_CHECKS:-}" ] && return 0
   local pattern
-  IFS=, read -ra patterns <<<"$RLT_CHECKS"
+  local -a patterns
+  IFS=, read -ra patterns <<<"${RLT_CHECKS// /}"
   for pattern in "${patterns[@]}"; do
     # shellcheck disable=SC2053  # the pattern is a glob on purpose
     [[ $1 == $pattern ]] && return 0
@@ -52,11 +56,23 @@ selected() {
   return 1
 }
 
+# The rows so far as OUT/summary.txt (the full table replaces it at the end), and the logs: what
+# comes back if the run is cut short.
+save_progress() {
+  {
+    echo "(partial: the run ended before its table)"
+    printf '%-22s %-7s %8s  %s\n' check result time summary
+    [ ${#rows[@]} -gt 0 ] && printf '%s\n' "${rows[@]}"
+    [ -n "${1:-}" ] && echo "running: $1"
+  } >"$out/summary.txt"
+  pack
+}
+
 # skip NAME WHY: records a check that did not run.
 skip() {
   echo "skipped: $2" >"$logs/$1.log"
   rows+=("$(printf '%-22s %-7s %7s   %s' "$1" "SKIP" "-" "$2")")
-  pack
+  save_progress
 }
 
 # run NAME COMMAND...: runs one check with its output in $logs/NAME.log and records a table row.
@@ -73,6 +89,7 @@ run() {
     skip "$name" "the script's time budget is spent"
     return 0
   fi
+  save_progress "$name (at most $limit s)"
   start=$(date +%s.%N)
   timeout -k 10 "$limit" "$@" >"$logs/$name.log" 2>&1
   rc=$?
@@ -87,7 +104,7 @@ run() {
   summary=$(grep -E "PASSED|FAILED|SKIPPED|error|timed out" "$logs/$name.log" | tail -1)
   rows+=("$(printf '%-22s %-7s %7.1fs  %s' "$name" "$result" \
     "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" "${summary:0:80}")")
-  pack
+  save_progress
   return 0
 }
 
@@ -100,14 +117,17 @@ for name in ("libcudnn.so.9", "libnvrtc.so.13"):
     try:
         lib = ctypes.CDLL(name)
         version = f" (version {lib.cudnnGetVersion()})" if name.startswith("libcudnn") else ""
-        print(f"{name}: loads{version}")
+        where = next((l.split()[-1] for l in open("/proc/self/maps") if name.split(".so")[0] + ".so" in l), "?")
+        print(f"{name}: loads{version} from {where}")
     except (OSError, AttributeError) as e:
         print(f"{name}: does not load ({e})")
 PY
 for binary in "$build/src/cli/rlt" "$build/tests/cuda/rlt_cuda_tests" "$build/bench/cuda/rlt_bench_cuda_gemv" \
   "$build/bench/cuda/rlt_bench_cuda_attention"; do
   if [ ! -x "$binary" ]; then
-    echo "missing $binary: build with CUDA on the development machine first (cmake --preset release)" >&2
+    echo "missing $binary: build with CUDA on the development machine first (cmake --preset release)" |
+      tee "$out/summary.txt" >&2
+    pack
     exit 2
   fi
   "${rlt_env[@]}" ldd "$binary" | grep "not found" >>"$logs/missing-libraries.txt" || true
@@ -134,19 +154,21 @@ fi
 e2e_checks=(rlt_e2e_b1 rlt_e2e_b32 rlt_e2e_b128 torch_e2e rlt_e2e_async_b1 rlt_e2e_async_b32
   rlt_e2e_async_b128 rlt_e2e_pdl_b1 rlt_e2e_pdl_b32 rlt_e2e_cudnn_b32 rlt_e2e_cudnn_b1)
 needs_model=""
-for check in "${e2e_checks[@]}"; do selected "$check" && needs_model=1; done
+for check in make_model "${e2e_checks[@]}"; do selected "$check" && needs_model=1; done
 # generation_config.json is the last file make-model writes: a folder without it is incomplete.
 if [ -n "$e2e" ] && [ -n "$needs_model" ] && [ ! -f "$e2e/generation_config.json" ]; then
   # rlt writes it (random bf16 weights, ~15 s): no Python packages needed for it on this machine.
   RLT_FORCE_CHECK=1 run make_model "${rlt_env[@]}" "$build/src/cli/rlt" make-model --preset ouro-1.4b --out "$e2e"
 fi
-# rlt_bench NAME BATCH FLAGS...: one end-to-end rlt run at 1K context with 16 new tokens.
+# rlt_bench NAME BATCH FLAGS...: one end-to-end rlt run at 1K context with 16 new tokens (64 at
+# batch 1, whose steady decode window would otherwise be a few tens of milliseconds).
 rlt_bench() {
   local name=$1 batch=$2
   shift 2
-  local gib=$((batch * 3 / 4 + 4)) # (1024 + 16) tokens x 4 planes x 0.19 MiB per token-plane, with room
+  local gib=$((batch * 3 / 4 + 4)) # (1024 + 64) tokens x 4 planes x 0.19 MiB per token-plane, with room
+  local new_tokens=$((batch == 1 ? 64 : 16))
   run "$name" "${rlt_env[@]}" "$build/src/cli/rlt" bench --device cuda --model "$e2e" --num-requests "$batch" \
-    --concurrency "$batch" --prompt-len 1024 --output-len 16 --max-num-seqs "$batch" \
+    --concurrency "$batch" --prompt-len 1024 --output-len "$new_tokens" --max-num-seqs "$batch" \
     --max-num-batched-tokens 8192 --prefill-chunk-size 1024 --max-prefill-batches-before-decode 64 \
     --kv-cache-gib "$gib" --warmup-requests "$batch" "$@"
 }
@@ -175,14 +197,23 @@ fi
 {
 [ -f device-bundle/STAMP.txt ] && [ "$build" = device-bundle ] && echo "bundle: $(tr '\n' ' ' <device-bundle/STAMP.txt)"
 echo "GPU: $(sed -n 2p "$logs/gpu.txt")"
-echo "run-time libraries: $(cut -c1-60 "$logs/cuda-libraries.txt" | tr '\n' ' ')"
+if [ -n "${RLT_CHECKS:-}" ]; then
+  IFS=, read -ra wanted <<<"${RLT_CHECKS// /}"
+  for pattern in "${wanted[@]}"; do
+    hit=""
+    # shellcheck disable=SC2053  # the pattern is a glob on purpose
+    for name in "${considered[@]}"; do [[ $name == $pattern ]] && hit=1 && break; done
+    [ -z "$hit" ] && echo "RLT_CHECKS: '$pattern' matches no check"
+  done
+fi
+echo "run-time libraries: $(cut -c1-140 "$logs/cuda-libraries.txt" | tr '\n' ' ')"
 printf '%-22s %-7s %8s  %s\n' check result time summary
 printf '%s\n' "${rows[@]}"
 if [ -s "$logs/missing-libraries.txt" ]; then
   echo "missing shared libraries (carry them along): $(tr '\n' ' ' <"$logs/missing-libraries.txt")"
 fi
 echo "--- GPU GEMV vs copy bandwidth"
-tail -n +2 "$logs/bench_gemv.log"
+[ -f "$logs/bench_gemv.log" ] && tail -n +2 "$logs/bench_gemv.log"
 echo "--- decode attention: rlt's backends vs PyTorch SDPA on the same shapes (same run)"
 python3 - "$logs/bench_attention.log" "$logs/torch_sdpa.log" <<'PY'
 import json, os, sys
