@@ -58,11 +58,9 @@ class CudaPagedBackend final : public AttentionBackend {
     RLT_ASSIGN_OR_RETURN(cuda::ElementType element,
                          cuda::element_type_of(p.k.dtype, "cuda_paged: the K/V cache"));
 
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    RLT_RETURN_IF_ERROR(cuda::cuda_status(
-        static_cast<int>(cudaStreamIsCapturing(static_cast<cudaStream_t>(p.stream), &capture)),
-        "cuda_paged: asking whether the stream is capturing"));
-    const bool capturing = capture != cudaStreamCaptureStatusNone;
+    RLT_ASSIGN_OR_RETURN(
+        const bool capturing,
+        cuda::stream_is_capturing(static_cast<cuda::StreamHandle>(p.stream), "cuda_paged"));
 
     cuda_paged::PagedLaunch l;
     l.q = p.q;

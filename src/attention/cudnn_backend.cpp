@@ -155,11 +155,10 @@ class CudnnBackend final : public AttentionBackend {
     try {
       // A captured call must replay for any metadata of its shape: it runs as given, its bucket
       // from its shape (max_seqlen_q) alone.
-      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-      RLT_RETURN_IF_ERROR(cuda::cuda_status(
-          static_cast<int>(cudaStreamIsCapturing(static_cast<cudaStream_t>(p.stream), &capture)),
-          "cudnn: asking whether the stream is capturing"));
-      if (capture != cudaStreamCaptureStatusNone) return run_call(p, /*capturing=*/true);
+      RLT_ASSIGN_OR_RETURN(
+          const bool capturing,
+          cuda::stream_is_capturing(static_cast<cuda::StreamHandle>(p.stream), "cudnn"));
+      if (capturing) return run_call(p, /*capturing=*/true);
       // Eager: a packed call whose padding would not fit runs as several cuDNN calls over runs
       // of sequences, decided from the host metadata.
       RLT_ASSIGN_OR_RETURN(std::vector<SequenceRange> ranges,

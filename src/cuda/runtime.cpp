@@ -48,6 +48,13 @@ Status synchronize_stream(StreamHandle stream, const std::string& what) {
   return check(cudaStreamSynchronize(stream), what);
 }
 
+Result<bool> stream_is_capturing(StreamHandle stream, const std::string& who) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  RLT_RETURN_IF_ERROR(check(cudaStreamIsCapturing(stream, &capture),
+                            who + ": asking whether the stream is capturing"));
+  return capture != cudaStreamCaptureStatusNone;
+}
+
 Result<Stream> Stream::create() {
   cudaStream_t s = nullptr;
   RLT_RETURN_IF_ERROR(

@@ -28,6 +28,10 @@ double copy_bandwidth_gbs(size_t bytes);
 // Waits for everything queued on `stream` (null: the legacy default stream).
 Status synchronize_stream(StreamHandle stream, const std::string& what);
 
+// Whether `stream` is being captured into a CUDA graph (work queued on it then runs only when the
+// graph is launched); `who` names the caller in the error.
+Result<bool> stream_is_capturing(StreamHandle stream, const std::string& who);
+
 // A non-blocking stream (it does not synchronize with the legacy default stream).
 class Stream {
  public:
