@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <utility>
 #include <vector>
 
 #include "cuda/gemv_bf16.h"
@@ -40,81 +39,67 @@ int main() {
       !check(cudaMalloc(&y, 49152 * sizeof(float)), "cudaMalloc"))
     return 1;
   cudaMemset(x, 0, 8192 * sizeof(float));
-  for (const Shape& s : shapes) {
-    const size_t one = static_cast<size_t>(s.rows * s.cols) * sizeof(uint16_t);
+  // One row of the table: the best time of launch(weights) over every distinct copy of a
+  // `one`-byte matrix, as the weights' bytes per second (a fused form and the launches it
+  // replaces read the same bytes, so the launch it saves shows as bandwidth).
+  auto measure = [&](const char* name, size_t one, auto&& launch) {
     const size_t copies = std::max<size_t>(1, copy_bytes / one);
     const auto* w = static_cast<const uint16_t*>(a);
     const float ms = best_ms(5, [&] {
-      for (size_t i = 0; i < copies; ++i)
-        (void)rlt::cuda::gemv_bf16(w + i * one / 2, x, y, s.rows, s.cols, nullptr);
+      for (size_t i = 0; i < copies; ++i) launch(w + i * one / 2);
     });
-    if (!check(cudaGetLastError(), "gemv_bf16")) return 1;
+    if (!check(cudaGetLastError(), name)) return false;
     const double gbs = static_cast<double>(copies * one) / (ms * 1e-3) / 1e9;
-    fmt::print("{:<24} {:>10.0f} {:>8.0f}%\n", s.name, gbs, 100.0 * gbs / copy_gbs);
+    fmt::print("{:<24} {:>10.0f} {:>8.0f}%\n", name, gbs, 100.0 * gbs / copy_gbs);
+    return true;
+  };
+  auto bytes = [](int64_t rows, int64_t cols) {
+    return static_cast<size_t>(rows * cols) * sizeof(uint16_t);
+  };
+  for (const Shape& s : shapes) {
+    if (!measure(s.name, bytes(s.rows, s.cols), [&](const uint16_t* w) {
+          (void)rlt::cuda::gemv_bf16(w, x, y, s.rows, s.cols, nullptr);
+        }))
+      return 1;
   }
   // Batch 1's MLP input side: the stacked gate/up matrix with the SwiGLU fused into the GEMV,
-  // against the GEMV over both halves followed by the SwiGLU kernel (the weights' bytes per second
-  // either way, so the launch the fusion saves shows as bandwidth).
-  {
-    const int64_t inter = 5632, cols = 2048;
-    const size_t one = static_cast<size_t>(2 * inter * cols) * sizeof(uint16_t);
-    const size_t copies = std::max<size_t>(1, copy_bytes / one);
-    const auto* w = static_cast<const uint16_t*>(a);
-    const float fused_ms = best_ms(5, [&] {
-      for (size_t i = 0; i < copies; ++i)
-        (void)rlt::cuda::gemv_bf16_swiglu(w + i * one / 2, x, y, inter, cols, nullptr);
-    });
-    const float unfused_ms = best_ms(5, [&] {
-      for (size_t i = 0; i < copies; ++i) {
-        (void)rlt::cuda::gemv_bf16(w + i * one / 2, x, y, 2 * inter, cols, nullptr);
+  // against the GEMV over both halves followed by the SwiGLU kernel.
+  const int64_t inter = 5632, hidden = 2048;
+  if (!measure("gate/up+SwiGLU fused", bytes(2 * inter, hidden),
+               [&](const uint16_t* w) {
+                 (void)rlt::cuda::gemv_bf16_swiglu(w, x, y, inter, hidden, nullptr);
+               }) ||
+      !measure("gate/up, then SwiGLU", bytes(2 * inter, hidden), [&](const uint16_t* w) {
+        (void)rlt::cuda::gemv_bf16(w, x, y, 2 * inter, hidden, nullptr);
         (void)rlt::cuda::silu_mul(y, 1, inter, y + 2 * inter, rlt::cuda::ElementType::kF32,
                                   nullptr);
-      }
-    });
-    if (!check(cudaGetLastError(), "gemv_bf16_swiglu")) return 1;
-    for (const auto& [name, ms] : {std::pair{"gate/up+SwiGLU fused", fused_ms},
-                                   std::pair{"gate/up, then SwiGLU", unfused_ms}}) {
-      const double gbs = static_cast<double>(copies * one) / (ms * 1e-3) / 1e9;
-      fmt::print("{:<24} {:>10.0f} {:>8.0f}%\n", name, gbs, 100.0 * gbs / copy_gbs);
-    }
-  }
+      }))
+    return 1;
   // Batch 1's qkv projection opening with the previous sublayer's residual and the input norm,
   // against the residual-norm kernel followed by the GEMV.
-  {
-    const int64_t rows = 6144, cols = 2048;
-    float* rows_in = nullptr;  // h, the sublayer output, the two norm weights: zeros
-    unsigned* done = nullptr;
-    if (!check(cudaMalloc(&rows_in, 4 * cols * sizeof(float)), "cudaMalloc") ||
-        !check(cudaMalloc(&done, sizeof(unsigned)), "cudaMalloc"))
-      return 1;
-    cudaMemset(rows_in, 0, 4 * cols * sizeof(float));
-    cudaMemset(done, 0, sizeof(unsigned));
-    const rlt::cuda::ResidualNorm rn{
-        rows_in, rows_in + cols, rows_in + 2 * cols, rows_in + 3 * cols, 1e-6f, done};
-    const size_t one = static_cast<size_t>(rows * cols) * sizeof(uint16_t);
-    const size_t copies = std::max<size_t>(1, copy_bytes / one);
-    const auto* w = static_cast<const uint16_t*>(a);
-    const float fused_ms = best_ms(5, [&] {
-      for (size_t i = 0; i < copies; ++i)
-        (void)rlt::cuda::gemv_bf16_residual_norm(w + i * one / 2, rows, cols, rn, y, nullptr);
-    });
-    const float unfused_ms = best_ms(5, [&] {
-      for (size_t i = 0; i < copies; ++i) {
+  const int64_t qkv_rows = 6144;
+  float* rows_in = nullptr;  // h, the sublayer output, the two norm weights: zeros
+  unsigned* done = nullptr;
+  if (!check(cudaMalloc(&rows_in, 4 * hidden * sizeof(float)), "cudaMalloc") ||
+      !check(cudaMalloc(&done, sizeof(unsigned)), "cudaMalloc"))
+    return 1;
+  cudaMemset(rows_in, 0, 4 * hidden * sizeof(float));
+  cudaMemset(done, 0, sizeof(unsigned));
+  const rlt::cuda::ResidualNorm rn{
+      rows_in, rows_in + hidden, rows_in + 2 * hidden, rows_in + 3 * hidden, 1e-6f, done};
+  if (!measure("norm+qkv fused", bytes(qkv_rows, hidden),
+               [&](const uint16_t* w) {
+                 (void)rlt::cuda::gemv_bf16_residual_norm(w, qkv_rows, hidden, rn, y, nullptr);
+               }) ||
+      !measure("norm, then qkv", bytes(qkv_rows, hidden), [&](const uint16_t* w) {
         (void)rlt::cuda::add_rms_norm_then_norm(rn.h, rn.sublayer, rn.out_norm, rn.next_norm, 1,
-                                                cols, rn.eps, x, rlt::cuda::ElementType::kF32,
+                                                hidden, rn.eps, x, rlt::cuda::ElementType::kF32,
                                                 nullptr);
-        (void)rlt::cuda::gemv_bf16(w + i * one / 2, x, y, rows, cols, nullptr);
-      }
-    });
-    if (!check(cudaGetLastError(), "gemv_bf16_residual_norm")) return 1;
-    for (const auto& [name, ms] :
-         {std::pair{"norm+qkv fused", fused_ms}, std::pair{"norm, then qkv", unfused_ms}}) {
-      const double gbs = static_cast<double>(copies * one) / (ms * 1e-3) / 1e9;
-      fmt::print("{:<24} {:>10.0f} {:>8.0f}%\n", name, gbs, 100.0 * gbs / copy_gbs);
-    }
-    cudaFree(rows_in);
-    cudaFree(done);
-  }
+        (void)rlt::cuda::gemv_bf16(w, x, y, qkv_rows, hidden, nullptr);
+      }))
+    return 1;
+  cudaFree(rows_in);
+  cudaFree(done);
   cudaFree(a);
   cudaFree(x);
   cudaFree(y);

@@ -36,8 +36,10 @@ Result<DType> resolve_kv_dtype(const std::string& name, DType weights) {
   return invalid_argument(fmt::format("unknown kv dtype '{}' (accepted: auto, f32, bf16, f16)", name));
 }
 
-// The configuration with the device's defaults in place of the batch budgets left at 0.
+// The configuration with the device's defaults in place of the knobs left at 0 (a GPU's KV cache
+// size comes later, from its free memory).
 EngineConfig with_device_defaults(EngineConfig c, bool cuda) {
+  if (c.kv_cache_bytes == 0 && !cuda) c.kv_cache_bytes = int64_t{1} << 30;
   if (c.max_num_seqs == 0) c.max_num_seqs = cuda ? 256 : 8;
   if (c.max_num_batched_tokens == 0) c.max_num_batched_tokens = cuda ? 8192 : 128;
   if (c.prefill_chunk_size == 0) c.prefill_chunk_size = cuda ? 2048 : 128;
@@ -227,12 +229,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   if (blocks <= 0) {
     kc.geometry.num_blocks = 1;
     int64_t kv_bytes = config.kv_cache_bytes;
-    if (kv_bytes == 0 && device.cuda) {
+    if (kv_bytes == 0) {
       RLT_ASSIGN_OR_RETURN(kv_bytes, gpu_kv_cache_bytes(config, device.cuda_index, *impl->model,
                                                         impl->attention_report.selected,
                                                         kc.geometry.bytes_per_block()));
-    } else if (kv_bytes == 0) {
-      kv_bytes = int64_t{1} << 30;
     }
     blocks = kv_bytes / kc.geometry.bytes_per_block();
   }
