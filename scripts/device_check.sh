@@ -25,9 +25,19 @@ build=${RLT_BUILD_DIR:-build/release}
 # Its libraries apply to rlt's binaries only (never to python, whose torch wants its own).
 rlt_env=(env)
 rlt_libs=""
-if [ -z "${RLT_BUILD_DIR:-}" ] && [ -x device-bundle/src/cli/rlt ]; then
-  build=device-bundle
-  rlt_libs="$PWD/device-bundle/lib:/usr/local/cuda/lib64"
+# It travels as one archive (device-bundle/rlt-bundle.tgz), unpacked here into a temporary folder.
+bundle=""
+if [ -z "${RLT_BUILD_DIR:-}" ] && [ -f device-bundle/rlt-bundle.tgz ]; then
+  bundle=$(mktemp -d "${TMPDIR:-/tmp}/rlt-bundle.XXXXXX")
+  trap 'rm -rf "$bundle"' EXIT
+  if tar xzf device-bundle/rlt-bundle.tgz -C "$bundle" && [ -x "$bundle/src/cli/rlt" ]; then
+    build=$bundle
+    rlt_libs="$bundle/lib:/usr/local/cuda/lib64"
+  else
+    echo "device-bundle/rlt-bundle.tgz did not unpack into a bundle; remake it with scripts/device_bundle.sh" >&2
+    rm -rf "$bundle"
+    bundle=""
+  fi
 fi
 # The cuDNN that PyTorch's SDPA runs (its wheel's) serves rlt's cudnn backend too, so the two are
 # compared on one cuDNN version: its folder comes first (it holds libcudnn*.so.9 only);
@@ -195,7 +205,7 @@ if [ -n "$e2e" ] && [ -f "$e2e/generation_config.json" ]; then
 fi
 
 {
-[ -f device-bundle/STAMP.txt ] && [ "$build" = device-bundle ] && echo "bundle: $(tr '\n' ' ' <device-bundle/STAMP.txt)"
+[ -n "$bundle" ] && [ -f "$bundle/STAMP.txt" ] && echo "bundle: $(tr '\n' ' ' <"$bundle/STAMP.txt")"
 echo "GPU: $(sed -n 2p "$logs/gpu.txt")"
 if [ -n "${RLT_CHECKS:-}" ]; then
   IFS=, read -ra wanted <<<"${RLT_CHECKS// /}"
