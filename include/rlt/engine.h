@@ -80,6 +80,11 @@ struct EngineConfig {
   std::string device = "cpu";
 };
 
+// The configuration with its device's defaults in place of the knobs left at 0 (a GPU's KV cache
+// size comes later, from its free memory). Engine::create applies it; whoever sizes something by
+// the engine's batch (the server's request limit) can ask what the engine will use.
+EngineConfig with_device_defaults(EngineConfig config);
+
 struct TokenLogprob {
   int32_t token = 0;
   float logprob = 0.0f;

@@ -36,15 +36,18 @@ Result<DType> resolve_kv_dtype(const std::string& name, DType weights) {
   return invalid_argument(fmt::format("unknown kv dtype '{}' (accepted: auto, f32, bf16, f16)", name));
 }
 
-// The configuration with the device's defaults in place of the knobs left at 0 (a GPU's KV cache
-// size comes later, from its free memory).
-EngineConfig with_device_defaults(EngineConfig c, bool cuda) {
+}  // namespace
+
+EngineConfig with_device_defaults(EngineConfig c) {
+  const bool cuda = c.device != "cpu";  // choose_device has vetted (or will reject) the name
   if (c.kv_cache_bytes == 0 && !cuda) c.kv_cache_bytes = int64_t{1} << 30;
   if (c.max_num_seqs == 0) c.max_num_seqs = cuda ? 256 : 8;
   if (c.max_num_batched_tokens == 0) c.max_num_batched_tokens = cuda ? 8192 : 128;
   if (c.prefill_chunk_size == 0) c.prefill_chunk_size = cuda ? 2048 : 128;
   return c;
 }
+
+namespace {
 
 Result<sched::SchedulerConfig> scheduler_config(const EngineConfig& c) {
   sched::SchedulerConfig s;
@@ -166,7 +169,7 @@ Result<int64_t> gpu_kv_cache_bytes(const EngineConfig& config, int device,
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   // The device first: a wrong --device fails before the model is read.
   RLT_ASSIGN_OR_RETURN(engine::DeviceChoice device, engine::choose_device(requested.device));
-  const EngineConfig config = with_device_defaults(requested, device.cuda);
+  const EngineConfig config = with_device_defaults(requested);
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   if (config.threads > 0) omp_set_num_threads(config.threads);

@@ -24,6 +24,10 @@ using std::chrono::milliseconds;
 // or close their streams before the listener stops.
 constexpr milliseconds kAfterAbortGrace{2000};
 
+ServerOptions resolved(const ServerOptions& o, const EngineConfig& engine) {
+  return o.resolved(with_device_defaults(engine).max_num_seqs);
+}
+
 EngineWorker::Options worker_options(const ServerOptions& o, EngineConfig engine) {
   EngineWorker::Options w;
   w.engine = std::move(engine);
@@ -74,7 +78,9 @@ std::pair<time_t, time_t> split_seconds(double s) {
 }  // namespace
 
 struct Server::Impl {
-  Impl(ServerOptions o, EngineConfig e) : engine(e), state(o, worker_options(o, std::move(e))) {}
+  // `engine` is declared before `state`, so it is ready when `state` is built.
+  Impl(const ServerOptions& o, EngineConfig e)
+      : engine(std::move(e)), state(resolved(o, engine), worker_options(resolved(o, engine), engine)) {}
 
   void configure();
   void drain();
@@ -205,7 +211,8 @@ Status Server::run() {
   s.model = std::make_unique<const ModelContext>(std::move(*model));
   s.ready.store(true, std::memory_order_release);
   s.metrics.set_state(true, false);
-  log_info(fmt::format("ready: serving '{}' on port {}", s.model->name, impl_->port));
+  log_info(fmt::format("ready: serving '{}' on port {} (up to {} requests in flight, {} connection threads)",
+                       s.model->name, impl_->port, s.options.max_requests, s.options.resolved_http_threads()));
   {
     std::unique_lock lock(impl_->mutex);
     impl_->cv.wait(lock, [&] { return impl_->shutdown_requests > 0; });

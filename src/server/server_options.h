@@ -3,6 +3,7 @@
 // as a flag.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 
@@ -15,9 +16,11 @@ struct ServerOptions {
   std::string served_model_name;   // empty: the model folder's name
 
   // Engine requests (one per prompt) queued or running at once; beyond it: 429 + Retry-After.
-  // Separate from the engine's --max-num-seqs, which bounds the requests in one batch.
-  int max_requests = 64;
-  int max_prompts_per_request = 16;      // prompts in one /v1/completions body
+  // Separate from the engine's --max-num-seqs, which bounds the requests in one batch; 0: room for
+  // two full batches and at least 64 (64 on the CPU, 512 with a GPU's 256-row batches), so a
+  // batch refills from the queue.
+  int max_requests = 0;
+  int max_prompts_per_request = 16;         // prompts in one /v1/completions body
   size_t max_body_bytes = size_t{1} << 20;  // larger bodies: 413
   double request_timeout_s = 300.0;  // until the whole response (non-streaming) or first token
   double write_timeout_s = 10.0;     // one socket write to a client; slower readers are dropped
@@ -29,7 +32,16 @@ struct ServerOptions {
   double debug_load_delay_s = 0.0;
   double debug_step_delay_s = 0.0;
 
-  int resolved_http_threads() const { return http_threads > 0 ? http_threads : 2 * max_requests + 8; }
+  // These options with max_requests 0 made concrete from the engine's batch width (max_num_seqs as
+  // the engine resolves it: rlt::with_device_defaults).
+  ServerOptions resolved(int engine_max_num_seqs) const {
+    ServerOptions o = *this;
+    if (o.max_requests <= 0) o.max_requests = std::max(64, 2 * engine_max_num_seqs);
+    return o;
+  }
+  int resolved_http_threads() const {
+    return http_threads > 0 ? http_threads : 2 * max_requests + 8;
+  }
 };
 
 }  // namespace rlt::server
