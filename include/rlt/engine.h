@@ -65,6 +65,10 @@ struct EngineConfig {
   // GPU runs: sample on the device (the host sampler's rules, penalties and logprobs included),
   // or copy every logits row to the host sampler (the reference path).
   bool device_sampling = true;
+  // GPU runs: allocate the activations, logits, sampling and request-state buffers of the largest
+  // batch at startup, so that a batch budget the device cannot hold fails there rather than
+  // aborting the first batch that large; false: allocate them as batches need them.
+  bool gpu_preallocate = true;
 
   // Detokenize outputs with the folder's tokenizer.json (when it has one): RequestOutput.text.
   bool detokenize = true;

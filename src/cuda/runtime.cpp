@@ -31,11 +31,15 @@ double copy_bandwidth_gbs(size_t bytes) {
        b = DeviceAllocation::allocate(bytes, "copy probe");
   auto start = Event::create(true), stop = Event::create(true);
   if (!a.ok() || !b.ok() || !start.ok() || !stop.ok()) return 0.0;
-  cudaMemset(a->data(), 1, bytes);
+  // A copy that fails to queue would time as ~0 ms: an absurd roofline.
+  if (cudaMemset(a->data(), 1, bytes) != cudaSuccess) return 0.0;
   float best = 1e30f;
   for (int i = 0; i < 5; ++i) {
     (void)start->record(nullptr);
-    cudaMemcpyAsync(b->data(), a->data(), bytes, cudaMemcpyDeviceToDevice, nullptr);
+    if (cudaMemcpyAsync(b->data(), a->data(), bytes, cudaMemcpyDeviceToDevice, nullptr) !=
+        cudaSuccess) {
+      return 0.0;
+    }
     (void)stop->record(nullptr);
     if (!stop->synchronize().ok()) return 0.0;
     auto ms = Event::elapsed_ms(*start, *stop);
@@ -112,6 +116,10 @@ Result<DeviceAllocation> DeviceAllocation::allocate(size_t bytes, const std::str
   DeviceAllocation a;
   if (bytes == 0) return a;
   const cudaError_t e = cudaMalloc(&a.data_, bytes);
+  // Any other failure is an earlier error resurfacing (a faulted kernel), not a size problem.
+  if (e != cudaSuccess && e != cudaErrorMemoryAllocation) {
+    return check(e, fmt::format("allocating {} of device memory for {}", mib(bytes), what));
+  }
   if (e != cudaSuccess) {
     (void)cudaGetLastError();  // an allocation failure is not sticky; clear it for later calls
     size_t free_bytes = 0, total = 0;

@@ -79,7 +79,7 @@ Layout layout(int64_t rows, int64_t vocab, bool any_top_p, bool any_penalties, b
     l.log_normalizer = at;
     at += align256(static_cast<size_t>(rows) * sizeof(double));
   }
-  if (any_top_p && rows * vocab <= INT32_MAX) {  // larger calls are refused by sample_rows
+  if (any_top_p && rows * vocab <= kMaxDeviceSampleElements) {  // larger calls are refused by sample_rows
     const size_t keys = align256(static_cast<size_t>(rows * vocab) * sizeof(uint64_t));
     l.keys_in = at;
     at += keys;
@@ -473,7 +473,7 @@ size_t sampling_scratch_bytes(int64_t rows, int64_t vocab, bool any_top_p, bool 
 Status sample_rows(const SampleBatch& b, CUstream_st* stream) {
   const int64_t rows = b.rows, vocab = b.vocab;
   if (rows <= 0) return {};
-  if (rows * vocab > INT32_MAX) {
+  if (rows * vocab > kMaxDeviceSampleElements) {
     return invalid_argument(
         "device sampling: rows x vocab exceeds 2^31 elements; sample fewer rows at once");
   }

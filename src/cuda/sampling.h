@@ -67,6 +67,9 @@ struct SampleBatch {
   DeviceLogprobs* logprobs = nullptr;  // [rows] when any_logprobs (rows without: count 0)
 };
 
+// The most logits one sample_rows call takes (rows x vocab): its kernels index them with int32.
+inline constexpr int64_t kMaxDeviceSampleElements = 2147483647;
+
 // Device memory sample_rows needs.
 size_t sampling_scratch_bytes(int64_t rows, int64_t vocab, bool any_top_p, bool any_penalties,
                               bool any_logprobs);

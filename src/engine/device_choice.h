@@ -27,6 +27,12 @@ struct GpuRunnerSettings {
   std::string cuda_graphs = "auto";  // auto, on, off
   bool programmatic_launch = false;  // sm_90+ only
   bool device_sampling = true;       // false: logits go to the host sampler
+  // Buffers allocated when the runner is made, so that a configuration the device cannot hold
+  // fails at startup instead of aborting the first batch that large mid-serving: activations for
+  // `reserve_rows` rows (the largest batch), logits, sampling buffers and request states for
+  // `reserve_sampling_rows` (max_num_seqs). 0: allocated on first use.
+  int64_t reserve_rows = 0;
+  int64_t reserve_sampling_rows = 0;
 };
 
 // The memory bandwidth a roofline is stated against on `device` ("cpu" or "cuda:N"): a copy

@@ -36,6 +36,15 @@ Result<DType> resolve_kv_dtype(const std::string& name, DType weights) {
   return invalid_argument(fmt::format("unknown kv dtype '{}' (accepted: auto, f32, bf16, f16)", name));
 }
 
+engine::GpuRunnerSettings gpu_runner_settings(const EngineConfig& c) {
+  engine::GpuRunnerSettings s{c.cuda_graphs, c.programmatic_launch, c.device_sampling};
+  if (c.gpu_preallocate) {
+    s.reserve_rows = std::max(c.max_num_batched_tokens, c.max_num_seqs);  // as the memory plan
+    s.reserve_sampling_rows = c.max_num_seqs;
+  }
+  return s;
+}
+
 }  // namespace
 
 EngineConfig with_device_defaults(EngineConfig c) {
@@ -237,7 +246,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
                                                         impl->attention_report.selected,
                                                         kc.geometry.bytes_per_block()));
     }
-    blocks = kv_bytes / kc.geometry.bytes_per_block();
+    // The device pools hold one padding block besides the manager's (CudaKVStorage): within the budget.
+    blocks = kv_bytes / kc.geometry.bytes_per_block() - (device.cuda ? 1 : 0);
   }
   if (blocks < 1 || blocks > (int64_t{1} << 30)) {
     return invalid_argument(fmt::format("the KV cache would hold {} blocks of {} bytes; give it between one block "
@@ -255,9 +265,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   if (device.cuda) {
     RLT_ASSIGN_OR_RETURN(impl->runner, engine::make_gpu_runner(impl->model, kc.geometry, device.cuda_index,
                                                                entry->create(), entry->caps, *layout,
-                                                               engine::GpuRunnerSettings{config.cuda_graphs,
-                                                                                         config.programmatic_launch,
-                                                                                         config.device_sampling}));
+                                                               gpu_runner_settings(config)));
   } else {
     RLT_ASSIGN_OR_RETURN(auto storage, kv::CpuKVStorage::create(kc.geometry));
     impl->runner = std::make_unique<engine::CpuModelRunner>(impl->model, std::move(storage), entry->create(),

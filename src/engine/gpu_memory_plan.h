@@ -16,9 +16,10 @@ namespace rlt::engine {
 
 struct GpuMemoryNeeds {
   int64_t weights = 0;  // the uploaded checkpoint tensors
-  int64_t activations =
-      0;                 // per-row buffers for the largest batch, twice (buffers grow by doubling)
-  int64_t sampling = 0;  // logits and device-sampling scratch for max_num_seqs rows, twice
+  // Per-row buffers for the largest batch, twice: slack for what is not counted (CUDA graphs,
+  // module code, request states), and for growth by doubling when buffers are not preallocated.
+  int64_t activations = 0;
+  int64_t sampling = 0;    // logits and device-sampling scratch for max_num_seqs rows, twice
   int64_t workspaces = 0;  // cuBLAS, split-K scratch, staging, cuDNN plans when that backend runs
   int64_t total() const { return weights + activations + sampling + workspaces; }
 };

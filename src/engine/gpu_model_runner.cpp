@@ -254,6 +254,13 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
   }
   RLT_ASSIGN_OR_RETURN(r->metadata_,
                        cuda::DeviceAllocation::allocate(size_t{4} << 20, "attention metadata"));
+  if (settings.reserve_rows > 0) RLT_RETURN_IF_ERROR(r->ensure_rows(settings.reserve_rows));
+  if (settings.reserve_sampling_rows > 0) {
+    RLT_RETURN_IF_ERROR(r->ensure_sampling(settings.reserve_sampling_rows));
+    // One slot per request the scheduler may run at once, plus the padding slot.
+    while (r->state_capacity_ < settings.reserve_sampling_rows + 1)
+      RLT_RETURN_IF_ERROR(r->grow_states());
+  }
   return r;
 }
 
@@ -489,7 +496,9 @@ Status GpuModelRunner::coda(const sched::SchedulerOutput& batch, const sched::Sc
                i < inputs.uniforms.size() ? inputs.uniforms[i] : 0.0, vocab);
     }
   }
-  const bool on_device = device_sampling_ && rows.ids_in_vocab;
+  // Larger batches than one sampling call takes fall back to the host sampler.
+  const bool on_device =
+      device_sampling_ && rows.ids_in_vocab && n * vocab <= cuda::kMaxDeviceSampleElements;
   static_assert(sizeof(cuda::DeviceSampleParams) % sizeof(int32_t) == 0,
                 "the parameters travel as int32 words");
   const std::span<const int32_t> param_words(
@@ -498,12 +507,7 @@ Status GpuModelRunner::coda(const sched::SchedulerOutput& batch, const sched::Sc
   std::vector<const int32_t*> dev;
   RLT_RETURN_IF_ERROR(upload({slots_, param_words, rows.history_ids, rows.history_counts}, dev));
   RLT_RETURN_IF_ERROR(cuda::gather_rows(floats(states_), dev[0], n, hidden, floats(h_), stream));
-  if (logits_.bytes() < static_cast<size_t>(n * vocab) * 4) {
-    RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
-    logits_ = cuda::DeviceAllocation();
-    RLT_ASSIGN_OR_RETURN(
-        logits_, cuda::DeviceAllocation::allocate(static_cast<size_t>(n * vocab) * 4, "logits"));
-  }
+  RLT_RETURN_IF_ERROR(grow_buffer(logits_, static_cast<size_t>(n * vocab) * 4, "logits"));
   RLT_RETURN_IF_ERROR(core_->lm_head(floats(h_), n, floats(logits_)));
   if (on_device) {
     ++device_sampled_batches_;
@@ -547,14 +551,27 @@ struct SampleResultLayout {
 
 }  // namespace
 
+Status GpuModelRunner::grow_buffer(cuda::DeviceAllocation& buffer, size_t bytes, const char* what) {
+  if (buffer.bytes() >= bytes) return {};
+  RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
+  buffer = cuda::DeviceAllocation();
+  RLT_ASSIGN_OR_RETURN(buffer, cuda::DeviceAllocation::allocate(bytes, what));
+  return {};
+}
+
+Status GpuModelRunner::ensure_sampling(int64_t rows) {
+  const int64_t vocab = model_->config.vocab_size;
+  RLT_RETURN_IF_ERROR(grow_buffer(logits_, static_cast<size_t>(rows * vocab) * 4, "logits"));
+  if (!device_sampling_ || rows * vocab > cuda::kMaxDeviceSampleElements) return {};
+  RLT_RETURN_IF_ERROR(
+      grow_buffer(sample_buffer_, SampleResultLayout(rows, true).bytes, "sampling results"));
+  return grow_buffer(sample_scratch_, cuda::sampling_scratch_bytes(rows, vocab, true, true, true),
+                     "sampling scratch");
+}
+
 Status GpuModelRunner::sample_on_device(cuda::SampleBatch batch, cuda::PinnedBuffer& results) {
   const SampleResultLayout layout(batch.rows, batch.any_logprobs);
-  if (sample_buffer_.bytes() < layout.bytes) {
-    RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
-    sample_buffer_ = cuda::DeviceAllocation();
-    RLT_ASSIGN_OR_RETURN(sample_buffer_,
-                         cuda::DeviceAllocation::allocate(layout.bytes, "sampling results"));
-  }
+  RLT_RETURN_IF_ERROR(grow_buffer(sample_buffer_, layout.bytes, "sampling results"));
   RLT_RETURN_IF_ERROR(results.reserve(layout.bytes));
   auto* dev = static_cast<std::byte*>(sample_buffer_.data());
   batch.result = reinterpret_cast<int32_t*>(dev);
@@ -563,12 +580,7 @@ Status GpuModelRunner::sample_on_device(cuda::SampleBatch batch, cuda::PinnedBuf
       batch.any_logprobs ? reinterpret_cast<cuda::DeviceLogprobs*>(dev + layout.logprobs) : nullptr;
   const size_t scratch = cuda::sampling_scratch_bytes(batch.rows, batch.vocab, batch.any_top_p,
                                                       batch.any_penalties, batch.any_logprobs);
-  if (sample_scratch_.bytes() < scratch) {
-    RLT_RETURN_IF_ERROR(synchronize());  // a queued batch may still use it
-    sample_scratch_ = cuda::DeviceAllocation();
-    RLT_ASSIGN_OR_RETURN(sample_scratch_,
-                         cuda::DeviceAllocation::allocate(scratch, "sampling scratch"));
-  }
+  RLT_RETURN_IF_ERROR(grow_buffer(sample_scratch_, scratch, "sampling scratch"));
   batch.scratch = sample_scratch_.data();
   RLT_RETURN_IF_ERROR(cuda::sample_rows(batch, stream_->handle()));
   return check(

@@ -108,6 +108,11 @@ class GpuModelRunner final : public ModelRunner {
   Status keep_prompt_states(const sched::Scheduler& scheduler);
   Status grow_states();
   Status ensure_rows(int64_t rows);
+  // Device buffers of a CODA batch of `rows` rows: logits, and with device sampling its results
+  // and its largest scratch (top-p, penalties and logprobs all asked for).
+  Status ensure_sampling(int64_t rows);
+  // Grows `buffer` to `bytes` (after the queued work that may read it).
+  Status grow_buffer(cuda::DeviceAllocation& buffer, size_t bytes, const char* what);
   // Copies host int32 arrays to the device in one transfer; returns their device addresses.
   Status upload(std::initializer_list<std::span<const int32_t>> arrays,
                 std::vector<const int32_t*>& device);

@@ -81,6 +81,7 @@ struct RunSettings {
   std::string device = "cuda", layout = "last_exited", graphs = "auto", kv_dtype = "f32";
   std::string exit_policy = "ouro";
   bool logprobs = false, async = false, pdl = false, device_sampling = true, penalties = false;
+  bool preallocate = true;  // false: the runner's buffers grow as batches need them
   double temperature = 0.0;
   std::string attention = "auto";
   std::vector<std::vector<int32_t>> prompts = {
@@ -105,6 +106,7 @@ Generation generate(const std::string& dir, const RunSettings& run_settings) {
   EngineConfig c;
   c.programmatic_launch = s.pdl;
   c.device_sampling = s.device_sampling;
+  c.gpu_preallocate = s.preallocate;
   c.exit_policy = s.exit_policy;
   c.async_scheduling = s.async;
   c.model_dir = dir;
@@ -203,7 +205,8 @@ TEST(GpuEngine, GraphsAreRecapturedWhenBuffersGrow) {
   RLT_REQUIRE_CUDA_DEVICE();
   set_log_level(LogLevel::kWarn);
   const std::string dir = f32_demo_dir();
-  RunSettings run{.graphs = "on", .max_num_seqs = 32, .first_wave = 1, .arrival_step = 4};
+  RunSettings run{
+      .graphs = "on", .preallocate = false, .max_num_seqs = 32, .first_wave = 1, .arrival_step = 4};
   run.prompts = {{1}};
   for (int32_t n = 1; n <= 20; ++n) {
     std::vector<int32_t> prompt;
@@ -477,6 +480,32 @@ TEST(GpuEngine, KvCacheSizedFromGpuMemoryUtilization) {
       << starved.status().to_string();
   c.gpu_memory_utilization = 1.5;
   EXPECT_FALSE(Engine::create(c).ok());
+  std::filesystem::remove_all(test_dir());
+}
+
+// The largest batch's buffers are allocated at startup: a batch budget the device cannot hold is
+// refused there, with the numbers and the way out, instead of aborting that batch mid-serving.
+TEST(GpuEngine, BatchBudgetTheDeviceCannotHoldFailsAtStartup) {
+  RLT_REQUIRE_CUDA_DEVICE();
+  set_log_level(LogLevel::kWarn);
+  EngineConfig c;
+  c.model_dir = bf16_demo_dir();
+  c.device = "cuda";
+  c.kv_cache_bytes = int64_t{1} << 30;
+  c.max_num_batched_tokens = int32_t{1} << 30;  // terabytes of activations
+  auto engine = Engine::create(c);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("cannot allocate"), std::string::npos)
+      << engine.status().to_string();
+  EXPECT_NE(engine.status().message().find("batch size"), std::string::npos)
+      << engine.status().to_string();
+  c.gpu_preallocate = false;  // the same budget starts, and a small batch runs
+  engine = Engine::create(c);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  SamplingParams p;
+  p.max_tokens = 2;
+  ASSERT_TRUE((*engine)->add_request(1, {5, 9, 13}, p).ok());
+  while ((*engine)->has_unfinished()) ASSERT_TRUE((*engine)->step().ok());
   std::filesystem::remove_all(test_dir());
 }
 
