@@ -3,8 +3,10 @@ set(RLT_SANITIZER_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer -fn
 
 function(rlt_target_defaults target)
   # Host-compiler flags go to C++ sources only; nvcc forwards its own warnings to the host compiler.
+  # Kernels keep line tables (-lineinfo: no effect on the code) so that compute-sanitizer and
+  # profilers name source lines.
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
-                                           $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+                                           $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra -lineinfo>)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
   if(RLT_SANITIZE)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${RLT_SANITIZER_FLAGS}>)

@@ -2,8 +2,8 @@
 # Packs what scripts/device_check.sh runs into device-bundle/ (ignored by git): the prebuilt GPU
 # binaries, laid out as in the build folder, and every shared library they load that is neither
 # glibc's nor CUDA's (the GPU machine lacks several of rlt's Debian packages and has its own CUDA
-# toolkit), as one gzip archive, device-bundle/rlt-bundle.tgz (~21 MB; the files themselves are
-# ~57 MB with the four CUDA architectures' kernels, too close to the 64 MiB a device run can
+# toolkit), as one gzip archive, device-bundle/rlt-bundle.tgz (~33 MB; the files themselves are
+# ~115 MB with the four CUDA architectures' kernels and their line tables, more than a device run can
 # carry), plus STAMP.txt saying which commit it holds. device_check.sh unpacks it into a temporary
 # folder. Build first: cmake --preset release && cmake --build --preset release.
 # Usage: scripts/device_bundle.sh [BUILD_DIR]     (default: build/release)

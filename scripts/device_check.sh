@@ -185,6 +185,22 @@ rlt_bench() {
 if [ -n "$e2e" ] && [ -f "$e2e/generation_config.json" ]; then
   for batch in 1 32 128; do rlt_bench "rlt_e2e_b$batch" "$batch"; done
   run torch_e2e python3 -u bench/peer/torch_ouro.py --model "$e2e" --batches 1,32,128 --context 1024 --json
+fi
+# The first GPU tests that failed, again, alone, under compute-sanitizer's memcheck: it names the
+# kernel and (the build keeps line tables, -lineinfo) the source line of a bad access, which a
+# failing comparison or a sticky "illegal address" in every later test does not.
+memcheck_tests=$(awk '/^\[  FAILED  \] [A-Za-z_]/ { t = $4; sub(/,$/, "", t); if (!seen[t]++) print t }' \
+  "$logs/cuda_tests.log" 2>/dev/null | head -2 | paste -sd: -)
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+if [ -n "$memcheck_tests" ] && selected cuda_memcheck; then
+  if [ -n "$sanitizer" ]; then
+    RLT_CHECK_TIMEOUT=120 run cuda_memcheck "${rlt_env[@]}" "$sanitizer" --tool memcheck --print-limit 20 \
+      "$build/tests/cuda/rlt_cuda_tests" --gtest_filter="$memcheck_tests"
+  else
+    skip cuda_memcheck "compute-sanitizer not found (for $memcheck_tests)"
+  fi
+fi
+if [ -n "$e2e" ] && [ -f "$e2e/generation_config.json" ]; then
   # Asynchronous scheduling (full depth: ouro_delayed exits exactly as ouro does).
   for batch in 1 32 128; do
     rlt_bench "rlt_e2e_async_b$batch" "$batch" --exit-policy ouro_delayed --async-scheduling
