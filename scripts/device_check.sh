@@ -146,7 +146,8 @@ done
 # Acceptance checks first (the budget cuts from the end): the GPU tests against the CPU oracle,
 # kernel benchmarks against PyTorch, the end-to-end comparison; then the variants.
 run rlt_info "${rlt_env[@]}" "$build/src/cli/rlt" info
-run cuda_tests "${rlt_env[@]}" "$build/tests/cuda/rlt_cuda_tests" --gtest_filter='-Cudnn.*:GpuEngine.Cudnn*'
+# One process per test suite: a kernel fault's sticky error then costs its own suite only.
+run cuda_tests "${rlt_env[@]}" scripts/gtest_by_suite.sh "$build/tests/cuda/rlt_cuda_tests" '-Cudnn.*:GpuEngine.Cudnn*'
 run bench_gemv "${rlt_env[@]}" "$build/bench/cuda/rlt_bench_cuda_gemv"
 run bench_attention "${rlt_env[@]}" "$build/bench/cuda/rlt_bench_cuda_attention" --json
 run torch_sdpa python3 -u bench/peer/torch_sdpa_decode.py --json  # -u: lines survive a timeout
