@@ -73,6 +73,7 @@ struct Generation {
   int64_t graph_replays = 0;
   int64_t lookahead_batches = 0;
   int64_t device_sampled_batches = 0;
+  int64_t preemptions = 0;
   DeviceStageTimes device_time;
 };
 
@@ -82,6 +83,9 @@ struct RunSettings {
   std::string exit_policy = "ouro";
   bool logprobs = false, async = false, pdl = false, device_sampling = true, penalties = false;
   bool preallocate = true;  // false: the runner's buffers grow as batches need them
+  // A pool of this many blocks of `block_size` tokens with preemption on (0: 1 GiB, none).
+  int64_t preempting_pool_blocks = 0;
+  int32_t block_size = 16;
   double temperature = 0.0;
   std::string attention = "auto";
   std::vector<std::vector<int32_t>> prompts = {
@@ -118,6 +122,12 @@ Generation generate(const std::string& dir, const RunSettings& run_settings) {
   c.max_num_seqs = s.max_num_seqs;
   // The CPU's budgets on both devices, so both batch alike.
   c.kv_cache_bytes = int64_t{1} << 30;
+  c.block_size = s.block_size;
+  if (s.preempting_pool_blocks > 0) {
+    c.num_kv_blocks = s.preempting_pool_blocks;
+    c.enable_preemption = true;
+    c.watermark = 0.0;
+  }
   c.max_num_batched_tokens = 128;
   c.prefill_chunk_size = 7;  // several chunks per prompt
   auto engine = Engine::create(c);
@@ -167,6 +177,7 @@ Generation generate(const std::string& dir, const RunSettings& run_settings) {
   run.graph_replays = (*engine)->metrics().cuda_graph_replays;
   run.lookahead_batches = (*engine)->metrics().lookahead_batches;
   run.device_sampled_batches = (*engine)->metrics().device_sampled_batches;
+  run.preemptions = (*engine)->metrics().preemptions;
   run.device_time = (*engine)->metrics().device_time;
   return run;
 }
@@ -195,6 +206,34 @@ TEST(GpuEngine, GreedyTokensEqualTheCpuEngineInF32) {
       }
     }
   }
+}
+
+// A pool too small for every request at once: growing requests preempt others, whose K/V go to
+// host memory through the device storage's snapshots and come back on resume. Scheduling is the
+// same on both devices (same pool, same budgets), so tokens and depths equal the CPU engine's.
+TEST(GpuEngine, PreemptionThroughHostSnapshotsMatchesTheCpuEngine) {
+  set_log_level(LogLevel::kWarn);
+  const std::string dir = f32_demo_dir();
+  // 4-token pages: the four requests need 21 pages per plane and the longest (17 + 12 tokens) 8;
+  // `last_exited` keeps up to four planes, `shared` one.
+  const std::vector<std::pair<std::string, int64_t>> pools = {{"last_exited", 40}, {"shared", 12}};
+  std::vector<Generation> cpu;
+  for (const auto& [layout, blocks] : pools) {  // the CPU half runs without a device too
+    cpu.push_back(generate(
+        dir,
+        {.device = "cpu", .layout = layout, .preempting_pool_blocks = blocks, .block_size = 4}));
+    EXPECT_GT(cpu.back().preemptions, 0) << layout << ": the pool is small enough to preempt";
+  }
+  RLT_REQUIRE_CUDA_DEVICE();
+  for (size_t i = 0; i < pools.size(); ++i) {
+    const auto& [layout, blocks] = pools[i];
+    const Generation gpu =
+        generate(dir, {.layout = layout, .preempting_pool_blocks = blocks, .block_size = 4});
+    EXPECT_EQ(gpu.preemptions, cpu[i].preemptions) << layout;
+    EXPECT_EQ(gpu.tokens, cpu[i].tokens) << layout;
+    EXPECT_EQ(gpu.depths, cpu[i].depths) << layout;
+  }
+  std::filesystem::remove_all(test_dir());
 }
 
 // Requests arriving once graphs exist grow the runner's row and state buffers, which drops the
