@@ -187,16 +187,29 @@ if [ -n "$e2e" ] && [ -f "$e2e/generation_config.json" ]; then
   for batch in 1 32 128; do rlt_bench "rlt_e2e_b$batch" "$batch"; done
   run torch_e2e python3 -u bench/peer/torch_ouro.py --model "$e2e" --batches 1,32,128 --context 1024 --json
 fi
-# The first GPU tests that failed, again, alone, under compute-sanitizer's memcheck: it names the
-# kernel and (the build keeps line tables, -lineinfo) the source line of a bad access, which a
-# failing comparison or a sticky "illegal address" in every later test does not.
-memcheck_tests=$(awk '/^\[  FAILED  \] [A-Za-z_]/ { t = $4; sub(/,$/, "", t); if (!seen[t]++) print t }' \
-  "$logs/cuda_tests.log" 2>/dev/null | head -2 | paste -sd: -)
+# The first two GPU tests that failed or crashed (a test that ran and never reported OK or FAILED
+# before its suite's process ended), each again in its own process under compute-sanitizer's
+# memcheck: it names the kernel and (the build keeps line tables, -lineinfo) the source line of a
+# bad access, which a failing comparison or a sticky "illegal address" in every later test does
+# not. Needs this run's cuda_tests (RLT_CHECKS=cuda_tests,cuda_memcheck).
+memcheck_tests=$(awk '
+  function crashed() { if (running != "" && !seen[running]++) print running; running = "" }
+  /^=== suite / { crashed() }
+  /^\[ RUN      \] / { running = $4 }
+  /^\[       OK \] / { running = "" }
+  /^\[  FAILED  \] [A-Za-z_]/ { t = $4; sub(/,$/, "", t); running = ""; if (!seen[t]++) print t }
+  END { crashed() }' "$logs/cuda_tests.log" 2>/dev/null | head -2 | tr '\n' ' ')
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ -n "$memcheck_tests" ] && selected cuda_memcheck; then
   if [ -n "$sanitizer" ]; then
-    RLT_CHECK_TIMEOUT=120 run cuda_memcheck "${rlt_env[@]}" "$sanitizer" --tool memcheck --print-limit 20 \
-      "$build/tests/cuda/rlt_cuda_tests" --gtest_filter="$memcheck_tests"
+    # shellcheck disable=SC2016,SC2086  # the loop runs in the child shell; one test per word
+    RLT_CHECK_TIMEOUT=120 run cuda_memcheck "${rlt_env[@]}" bash -c \
+      'sanitizer=$1 binary=$2; shift 2; rc=0
+       for t in "$@"; do
+         echo "=== memcheck $t"
+         "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 20 "$binary" --gtest_filter="$t" || rc=1
+       done
+       exit $rc' memcheck "$sanitizer" "$build/tests/cuda/rlt_cuda_tests" $memcheck_tests
   else
     skip cuda_memcheck "compute-sanitizer not found (for $memcheck_tests)"
   fi

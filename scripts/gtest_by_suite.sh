@@ -6,9 +6,14 @@
 # Usage: scripts/gtest_by_suite.sh BINARY [-NEGATIVE_PATTERNS]
 #   -NEGATIVE_PATTERNS: a gtest negative filter ('-A.*:B.x*'), left out of every suite.
 set -uo pipefail
+usage() {
+  echo "usage: $0 BINARY [-NEGATIVE_PATTERNS]" >&2
+  exit 2
+}
+[ $# -ge 1 ] && [ $# -le 2 ] || usage
 binary=$1
 exclude=${2:-}
-case "$exclude" in "" | -*) ;; *) echo "usage: $0 BINARY [-NEGATIVE_PATTERNS]" >&2; exit 2 ;; esac
+case "$exclude" in "" | -*) ;; *) usage ;; esac
 mapfile -t suites < <("$binary" --gtest_list_tests --gtest_filter="*$exclude" | awk '/^[^ ]/ && $1 ~ /\.$/ { print $1 }')
 if [ ${#suites[@]} -eq 0 ]; then
   echo "[ SUITES   ] no test suite listed by $binary: FAILED"

@@ -32,12 +32,16 @@ double copy_bandwidth_gbs(size_t bytes) {
   auto start = Event::create(true), stop = Event::create(true);
   if (!a.ok() || !b.ok() || !start.ok() || !stop.ok()) return 0.0;
   // A copy that fails to queue would time as ~0 ms: an absurd roofline.
-  if (cudaMemset(a->data(), 1, bytes) != cudaSuccess) return 0.0;
+  if (cudaMemset(a->data(), 1, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0.0;
+  }
   float best = 1e30f;
   for (int i = 0; i < 5; ++i) {
     (void)start->record(nullptr);
     if (cudaMemcpyAsync(b->data(), a->data(), bytes, cudaMemcpyDeviceToDevice, nullptr) !=
         cudaSuccess) {
+      (void)cudaGetLastError();
       return 0.0;
     }
     (void)stop->record(nullptr);
@@ -45,6 +49,7 @@ double copy_bandwidth_gbs(size_t bytes) {
     auto ms = Event::elapsed_ms(*start, *stop);
     if (ms.ok()) best = std::min(best, *ms);
   }
+  if (best >= 1e30f) return 0.0;  // no pass could be timed
   return 2.0 * static_cast<double>(bytes) / (best * 1e-3) / 1e9;
 }
 
@@ -118,6 +123,7 @@ Result<DeviceAllocation> DeviceAllocation::allocate(size_t bytes, const std::str
   const cudaError_t e = cudaMalloc(&a.data_, bytes);
   // Any other failure is an earlier error resurfacing (a faulted kernel), not a size problem.
   if (e != cudaSuccess && e != cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // clears it unless it is sticky (then every later call reports it)
     return check(e, fmt::format("allocating {} of device memory for {}", mib(bytes), what));
   }
   if (e != cudaSuccess) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <deque>
 #include <filesystem>
 #include <unordered_map>
@@ -39,7 +40,10 @@ Result<DType> resolve_kv_dtype(const std::string& name, DType weights) {
 engine::GpuRunnerSettings gpu_runner_settings(const EngineConfig& c) {
   engine::GpuRunnerSettings s{c.cuda_graphs, c.programmatic_launch, c.device_sampling};
   if (c.gpu_preallocate) {
-    s.reserve_rows = std::max(c.max_num_batched_tokens, c.max_num_seqs);  // as the memory plan
+    // The largest batch (as the memory plan counts it), and a recurrent batch padded to its CUDA
+    // graph bucket (a power of two: within the plan's slack of twice the rows).
+    s.reserve_rows = std::max<int64_t>(c.max_num_batched_tokens,
+                                       std::bit_ceil(static_cast<uint64_t>(std::max(c.max_num_seqs, 1))));
     s.reserve_sampling_rows = c.max_num_seqs;
   }
   return s;
@@ -241,13 +245,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   if (blocks <= 0) {
     kc.geometry.num_blocks = 1;
     int64_t kv_bytes = config.kv_cache_bytes;
+    // The device pools hold one padding block besides the manager's (CudaKVStorage); a share
+    // planned from the device's memory makes room for it.
+    int64_t padding_blocks = 0;
     if (kv_bytes == 0) {
       RLT_ASSIGN_OR_RETURN(kv_bytes, gpu_kv_cache_bytes(config, device.cuda_index, *impl->model,
                                                         impl->attention_report.selected,
                                                         kc.geometry.bytes_per_block()));
+      padding_blocks = 1;
     }
-    // The device pools hold one padding block besides the manager's (CudaKVStorage): within the budget.
-    blocks = kv_bytes / kc.geometry.bytes_per_block() - (device.cuda ? 1 : 0);
+    blocks = kv_bytes / kc.geometry.bytes_per_block() - padding_blocks;
   }
   if (blocks < 1 || blocks > (int64_t{1} << 30)) {
     return invalid_argument(fmt::format("the KV cache would hold {} blocks of {} bytes; give it between one block "

@@ -51,7 +51,7 @@ Result<GpuKvPlan> plan_gpu_kv_cache(const std::string& device, int64_t device_to
       "{:.1f} GiB, activations {:.1f} GiB, logits and sampling {:.1f} GiB, workspaces {:.1f} GiB",
       utilization, gib(device_total), device, gib(allowed), gib(in_use), gib(needs.weights),
       gib(needs.activations), gib(needs.sampling), gib(needs.workspaces));
-  if (kv < bytes_per_block) {
+  if (kv < 2 * bytes_per_block) {  // one block for the cache, one for the pools' padding block
     return resource_exhausted(fmt::format(
         "no device memory is left for the KV cache: {} leave {:.2f} GiB; raise "
         "--gpu-memory-utilization, lower --max-num-batched-tokens or --max-num-seqs, free the "

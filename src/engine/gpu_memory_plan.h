@@ -35,7 +35,8 @@ struct GpuKvPlan {
 };
 
 // The KV cache's share: utilization × total − (total − free) − needs. An error with the numbers
-// and the ways out when that is less than one block, or when utilization is not in (0, 1].
+// and the ways out when that is less than two blocks (one for the cache, one for the device pools'
+// padding block), or when utilization is not in (0, 1].
 Result<GpuKvPlan> plan_gpu_kv_cache(const std::string& device, int64_t device_total,
                                     int64_t device_free, double utilization,
                                     const GpuMemoryNeeds& needs, int64_t bytes_per_block);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace rlt::server {
@@ -17,8 +18,8 @@ struct ServerOptions {
 
   // Engine requests (one per prompt) queued or running at once; beyond it: 429 + Retry-After.
   // Separate from the engine's --max-num-seqs, which bounds the requests in one batch; 0: room for
-  // two full batches and at least 64 (64 on the CPU, 512 with a GPU's 256-row batches), so a
-  // batch refills from the queue.
+  // two full batches, at least 64 and at most 4,096 (64 on the CPU, 512 with a GPU's 256-row
+  // batches), so a batch refills from the queue.
   int max_requests = 0;
   int max_prompts_per_request = 16;         // prompts in one /v1/completions body
   size_t max_body_bytes = size_t{1} << 20;  // larger bodies: 413
@@ -36,7 +37,10 @@ struct ServerOptions {
   // the engine resolves it: rlt::with_device_defaults).
   ServerOptions resolved(int engine_max_num_seqs) const {
     ServerOptions o = *this;
-    if (o.max_requests <= 0) o.max_requests = std::max(64, 2 * engine_max_num_seqs);
+    if (o.max_requests <= 0) {
+      o.max_requests =
+          static_cast<int>(std::clamp<int64_t>(2 * int64_t{engine_max_num_seqs}, 64, 4096));
+    }
     return o;
   }
   int resolved_http_threads() const {

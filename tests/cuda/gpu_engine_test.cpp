@@ -213,6 +213,9 @@ TEST(GpuEngine, GreedyTokensEqualTheCpuEngineInF32) {
 // same on both devices (same pool, same budgets), so tokens and depths equal the CPU engine's.
 TEST(GpuEngine, PreemptionThroughHostSnapshotsMatchesTheCpuEngine) {
   set_log_level(LogLevel::kWarn);
+  struct RemoveTestDir {  // also when the GPU half is skipped
+    ~RemoveTestDir() { std::filesystem::remove_all(test_dir()); }
+  } remove_test_dir;
   const std::string dir = f32_demo_dir();
   // 4-token pages: the four requests need 21 pages per plane and the longest (17 + 12 tokens) 8;
   // `last_exited` keeps up to four planes, `shared` one.
@@ -233,7 +236,6 @@ TEST(GpuEngine, PreemptionThroughHostSnapshotsMatchesTheCpuEngine) {
     EXPECT_EQ(gpu.tokens, cpu[i].tokens) << layout;
     EXPECT_EQ(gpu.depths, cpu[i].depths) << layout;
   }
-  std::filesystem::remove_all(test_dir());
 }
 
 // Requests arriving once graphs exist grow the runner's row and state buffers, which drops the

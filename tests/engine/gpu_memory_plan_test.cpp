@@ -75,11 +75,15 @@ TEST(GpuMemoryPlan, ImpossibleRequestsAreClearErrors) {
     ASSERT_FALSE(refused.ok()) << bad;
     EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
   }
-  // Exactly one block fits: accepted.
+  // Exactly one block for the cache and one for the device pools' padding block: accepted; a
+  // byte less: refused.
   GpuMemoryNeeds none;
-  const auto one = plan_gpu_kv_cache("cuda:0", 100, 100, 1.0, none, 100);
-  ASSERT_TRUE(one.ok());
-  EXPECT_EQ(one->kv_bytes, 100);
+  const auto two = plan_gpu_kv_cache("cuda:0", 200, 200, 1.0, none, 100);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->kv_bytes, 200);
+  const auto short_one = plan_gpu_kv_cache("cuda:0", 199, 199, 1.0, none, 100);
+  ASSERT_FALSE(short_one.ok());
+  EXPECT_EQ(short_one.status().code(), ErrorCode::kResourceExhausted);
 }
 
 }  // namespace

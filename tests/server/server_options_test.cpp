@@ -23,7 +23,9 @@ TEST(ServerOptions, RequestLimitFollowsTheEnginesBatchWidth) {
   EXPECT_EQ(resolved_limit("cuda:1"), 512);
   EXPECT_EQ(resolved_limit("cpu", 100), 200);  // --max-num-seqs given
   EXPECT_EQ(resolved_limit("cuda", 16), 64);
-  EXPECT_EQ(resolved_limit("cuda", 0, 3), 3);  // --max-requests given wins
+  EXPECT_EQ(resolved_limit("cuda", 0, 3), 3);    // --max-requests given wins
+  EXPECT_EQ(resolved_limit("cpu", 3000), 4096);  // the flag's own ceiling
+  EXPECT_EQ(resolved_limit("cpu", 2000000000), 4096);
 }
 
 TEST(ServerOptions, HttpThreadsCoverTheResolvedLimit) {
