@@ -79,7 +79,8 @@ Layout layout(int64_t rows, int64_t vocab, bool any_top_p, bool any_penalties, b
     l.log_normalizer = at;
     at += align256(static_cast<size_t>(rows) * sizeof(double));
   }
-  if (any_top_p && rows * vocab <= kMaxDeviceSampleElements) {  // larger calls are refused by sample_rows
+  if (any_top_p &&
+      rows * vocab <= kMaxDeviceSampleElements) {  // larger calls are refused by sample_rows
     const size_t keys = align256(static_cast<size_t>(rows * vocab) * sizeof(uint64_t));
     l.keys_in = at;
     at += keys;
