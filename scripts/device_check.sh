@@ -53,13 +53,13 @@ deadline=$(($(date +%s) + ${RLT_CHECK_BUDGET:-400}))
 
 # selected NAME: whether RLT_CHECKS (comma-separated names or globs) asks for this check.
 considered=()
+check_patterns=()
+[ -n "${RLT_CHECKS:-}" ] && IFS=, read -ra check_patterns <<<"${RLT_CHECKS// /}"
 selected() {
   considered+=("$1")
   [ -z "${RLT_CHECKS:-}" ] && return 0
   local pattern
-  local -a patterns
-  IFS=, read -ra patterns <<<"${RLT_CHECKS// /}"
-  for pattern in "${patterns[@]}"; do
+  for pattern in "${check_patterns[@]}"; do
     # shellcheck disable=SC2053  # the pattern is a glob on purpose
     [[ $1 == $pattern ]] && return 0
   done
@@ -238,8 +238,7 @@ fi
 [ -n "$bundle" ] && [ -f "$bundle/STAMP.txt" ] && echo "bundle: $(tr '\n' ' ' <"$bundle/STAMP.txt")"
 echo "GPU: $(sed -n 2p "$logs/gpu.txt")"
 if [ -n "${RLT_CHECKS:-}" ]; then
-  IFS=, read -ra wanted <<<"${RLT_CHECKS// /}"
-  for pattern in "${wanted[@]}"; do
+  for pattern in "${check_patterns[@]}"; do
     hit=""
     # shellcheck disable=SC2053  # the pattern is a glob on purpose
     for name in "${considered[@]}"; do [[ $name == $pattern ]] && hit=1 && break; done

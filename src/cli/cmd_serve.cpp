@@ -92,7 +92,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
       ->envname("RLT_API_KEY");
   cmd->add_option("--served-model-name", s.served_model_name, "Model name clients send (default: the folder's name)");
   cmd->add_option("--max-requests", s.max_requests,
-                  "Requests queued or running at once; more get 429 (0: 2 x --max-num-seqs, at least 64)")
+                  "Requests queued or running at once; more get 429 (0: 2 x --max-num-seqs within 64..4096)")
       ->capture_default_str()->check(CLI::Range(0, 4096));
   cmd->add_option("--max-prompts", s.max_prompts_per_request, "Prompts in one /v1/completions request")
       ->capture_default_str()->check(CLI::Range(1, 4096));
