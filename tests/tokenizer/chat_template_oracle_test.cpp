@@ -30,7 +30,8 @@ TEST(ChatTemplateOracle, RendersLikeJinja2) {
     GTEST_SKIP() << "no " << testing::source_dir() << "/.venv: run scripts/setup.sh";
   }
   const std::string fixtures = testing::fixtures_dir() + "/tokenizers";
-  if (!testing::path_exists(fixtures)) {
+  const bool have_fixtures = testing::path_exists(fixtures);
+  if (!have_fixtures) {
     std::cout << "[ note ] shared fixtures not found at " << fixtures
               << ": only the templates written by the oracle are tested\n";
   }
@@ -41,7 +42,8 @@ TEST(ChatTemplateOracle, RendersLikeJinja2) {
             0)
       << out;
   const auto cases = testing::read_jsonl(workdir + "/cases.jsonl");
-  ASSERT_GT(cases.size(), 1000u);
+  // The oracle's own templates give 864 cases; the shared fixtures' real templates add more.
+  ASSERT_GT(cases.size(), have_fixtures ? 1000u : 800u);
 
   std::map<std::string, Result<ChatTemplate>> loaded;
   std::map<std::string, int> rendered_per_config;
