@@ -110,6 +110,9 @@ struct RequestOutput {
   std::string new_text;                // text added by this step
   bool finished = false;
   std::string finish_reason;           // "stop", "length" or "abort" once finished
+  // An "abort" the engine decided on its own (a failed batch, a broken logits row): why. Empty
+  // for every other output, a caller's abort() included.
+  std::string error;
   int32_t prompt_tokens = 0;
 };
 

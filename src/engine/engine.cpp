@@ -141,13 +141,16 @@ struct Engine::Impl : public sched::PreemptionHooks {
     return o;
   }
 
+  // Aborts a request and queues its final output; `error` says why when the engine aborts it on
+  // its own (a failed batch, a broken logits row), empty for a caller's cancel.
+  Status abort_request(uint64_t id, const std::string& error);
   // Runs a step update's finalize copies on the runner's storage, then confirms them.
   Status finalize(const sched::StepUpdate& update);
   // Aborts the requests of a batch that failed to run (the others keep going).
-  void fail_batch(Engine& engine, const sched::SchedulerOutput& batch, const Status& why,
+  void fail_batch(const sched::SchedulerOutput& batch, const Status& why,
                   std::vector<RequestOutput>& outputs);
   // Samples a CODA batch's tokens and applies a batch's results; outputs for the step.
-  Status apply(Engine& engine, const sched::SchedulerOutput& batch, engine::BatchResult& result,
+  Status apply(const sched::SchedulerOutput& batch, engine::BatchResult& result,
                std::vector<RequestOutput>& outputs);
   Status no_progress_error() const;
   // What the runner needs besides the scheduler's view: CODA rows' sampling uniforms and histories.
@@ -322,14 +325,18 @@ Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const Sampl
   return {};
 }
 
-Status Engine::abort(uint64_t id) {
-  Impl& m = *impl_;
-  RLT_RETURN_IF_ERROR(m.scheduler->abort(id));
-  auto r = m.scheduler->take_finished(id);
-  auto it = m.live.find(id);
-  if (r && it != m.live.end()) m.pending.push_back(m.output_for(*r, it->second));
-  m.live.erase(id);
-  m.runner->release(id);
+Status Engine::abort(uint64_t id) { return impl_->abort_request(id, ""); }
+
+Status Engine::Impl::abort_request(uint64_t id, const std::string& error) {
+  RLT_RETURN_IF_ERROR(scheduler->abort(id));
+  auto r = scheduler->take_finished(id);
+  auto it = live.find(id);
+  if (r && it != live.end()) {
+    pending.push_back(output_for(*r, it->second));
+    pending.back().error = error;
+  }
+  live.erase(id);
+  runner->release(id);
   return {};
 }
 
@@ -342,7 +349,7 @@ Status Engine::Impl::finalize(const sched::StepUpdate& update) {
   return scheduler->confirm_finalized(update.exited);
 }
 
-void Engine::Impl::fail_batch(Engine& engine, const sched::SchedulerOutput& batch, const Status& why,
+void Engine::Impl::fail_batch(const sched::SchedulerOutput& batch, const Status& why,
                               std::vector<RequestOutput>& outputs) {
   // A failed batch aborts only its own requests; the engine keeps serving the others.
   log_error(fmt::format("batch {} ({}) failed, aborting its requests: {}", batch.seq, sched::stage_name(batch.stage),
@@ -350,12 +357,16 @@ void Engine::Impl::fail_batch(Engine& engine, const sched::SchedulerOutput& batc
   for (const auto& item : batch.items) {
     // Only the requests the batch ran for: an id may have been cancelled and reused meanwhile.
     const sched::Request* r = scheduler->find(item.id);
-    if (r != nullptr && r->arrival == item.arrival) (void)engine.abort(item.id);  // queues its final output
+    if (r != nullptr && r->arrival == item.arrival) {
+      // Queues its final output, which says why.
+      (void)abort_request(item.id, fmt::format("batch {} ({}) failed: {}", batch.seq, sched::stage_name(batch.stage),
+                                               why.message()));
+    }
   }
   take_pending(outputs);
 }
 
-Status Engine::Impl::apply(Engine& engine, const sched::SchedulerOutput& batch, engine::BatchResult& result,
+Status Engine::Impl::apply(const sched::SchedulerOutput& batch, engine::BatchResult& result,
                            std::vector<RequestOutput>& outputs) {
   sched::RunnerOutput ro;
   ro.seq = batch.seq;
@@ -426,7 +437,7 @@ Status Engine::Impl::apply(Engine& engine, const sched::SchedulerOutput& batch, 
         // A broken logits row (NaN, inf) ends that request only.
         log_error(fmt::format("request {}: sampling failed, aborting it: {}", id, sampled[i].status().to_string()));
         ro.sampled.push_back(-1);  // never read: the request is gone before results are applied
-        (void)engine.abort(id);  // queues its final output
+        (void)abort_request(id, "sampling failed: " + sampled[i].status().message());  // queues its final output
         continue;
       }
       LiveRequest& l = *states[i];
@@ -494,10 +505,10 @@ Result<std::vector<RequestOutput>> Engine::step() {
     engine::BatchResult result;
     Status ran = m.runner->execute(*batch, *m.scheduler, *m.kv, m.inputs_for(*batch), &result);
     if (!ran.ok()) {
-      m.fail_batch(*this, *batch, ran, outputs);
+      m.fail_batch(*batch, ran, outputs);
       return outputs;
     }
-    RLT_RETURN_IF_ERROR(m.apply(*this, *batch, result, outputs));
+    RLT_RETURN_IF_ERROR(m.apply(*batch, result, outputs));
     return outputs;
   }
   // Asynchronous: submit this batch, then apply the one before it while this one runs. The
@@ -513,7 +524,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
       RLT_ASSIGN_OR_RETURN(sched::StepUpdate update, m.scheduler->on_submitted(m.in_flight.back()));
       RLT_RETURN_IF_ERROR(m.finalize(update));
     } else {
-      m.fail_batch(*this, *batch, sent, outputs);
+      m.fail_batch(*batch, sent, outputs);
     }
   }
   const size_t keep = submitted ? 1 : 0;
@@ -525,10 +536,10 @@ Result<std::vector<RequestOutput>> Engine::step() {
     engine::BatchResult result;
     Status ran = m.runner->collect(done.seq, &result);
     if (!ran.ok()) {
-      m.fail_batch(*this, done, ran, outputs);
+      m.fail_batch(done, ran, outputs);
       continue;
     }
-    RLT_RETURN_IF_ERROR(m.apply(*this, done, result, outputs));
+    RLT_RETURN_IF_ERROR(m.apply(done, result, outputs));
   }
   // Nothing ran and nothing came back: only then is the scheduler stuck.
   if (!batch && !collected && outputs.empty() && m.scheduler->has_unfinished()) {

@@ -4,7 +4,7 @@ namespace rlt::server {
 
 void Channel::push(size_t choice, int32_t prompt_tokens, std::span<const int32_t> tokens,
                    std::span<const int32_t> exit_depths, std::span<const TokenLogprobs> logprobs, bool finished,
-                   const std::string& finish_reason) {
+                   const std::string& finish_reason, const std::string& error) {
   {
     std::lock_guard lock(mutex_);
     TokenBatch& b = pending_.at(choice);
@@ -15,6 +15,7 @@ void Channel::push(size_t choice, int32_t prompt_tokens, std::span<const int32_t
     if (finished) {
       b.finished = true;
       b.finish_reason = finish_reason;
+      b.error = error;
     }
     dirty_ = true;
   }

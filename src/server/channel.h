@@ -29,6 +29,7 @@ struct TokenBatch {
   std::vector<TokenLogprobs> logprobs;    // one per token when logprobs were asked for
   bool finished = false;                  // the engine's final output is in this batch
   std::string finish_reason;              // the engine's: "stop", "length" or "abort"
+  std::string error;                      // why the engine aborted the request on its own
   int32_t prompt_tokens = 0;
 
   bool empty() const { return tokens.empty() && !finished; }
@@ -40,7 +41,8 @@ class Channel {
 
   // --- engine thread ---
   void push(size_t choice, int32_t prompt_tokens, std::span<const int32_t> tokens, std::span<const int32_t> exit_depths,
-            std::span<const TokenLogprobs> logprobs, bool finished, const std::string& finish_reason);
+            std::span<const TokenLogprobs> logprobs, bool finished, const std::string& finish_reason,
+            const std::string& error);
   // Ends the request with an error (engine failure, shutdown, refused admission).
   void fail(ApiError error);
 

@@ -19,6 +19,7 @@ std::vector<TokenPiece> ChoiceDecoder::consume(const TokenBatch& batch) {
     p.finish_reason = matcher_.stopped() ? "stop" : reason;
     finished_ = true;
     finish_reason_ = p.finish_reason;
+    if (finish_reason_ == "abort") engine_error_ = batch.error;
   };
   for (size_t k = 0; k < batch.tokens.size() && !finished_; ++k) {
     TokenPiece p;

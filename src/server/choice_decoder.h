@@ -40,6 +40,8 @@ class ChoiceDecoder {
   // A stop string ended the choice while its engine request may still run: cancel it.
   bool stopped_by_string() const { return matcher_.stopped(); }
   const std::string& finish_reason() const { return finish_reason_; }
+  // Why the engine aborted the choice on its own (finish reason "abort"); empty otherwise.
+  const std::string& engine_error() const { return engine_error_; }
   int64_t prompt_tokens() const { return prompt_tokens_; }
   int64_t completion_tokens() const { return static_cast<int64_t>(tokens_.size()); }
   const std::string& text() const { return text_; }
@@ -53,6 +55,7 @@ class ChoiceDecoder {
   StopMatcher matcher_;
   bool finished_ = false;
   std::string finish_reason_;
+  std::string engine_error_;
   int64_t prompt_tokens_ = 0;
   std::string text_;
   std::vector<int32_t> tokens_;

@@ -167,7 +167,7 @@ void EngineWorker::distribute(const RequestOutput& o) {
     release_one();
   }
   channel->push(choice, o.prompt_tokens, tail(o.token_ids), tail(o.exit_depths), tail(o.logprobs), o.finished,
-                o.finish_reason);
+                o.finish_reason, o.error);
 }
 
 void EngineWorker::fail_everything(const ApiError& error) {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <fmt/format.h>
 
+#include "common/log.h"
 #include "server/generation_session.h"
 #include "server/guards.h"
 #include "server/openai_format.h"
@@ -88,11 +89,15 @@ bool provide(StreamState& st, httplib::DataSink& sink) {
     std::vector<GenerationSession::Event> events;
     switch (st.session->poll(kPollSlice, &events)) {
       case GenerationSession::Poll::kError:
-      case GenerationSession::Poll::kTimeout:
+      case GenerationSession::Poll::kTimeout: {
         // The status line is gone: an error now can only abort the transport (no [DONE]), so
-        // clients never mistake a broken stream for a complete one.
+        // clients never mistake a broken stream for a complete one. The log says why.
+        const auto& e = st.session->error();
+        log_error(fmt::format("stream {} ended without [DONE]: {}", st.meta.id,
+                              e ? fmt::format("HTTP {} ({}): {}", e->status, e->code, e->message) : "timed out"));
         st.session->abandon("error");
         return false;
+      }
       case GenerationSession::Poll::kDisconnected: st.session->abandon("cancelled"); return false;
       case GenerationSession::Poll::kDone:
       case GenerationSession::Poll::kProgress:

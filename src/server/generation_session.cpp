@@ -1,5 +1,7 @@
 #include "server/generation_session.h"
 
+#include <fmt/format.h>
+
 namespace rlt::server {
 namespace {
 
@@ -25,7 +27,8 @@ GenerationSession::~GenerationSession() {
   // Whatever is unfinished now is abandoned: free its KV rather than let it run to max_tokens.
   if (!all_finished() && abandon_reason_.empty()) abandon(error_ ? "error" : "cancelled");
   for (const ChoiceDecoder& d : decoders_) {
-    const std::string reason = d.finished() ? d.finish_reason() : abandon_reason_;
+    // An abort the client sees finished is the engine's own failure, never a cancellation.
+    const std::string reason = !d.finished() ? abandon_reason_ : d.finish_reason() == "abort" ? "error" : d.finish_reason();
     metrics_.count_finished(endpoint_, reason, d.prompt_tokens(), d.completion_tokens());
   }
 }
@@ -48,20 +51,23 @@ int64_t GenerationSession::completion_tokens() const {
   return n;
 }
 
-void GenerationSession::cancel_unfinished() {
+void GenerationSession::cancel(const std::vector<size_t>& choices) {
   std::vector<uint64_t> ids;
-  for (size_t i = 0; i < decoders_.size(); ++i) {
-    if ((!decoders_[i].finished() || decoders_[i].stopped_by_string()) && !cancelled_[i]) {
-      ids.push_back(channel_->request_ids()[i]);
-      cancelled_[i] = true;
-    }
+  for (size_t i : choices) {
+    if (cancelled_[i]) continue;
+    ids.push_back(channel_->request_ids()[i]);
+    cancelled_[i] = true;
   }
   if (!ids.empty()) worker_.cancel(ids);
 }
 
 void GenerationSession::abandon(const std::string& reason) {
   if (abandon_reason_.empty()) abandon_reason_ = reason;
-  cancel_unfinished();
+  // Choices a stop string ended are finished for the client but may still run in the engine.
+  std::vector<size_t> running;
+  for (size_t i = 0; i < decoders_.size(); ++i)
+    if (!decoders_[i].finished() || decoders_[i].stopped_by_string()) running.push_back(i);
+  cancel(running);
 }
 
 GenerationSession::Poll GenerationSession::poll(std::chrono::milliseconds slice, std::vector<Event>* events) {
@@ -83,12 +89,16 @@ GenerationSession::Poll GenerationSession::poll(std::chrono::milliseconds slice,
       const bool was_finished = d.finished();
       for (TokenPiece& p : d.consume(batches[i])) events->push_back({i, std::move(p)});
       if (!was_finished && d.finished() && d.finish_reason() == "abort") {
-        // Only the engine aborts on its own (a failed batch); our own cancels are never read.
-        error_ = internal_server_error("the engine aborted the request (see the server log)");
+        // Our own cancels are never read (their choices finished first), so this abort is the
+        // engine's own: a failed batch or a broken logits row.
+        const std::string why = d.engine_error().empty() ? "no reason given" : d.engine_error();
+        error_ = internal_server_error(fmt::format("the engine aborted choice {} (engine request {}): {}", i,
+                                                   channel_->request_ids()[i], why));
         return Poll::kError;
       }
-      // A stop string ended the choice early: the engine request is still running.
-      if (d.stopped_by_string() && !cancelled_[i]) cancel_unfinished();
+      // A stop string ended this choice early: its engine request is still running; the other
+      // choices go on.
+      if (d.stopped_by_string()) cancel({i});
     }
   }
   if (all_finished()) return Poll::kDone;

@@ -58,7 +58,8 @@ class GenerationSession {
   int64_t completion_tokens() const;
 
  private:
-  void cancel_unfinished();
+  // Cancels these choices' engine requests (each once).
+  void cancel(const std::vector<size_t>& choices);
 
   EngineWorker& worker_;
   Metrics& metrics_;

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <fmt/format.h>
 
+#include "common/log.h"
+
 namespace rlt::server {
 namespace {
 
@@ -95,6 +97,8 @@ void send_json(httplib::Response& res, int status, const std::string& body) {
 }
 
 void send_error(httplib::Response& res, const ApiError& error) {
+  // A client's mistake is the client's to read; a failure of ours must reach the operator too.
+  if (error.status == 500) log_error(fmt::format("HTTP 500 ({}): {}", error.code, error.message));
   if (error.retry_after_s > 0) res.set_header("Retry-After", std::to_string(error.retry_after_s));
   send_json(res, error.status, error.body());
 }

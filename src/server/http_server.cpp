@@ -124,7 +124,6 @@ void Server::Impl::configure() {
       what = e.what();
     } catch (...) {
     }
-    log_error("request handler failed: " + what);
     send_error(res, internal_server_error("the server failed to handle the request: " + what));
   });
   svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {

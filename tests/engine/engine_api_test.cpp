@@ -139,6 +139,7 @@ TEST(EngineApi, AbortProducesExactlyOneFinalOutputAndFreesPages) {
   EXPECT_EQ(e->abort(1).code(), ErrorCode::kNotFound);
   auto finals = drain(*e);
   EXPECT_EQ(finals[1].finish_reason, "abort");
+  EXPECT_EQ(finals[1].error, "") << "a caller's abort is not an engine failure";
   EXPECT_EQ(finals[2].finish_reason, "length");
   EXPECT_EQ(finals[2].token_ids.size(), 50u);
   const EngineMetrics m = e->metrics();
