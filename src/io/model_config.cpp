@@ -1,7 +1,9 @@
 #include "io/model_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -94,13 +96,12 @@ const std::set<std::string>& ouro_known_fields() {
   static const std::set<std::string> kFields = {
       "architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size",
       "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act",
-      "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "total_ut_steps",
+      "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters", "total_ut_steps",
       "early_exit_threshold", "bos_token_id", "eos_token_id", "pad_token_id", "tie_word_embeddings",
       "attention_dropout", "use_sliding_window", "sliding_window", "layer_types",
       "initializer_range",
       // metadata
-      "auto_map", "torch_dtype", "dtype", "transformers_version", "max_window_layers", "use_cache",
-      "_name_or_path"};
+      "auto_map", "max_window_layers", "use_cache"};
   return kFields;
 }
 
@@ -109,29 +110,69 @@ const std::set<std::string>& llama_known_fields() {
   static const std::set<std::string> kFields = {
       "architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size",
       "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act",
-      "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "attention_bias",
+      "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters", "attention_bias",
       "attention_dropout", "mlp_bias", "pretraining_tp", "bos_token_id", "eos_token_id",
       "pad_token_id", "tie_word_embeddings", "initializer_range",
       // metadata
-      "torch_dtype", "dtype", "transformers_version", "use_cache", "_name_or_path"};
+      "use_cache"};
+  return kFields;
+}
+
+// Fields every transformers PretrainedConfig may write (4.x writes many, 5.x writes all of them
+// with their defaults): bookkeeping, label maps of classification heads, output flags, tokenizer
+// ids and generation defaults that generation_config.json owns. None of them changes a causal
+// LM's forward pass, so any value is accepted; the few that would (encoder-decoder wiring,
+// cross-attention, pruned heads) are in kNeutralOnlyFields and must keep their neutral value.
+const std::set<std::string>& pretrained_config_fields() {
+  static const std::set<std::string> kFields = {
+      "_name_or_path", "_model_name_or_path", "_commit_hash", "_attn_implementation",
+      "_attn_implementation_internal", "transformers_version", "torch_dtype", "dtype", "use_bfloat16",
+      "torchscript", "tf_legacy_loss", "return_dict", "output_attentions", "output_hidden_states",
+      "output_scores", "return_dict_in_generate", "id2label", "label2id", "num_labels", "problem_type",
+      "finetuning_task", "task_specific_params", "tokenizer_class", "prefix", "is_decoder",
+      "chunk_size_feed_forward", "unk_token_id", "sep_token_id", "cls_token_id", "mask_token_id",
+      "decoder_start_token_id", "forced_bos_token_id", "forced_eos_token_id",
+      // generation defaults (generation_config.json and the request decide these)
+      "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
+      "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
+      "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+      "num_return_sequences", "remove_invalid_values", "exponential_decay_length_penalty",
+      "suppress_tokens", "begin_suppress_tokens"};
+  return kFields;
+}
+
+// PretrainedConfig fields that would change the forward pass: accepted at their neutral value only.
+struct NeutralField {
+  const char* name;
+  nlohmann::json neutral;
+  const char* accepted;
+};
+const std::vector<NeutralField>& neutral_only_fields() {
+  static const std::vector<NeutralField> kFields = {
+      {"is_encoder_decoder", false, "false (rlt runs decoder-only models)"},
+      {"add_cross_attention", false, "false (no cross-attention in a decoder-only model)"},
+      {"tie_encoder_decoder", false, "false"},
+      {"cross_attention_hidden_size", nullptr, "null"},
+      {"pruned_heads", nlohmann::json::object(), "{} (no pruned attention heads)"},
+  };
   return kFields;
 }
 
 // null, {"rope_type"|"type": "default"}, linear {factor} or llama3 {factor, low_freq_factor,
-// high_freq_factor, original_max_position_embeddings}.
-Result<RopeScaling> parse_rope_scaling(const FieldReader& r, const json& j) {
+// high_freq_factor, original_max_position_embeddings}. `field` names the object in messages
+// ("rope_scaling", or transformers 5's "rope_parameters", which also holds rope_theta).
+Result<RopeScaling> parse_rope_scaling(const FieldReader& r, const char* field, const json& v) {
   RopeScaling s;
-  if (!r.has("rope_scaling")) return s;
-  const json& v = j["rope_scaling"];
+  if (v.is_null()) return s;
   constexpr const char* kAccepted = "null, {\"rope_type\": \"linear\", \"factor\": F} or {\"rope_type\": \"llama3\", "
                                     "\"factor\", \"low_freq_factor\", \"high_freq_factor\", "
                                     "\"original_max_position_embeddings\"}";
-  if (!v.is_object()) return r.unsupported("rope_scaling", v, kAccepted);
-  const json type = v.contains("rope_type") ? v["rope_type"] : v.value("type", json());
-  if (!type.is_string()) return r.unsupported("rope_scaling", v, kAccepted);
+  if (!v.is_object()) return r.unsupported(field, v, kAccepted);
+  const json type = v.contains("rope_type") ? v["rope_type"] : v.value("type", json("default"));
+  if (!type.is_string()) return r.unsupported(field, v, kAccepted);
   const std::string kind = type.get<std::string>();
   if (kind == "default") return s;
-  const std::string sub_source = r.source() + ": rope_scaling";  // FieldReader keeps a reference
+  const std::string sub_source = r.source() + ": " + field;  // FieldReader keeps a reference
   FieldReader sub(v, sub_source);
   if (kind == "linear") {
     s.kind = RopeScaling::Kind::kLinear;
@@ -148,7 +189,60 @@ Result<RopeScaling> parse_rope_scaling(const FieldReader& r, const json& j) {
       return sub.error("high_freq_factor", "must be greater than low_freq_factor");
     return s;
   }
-  return r.unsupported("rope_scaling", v, kAccepted);
+  return r.unsupported(field, v, kAccepted);
+}
+
+bool same_scaling(const RopeScaling& a, const RopeScaling& b) {
+  return a.kind == b.kind && a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
+         a.high_freq_factor == b.high_freq_factor &&
+         a.original_max_position_embeddings == b.original_max_position_embeddings;
+}
+
+// RoPE as transformers 4 writes it (rope_theta + rope_scaling) or as transformers 5 does
+// (rope_parameters: {rope_theta, rope_type, scaling fields}). Both may be present; they must agree.
+struct Rope {
+  double theta = 0.0;
+  RopeScaling scaling;
+  bool scaling_given = false;  // rope_scaling or a non-default rope_parameters type
+};
+Result<Rope> parse_rope(const FieldReader& r, const json& j, std::optional<double> default_theta) {
+  Rope rope;
+  std::optional<double> legacy_theta;
+  if (j.contains("rope_theta")) {
+    RLT_ASSIGN_OR_RETURN(double t, r.positive_number("rope_theta", std::nullopt));
+    legacy_theta = t;
+  }
+  RLT_ASSIGN_OR_RETURN(RopeScaling legacy, parse_rope_scaling(r, "rope_scaling", j.value("rope_scaling", json())));
+  rope.scaling = legacy;
+  rope.scaling_given = r.has("rope_scaling");
+  std::optional<double> theta = legacy_theta;
+  if (r.has("rope_parameters")) {
+    const json& p = j["rope_parameters"];
+    if (!p.is_object()) return r.error("rope_parameters", fmt::format("must be an object, got {}", p.dump()));
+    RLT_ASSIGN_OR_RETURN(RopeScaling params, parse_rope_scaling(r, "rope_parameters", p));
+    if (rope.scaling_given && !same_scaling(params, legacy)) {
+      return r.error("rope_parameters", fmt::format("disagrees with rope_scaling ({} vs {}); keep one of them",
+                                                    p.dump(), j["rope_scaling"].dump()));
+    }
+    rope.scaling = params;
+    rope.scaling_given = rope.scaling_given || params.kind != RopeScaling::Kind::kNone;
+    if (p.contains("rope_theta")) {
+      const std::string sub_source = r.source() + ": rope_parameters";
+      FieldReader sub(p, sub_source);
+      RLT_ASSIGN_OR_RETURN(double t, sub.positive_number("rope_theta", std::nullopt));
+      if (legacy_theta && *legacy_theta != t) {
+        return r.error("rope_parameters", fmt::format("has rope_theta {} but the top-level rope_theta is {}; keep "
+                                                      "one of them", t, *legacy_theta));
+      }
+      theta = t;
+    }
+  }
+  if (!theta) {
+    if (!default_theta) return r.error("rope_theta", "is required (top level, or inside rope_parameters)");
+    theta = *default_theta;
+  }
+  rope.theta = *theta;
+  return rope;
 }
 
 Status check_common_semantics(const FieldReader& r, const json& j, const ModelConfig& c) {
@@ -179,7 +273,8 @@ Status check_llama_semantics(const FieldReader& r, const json& j) {
 Status check_ouro_semantics(const FieldReader& r, const json& j, const ModelConfig& c) {
   if (!j.contains("architectures") || j["architectures"] != json::array({"OuroForCausalLM"}))
     return r.unsupported("architectures", j.value("architectures", json()), "[\"OuroForCausalLM\"]");
-  if (r.has("rope_scaling")) return r.unsupported("rope_scaling", j["rope_scaling"], "null");
+  if (c.rope_scaling.kind != RopeScaling::Kind::kNone)
+    return r.unsupported("rope_parameters", j["rope_parameters"], "rope_type \"default\" (no RoPE scaling)");
   if (r.has("tie_word_embeddings") && j["tie_word_embeddings"] != false)
     return r.unsupported("tie_word_embeddings", j["tie_word_embeddings"], "false (Ouro stores lm_head separately)");
   if (r.has("use_sliding_window") && j["use_sliding_window"] != false)
@@ -228,12 +323,24 @@ Result<ModelConfig> parse_model_config(std::string_view json_text, const std::st
     return r.unsupported("model_type", j["model_type"], "\"ouro\", \"llama\"");
   }
   const bool llama = c.architecture == Architecture::kLlama;
+  std::vector<std::string> unknown;
   for (const auto& [key, _] : j.items()) {
-    if (!(llama ? llama_known_fields() : ouro_known_fields()).count(key)) {
-      return invalid_argument(fmt::format("{}: unknown field '{}' for model_type {}; rlt refuses "
-                                          "fields it does not understand rather than ignore them",
-                                          source, key, c.model_type));
-    }
+    const bool neutral_only = std::any_of(neutral_only_fields().begin(), neutral_only_fields().end(),
+                                          [&](const NeutralField& f) { return key == f.name; });
+    if (!(llama ? llama_known_fields() : ouro_known_fields()).count(key) && !pretrained_config_fields().count(key) &&
+        !neutral_only)
+      unknown.push_back(key);
+  }
+  if (!unknown.empty()) {
+    return invalid_argument(fmt::format("{}: unknown field{} {} for model_type {}; rlt refuses fields it does not "
+                                        "understand rather than ignore them (remove them if they do not change "
+                                        "the model, or report them to rlt)",
+                                        source, unknown.size() > 1 ? "s" : "",
+                                        "'" + fmt::format("{}", fmt::join(unknown, "', '")) + "'", c.model_type));
+  }
+  for (const NeutralField& f : neutral_only_fields()) {
+    if (r.has(f.name) && j[f.name] != f.neutral && !(f.neutral.is_null() && j[f.name].is_null()))
+      return r.unsupported(f.name, j[f.name], f.accepted);
   }
   RLT_ASSIGN_OR_RETURN(c.vocab_size, r.positive_int("vocab_size"));
   RLT_ASSIGN_OR_RETURN(c.hidden_size, r.positive_int("hidden_size"));
@@ -257,13 +364,17 @@ Result<ModelConfig> parse_model_config(std::string_view json_text, const std::st
     // transformers' LlamaConfig defaults for the optional fields.
     c.total_ut_steps = 1;
     RLT_ASSIGN_OR_RETURN(c.rms_norm_eps, r.positive_number("rms_norm_eps", 1e-6));
-    RLT_ASSIGN_OR_RETURN(c.rope_theta, r.positive_number("rope_theta", 10000.0));
+    RLT_ASSIGN_OR_RETURN(Rope rope, parse_rope(r, j, 10000.0));
+    c.rope_theta = rope.theta;
+    c.rope_scaling = rope.scaling;
     c.tie_word_embeddings = r.has("tie_word_embeddings") && j["tie_word_embeddings"] == true;
-    RLT_ASSIGN_OR_RETURN(c.rope_scaling, parse_rope_scaling(r, j));
   } else {
     RLT_ASSIGN_OR_RETURN(c.total_ut_steps, r.positive_int("total_ut_steps"));
     RLT_ASSIGN_OR_RETURN(c.rms_norm_eps, r.positive_number("rms_norm_eps", std::nullopt));
-    RLT_ASSIGN_OR_RETURN(c.rope_theta, r.positive_number("rope_theta", std::nullopt));
+    if (r.has("rope_scaling")) return r.unsupported("rope_scaling", j["rope_scaling"], "null (no RoPE scaling)");
+    RLT_ASSIGN_OR_RETURN(Rope rope, parse_rope(r, j, std::nullopt));
+    c.rope_theta = rope.theta;
+    c.rope_scaling = rope.scaling;
   }
   if (r.has("early_exit_threshold")) {
     if (!j["early_exit_threshold"].is_number())

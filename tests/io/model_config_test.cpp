@@ -128,6 +128,121 @@ TEST(ModelConfig, LlamaDefaultsAndRefusals) {
   }
 }
 
+// SmolLM2-135M-Instruct's config.json as transformers 5 saves it: every PretrainedConfig field
+// written out, RoPE in rope_parameters, dtype instead of torch_dtype.
+nlohmann::json smollm2_transformers5_config() {
+  return {{"architectures", {"LlamaForCausalLM"}}, {"attention_bias", false}, {"attention_dropout", 0.0},
+          {"bos_token_id", 1}, {"chunk_size_feed_forward", 0}, {"dtype", "bfloat16"}, {"eos_token_id", 2},
+          {"head_dim", 64}, {"hidden_act", "silu"}, {"hidden_size", 576},
+          {"id2label", {{"0", "LABEL_0"}, {"1", "LABEL_1"}}}, {"initializer_range", 0.041666666666666664},
+          {"intermediate_size", 1536}, {"is_encoder_decoder", false}, {"label2id", {{"LABEL_0", 0}, {"LABEL_1", 1}}},
+          {"max_position_embeddings", 8192}, {"mlp_bias", false}, {"model_type", "llama"},
+          {"_name_or_path", "HuggingFaceTB/SmolLM2-135M-Instruct"}, {"num_attention_heads", 9},
+          {"num_hidden_layers", 30}, {"num_key_value_heads", 3}, {"output_attentions", false},
+          {"output_hidden_states", false}, {"pad_token_id", 2}, {"pretraining_tp", 1}, {"problem_type", nullptr},
+          {"return_dict", true}, {"rms_norm_eps", 1e-5},
+          {"rope_parameters", {{"rope_theta", 100000.0}, {"rope_type", "default"}}}, {"tie_word_embeddings", true},
+          {"transformers_version", "5.24.0"}, {"unk_token_id", 0}, {"use_cache", true}, {"vocab_size", 49152}};
+}
+
+TEST(ModelConfig, ReadsTransformers5ConfigsWithRopeParameters) {
+  auto r = parse(smollm2_transformers5_config());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->rope_theta, 100000.0);
+  EXPECT_EQ(r->rope_scaling.kind, RopeScaling::Kind::kNone);
+  EXPECT_TRUE(r->tie_word_embeddings);
+  EXPECT_EQ(r->torch_dtype, "bfloat16");
+  EXPECT_EQ(r->num_kv_heads, 3);
+
+  // The same model as transformers 4 writes it: rope_theta at the top level.
+  auto v4 = smollm2_transformers5_config();
+  v4.erase("rope_parameters");
+  v4["rope_theta"] = 100000.0;
+  v4["torch_dtype"] = "bfloat16";
+  v4.erase("dtype");
+  auto r4 = parse(v4);
+  ASSERT_TRUE(r4.ok()) << r4.status().to_string();
+  EXPECT_EQ(r4->rope_theta, r->rope_theta);
+  EXPECT_EQ(r4->parameter_count(), r->parameter_count());
+
+  // Both spellings present and agreeing is fine; disagreeing is an error naming both values.
+  auto both = smollm2_transformers5_config();
+  both["rope_theta"] = 100000.0;
+  EXPECT_TRUE(parse(both).ok());
+  both["rope_theta"] = 10000.0;
+  expect_error(both, "rope_parameters' has rope_theta 100000 but the top-level rope_theta is 10000");
+
+  // Scaling inside rope_parameters reads exactly like rope_scaling.
+  auto scaled = llama32_1b_config();
+  nlohmann::json params = scaled["rope_scaling"];
+  params["rope_theta"] = 500000.0;
+  scaled.erase("rope_scaling");
+  scaled.erase("rope_theta");
+  scaled["rope_parameters"] = params;
+  auto s5 = parse(scaled);
+  ASSERT_TRUE(s5.ok()) << s5.status().to_string();
+  auto s4 = parse(llama32_1b_config());
+  EXPECT_EQ(s5->rope_theta, s4->rope_theta);
+  EXPECT_EQ(s5->rope_scaling.kind, RopeScaling::Kind::kLlama3);
+  EXPECT_EQ(s5->rope_scaling.factor, s4->rope_scaling.factor);
+  EXPECT_EQ(s5->rope_scaling.original_max_position_embeddings, 8192);
+  auto clash = scaled;
+  clash["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  expect_error(clash, "rope_parameters' disagrees with rope_scaling");
+  auto missing = smollm2_transformers5_config();
+  missing["model_type"] = "ouro";
+  missing["architectures"] = {"OuroForCausalLM"};
+  missing["total_ut_steps"] = 4;
+  missing["tie_word_embeddings"] = false;
+  for (const char* llama_only : {"attention_bias", "mlp_bias", "pretraining_tp"}) missing.erase(llama_only);
+  missing["rope_parameters"] = {{"rope_type", "default"}};
+  expect_error(missing, "field 'rope_theta' is required (top level, or inside rope_parameters)");
+  missing["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
+  auto ouro = parse(missing);
+  ASSERT_TRUE(ouro.ok()) << ouro.status().to_string();
+  EXPECT_EQ(ouro->rope_theta, 1e6);
+  missing["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 1e6}};
+  expect_error(missing, "field 'rope_parameters' is");
+}
+
+TEST(ModelConfig, GenericFieldsAreToleratedAndUnknownOnesReportedTogether) {
+  // Fields transformers 4.x configs carry besides the model's own.
+  auto j = llama32_1b_config();
+  for (const char* f : {"output_scores", "return_dict_in_generate", "torchscript", "use_bfloat16", "is_decoder",
+                        "do_sample", "tf_legacy_loss"})
+    j[f] = false;
+  j["temperature"] = 1.0;
+  j["bad_words_ids"] = nullptr;
+  j["num_beams"] = 1;
+  j["_commit_hash"] = "abc";
+  j["pruned_heads"] = nlohmann::json::object();
+  j["cross_attention_hidden_size"] = nullptr;
+  auto r = parse(j);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+
+  auto unknown = smollm2_transformers5_config();
+  unknown["whatever"] = 1;
+  unknown["novel_attention"] = true;
+  auto u = parse(unknown);
+  ASSERT_FALSE(u.ok());
+  EXPECT_NE(u.status().message().find("unknown fields 'novel_attention', 'whatever' for model_type llama"),
+            std::string::npos) << u.status().to_string();
+
+  struct Case { const char* field; nlohmann::json value; const char* needle; };
+  const Case cases[] = {
+      {"is_encoder_decoder", true, "field 'is_encoder_decoder' is true"},
+      {"add_cross_attention", true, "field 'add_cross_attention' is true"},
+      {"pruned_heads", {{"0", {1}}}, "field 'pruned_heads'"},
+      {"rope_parameters", "x", "field 'rope_parameters' must be an object"},
+  };
+  for (const auto& c : cases) {
+    auto bad = smollm2_transformers5_config();
+    bad[c.field] = c.value;
+    SCOPED_TRACE(c.field);
+    expect_error(bad, c.needle);
+  }
+}
+
 TEST(ModelConfig, RefusesUnsupportedSemantics) {
   struct Case { const char* field; nlohmann::json value; const char* needle; };
   const Case cases[] = {
