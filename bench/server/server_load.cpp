@@ -85,7 +85,7 @@ int run(Options o) {
 
   // Offline first, so it does not compete with the server for the CPU during the timed run.
   EngineConfig ec;
-  ec.model_dir = o.model_dir;
+  ec.model = o.model_dir;
   ec.attention_backend = o.attention_backend;
   ec.kv_dtype = o.kv_dtype;
   ec.threads = o.threads;

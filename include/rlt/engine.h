@@ -16,7 +16,10 @@ namespace rlt {
 
 // Every engine knob with its default (documented in docs/scheduling.md and docs/kv-cache.md).
 struct EngineConfig {
-  std::string model_dir;
+  // A Hugging Face model folder or a .gguf file.
+  std::string model;
+  // GGUF files: the dtype quantized weights are dequantized into at load: "bf16", "f32", "f16".
+  std::string dtype = "bf16";
 
   // KV cache
   int32_t block_size = 16;                       // tokens per page

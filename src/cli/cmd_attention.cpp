@@ -1,4 +1,4 @@
-// `rlt attention explain`: the attention backend selection as a dry run. Reads only config.json
+// `rlt attention explain`: the attention backend selection as a dry run. Reads only the config
 // (no weights), evaluates every candidate for the given or simulated device, prints the report.
 #include <CLI/CLI.hpp>
 #include <filesystem>
@@ -9,6 +9,7 @@
 #include "cli/attention_flags.h"
 #include "cli/commands.h"
 #include "cli/model_dir.h"
+#include "source/model_source.h"
 #include "io/model_config.h"
 
 namespace rlt::cli {
@@ -34,8 +35,9 @@ Result<DType> kv_dtype_for(const io::ModelConfig& c, const std::string& flag) {
 int run_explain(const ExplainOptions& opt) {
   auto dir = resolve_model_dir(opt.model);
   if (!dir.ok()) return report_error(dir.status());
-  auto config = io::load_model_config((std::filesystem::path(*dir) / "config.json").string());
-  if (!config.ok()) return report_error(config.status());
+  auto src = source::ModelSource::open(*dir);
+  if (!src.ok()) return report_error(src.status());
+  const io::ModelConfig* config = &src->config();
   auto dtype = kv_dtype_for(*config, opt.kv_dtype);
   if (!dtype.ok()) return report_error(dtype.status());
   attention::SelectionInput in;
@@ -77,7 +79,7 @@ void add_attention_command(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<ExplainOptions>();
   CLI::App* cmd = group->add_subcommand(
       "explain", "Dry run of attention backend selection: every candidate's verdict and reason (loads no weights)");
-  cmd->add_option("--model", opt->model, "Hugging Face model folder (default: the embedded demo model)");
+  cmd->add_option("--model", opt->model, kModelFlagHelp);
   add_attention_flags(*cmd, opt->attention);
   cmd->add_option("--assume-device", opt->assume_device,
                   "Simulate a device: cpu:<scalar|sse4|avx2|avx512|neon> or cuda:sm_<NN> (default: this machine)");

@@ -268,7 +268,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<BenchOptions>();
   opt->sampling.params.temperature = 0.0;
   CLI::App* cmd = app.add_subcommand("bench", "Offline closed-loop throughput, at full depth and with early exit");
-  cmd->add_option("--model", opt->model, "Hugging Face model folder (default: the embedded demo model)");
+  cmd->add_option("--model", opt->model, kModelFlagHelp);
   cmd->add_option("--num-requests", opt->num_requests, "Requests to complete")->capture_default_str();
   cmd->add_option("--concurrency", opt->concurrency, "Requests kept in flight")->capture_default_str();
   cmd->add_option("--prompt-len", opt->prompt_len, "Random prompt tokens per request")->capture_default_str();

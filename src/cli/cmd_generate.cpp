@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/model_dir.h"
+#include "source/model_source.h"
 #include "model/reference_model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -87,25 +88,23 @@ Status apply_overrides(const json& line, SamplingParams& p, int line_no) {
   return {};
 }
 
-// The model folder's tokenizer, loaded on first use; null when the folder has none.
+// The model's tokenizer, loaded on first use; null when the model has none.
 class LazyTokenizer {
  public:
   explicit LazyTokenizer(std::string dir) : dir_(std::move(dir)) {}
   Result<std::shared_ptr<const tok::Tokenizer>> get() {
     if (!loaded_) {
       loaded_ = true;
-      const auto path = std::filesystem::path(dir_) / "tokenizer.json";
-      if (std::filesystem::exists(path)) {
-        auto t = tok::Tokenizer::from_file(path.string());
-        if (!t.ok()) return t.status();
-        tokenizer_ = *t;
+      RLT_ASSIGN_OR_RETURN(source::ModelSource src, source::ModelSource::open(dir_));
+      if (src.has_tokenizer()) {
+        RLT_ASSIGN_OR_RETURN(tokenizer_, src.tokenizer());
       }
     }
     return tokenizer_;
   }
   Result<std::vector<int32_t>> encode(const std::string& text) {
     RLT_ASSIGN_OR_RETURN(auto t, get());
-    if (!t) return failed_precondition(fmt::format("{} has no tokenizer.json: give --prompt-ids instead of text", dir_));
+    if (!t) return failed_precondition(fmt::format("{} has no tokenizer: give --prompt-ids instead of text", dir_));
     return t->encode(text, /*add_special_tokens=*/true);
   }
   // The text of generated tokens (special tokens dropped), or nullopt without a tokenizer.
@@ -182,6 +181,9 @@ int run_reference(const std::string& dir, const GenerateOptions& opt, const std:
                   LazyTokenizer& tokenizer) {
   auto load = model::parse_activation_dtype(opt.engine.config.activation_dtype);
   if (!load.ok()) return report_error(load.status());
+  auto quantized_to = source::parse_weight_dtype(opt.engine.config.dtype);
+  if (!quantized_to.ok()) return report_error(quantized_to.status());
+  load->quantized_dtype = *quantized_to;
   auto loaded = model::load_ouro_model(dir, *load);
   if (!loaded.ok()) return report_error(loaded.status());
   for (const Job& job : jobs) {
@@ -268,7 +270,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<GenerateOptions>();
   opt->sampling.params.temperature = 0.0;  // offline generation defaults to greedy
   CLI::App* cmd = app.add_subcommand("generate", "Generate tokens for one or many prompts and print JSON per request");
-  cmd->add_option("--model", opt->model, "Hugging Face model folder (default: the embedded demo model)");
+  cmd->add_option("--model", opt->model, kModelFlagHelp);
   cmd->add_option("--prompt", opt->prompts, "Prompt text (the model's tokenizer encodes it); repeat for more prompts");
   cmd->add_option("--prompt-ids", opt->prompt_ids, "Prompt token ids, comma separated; repeat for more prompts");
   cmd->add_option("--prompts-file", opt->prompts_file,

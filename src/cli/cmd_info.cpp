@@ -1,17 +1,18 @@
-// `rlt info`: what a model folder holds and what serving it costs, without running it.
+// `rlt info`: what a model folder or GGUF file holds and what serving it costs, without running it.
 #include <CLI/CLI.hpp>
-#include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/model_dir.h"
+#include "io/gguf_model.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_bf16.h"
 #include "model/ouro_weights.h"
+#include "source/model_source.h"
 #ifdef RLT_HAVE_CUDA
 #include "cuda/device.h"
 #endif
@@ -21,6 +22,7 @@ namespace {
 
 struct InfoOptions {
   std::string model;
+  std::string dtype = "bf16";
   bool json = false;
 };
 
@@ -54,43 +56,83 @@ std::string human_bytes(double bytes) {
   return fmt::format("{:.2f} {}", bytes, units[u]);
 }
 
-int run_info(const InfoOptions& opt) {
-  auto dir = resolve_model_dir(opt.model);
-  if (!dir.ok()) return report_error(dir.status());
-  namespace fs = std::filesystem;
-  auto config = io::load_model_config((fs::path(*dir) / "config.json").string());
-  if (!config.ok()) return report_error(config.status());
-  const io::ModelConfig& c = *config;
-
-  // Weights are optional: a folder with only config.json still gets its sizes reported.
+// What a source's weights hold, checked against its config without loading them.
+struct WeightReport {
+  bool present = false, ok = false, broken = false;
   std::string validation = "ok";
-  bool weights_present = false, weights_ok = false, weights_broken = false;
-  size_t weight_bytes = 0;
-  std::string weight_dtype = "bf16";
-  auto ckpt = io::Checkpoint::open_dir(*dir);
-  if (ckpt.ok()) {
-    weights_present = true;
-    weight_bytes = ckpt->total_bytes();
-    Status v = io::validate_tensor_set(*ckpt, model::ouro_expected_tensors(c));
-    weights_ok = v.ok();
-    if (!v.ok()) validation = v.to_string();
-    if (auto* e = ckpt->find("model.embed_tokens.weight")) weight_dtype = std::string(dtype_name(e->dtype));
-  } else if (ckpt.status().code() == ErrorCode::kNotFound) {
-    validation = "config ok; no weights in this folder (model.safetensors or model.safetensors.index.json)";
+  size_t bytes = 0;            // as loaded (GGUF: after dequantization)
+  size_t file_bytes = 0;       // as stored
+  std::string dtype = "bf16";  // of the embedding
+  std::vector<io::GgufTypeCount> types;  // GGUF: stored tensors by type
+};
+
+WeightReport check_weights(const source::ModelSource& src, DType quantized_to) {
+  WeightReport w;
+  const io::ModelConfig& c = src.config();
+  Result<io::Checkpoint> ckpt = internal_error("unset");
+  if (src.gguf()) {
+    w.types = io::gguf_type_summary(*src.gguf());
+    for (const auto& t : w.types) w.file_bytes += static_cast<size_t>(t.bytes);
+    auto plan = io::gguf_tensor_plan(*src.gguf(), c, quantized_to);
+    ckpt = plan.ok() ? io::Checkpoint::from_views(std::move(plan).value(), {}, {src.path()}) : Result<io::Checkpoint>(plan.status());
   } else {
-    weights_broken = true;  // files exist but cannot be read: as bad as a wrong tensor set
-    validation = ckpt.status().to_string();
+    ckpt = io::Checkpoint::open_dir(src.path());
   }
-  for (auto& ch : weight_dtype) ch = static_cast<char>(std::tolower(ch));
-  const int64_t kv_elem_bytes = weight_dtype == "f32" ? 4 : 2;
+  if (ckpt.ok()) {
+    w.present = true;
+    w.bytes = ckpt->total_bytes();
+    if (w.file_bytes == 0) w.file_bytes = w.bytes;
+    Status v = io::validate_tensor_set(*ckpt, model::ouro_expected_tensors(c));
+    w.ok = v.ok();
+    if (!v.ok()) w.validation = v.to_string();
+    if (auto* e = ckpt->find("model.embed_tokens.weight")) w.dtype = std::string(dtype_name(e->dtype));
+  } else if (ckpt.status().code() == ErrorCode::kNotFound && !src.gguf()) {
+    w.validation = "config ok; no weights in this folder (model.safetensors or model.safetensors.index.json)";
+  } else {
+    w.broken = true;  // files exist but cannot be read: as bad as a wrong tensor set
+    w.validation = ckpt.status().to_string();
+  }
+  for (auto& ch : w.dtype) ch = static_cast<char>(std::tolower(ch));
+  return w;
+}
+
+// The tokenizer and chat template in one line.
+std::string tokenizer_summary(const source::ModelSource& src) {
+  if (!src.has_tokenizer()) return "none (give --prompt-ids; the server needs one)";
+  auto t = src.tokenizer();
+  if (!t.ok()) return "broken: " + t.status().message();
+  std::string kind = src.gguf() ? "from the GGUF metadata" : "tokenizer.json";
+  if (src.gguf()) {
+    auto model = src.gguf()->get_string("tokenizer.ggml.model");
+    auto pre = src.gguf()->get_string("tokenizer.ggml.pre");
+    if (model.ok() && *model) kind += fmt::format(" ({}", **model);
+    if (pre.ok() && *pre) kind += fmt::format(", pre {}", **pre);
+    if (model.ok() && *model) kind += ")";
+  }
+  auto tmpl = src.chat_template();
+  return fmt::format("{}, {} tokens; chat template {}", kind, (*t)->vocab_size(), tmpl.ok() ? "present" : "absent");
+}
+
+int run_info(const InfoOptions& opt) {
+  auto path = resolve_model_dir(opt.model);
+  if (!path.ok()) return report_error(path.status());
+  auto quantized_to = source::parse_weight_dtype(opt.dtype);
+  if (!quantized_to.ok()) return report_error(quantized_to.status());
+  auto src = source::ModelSource::open(*path);
+  if (!src.ok()) return report_error(src.status());
+  const io::ModelConfig& c = src->config();
+  // Weights are optional: a folder with only config.json still gets its sizes reported.
+  const WeightReport w = check_weights(*src, *quantized_to);
+  const int64_t kv_elem_bytes = w.dtype == "f32" ? 4 : 2;
   const int64_t plane_bytes = c.kv_values_per_token_per_depth() * kv_elem_bytes;
   const int64_t last_exited = plane_bytes * c.total_ut_steps;
   const int64_t shared = plane_bytes;
-  const int64_t expected_weight_bytes = c.parameter_count() * (weight_dtype == "f32" ? 4 : 2);
+  const int64_t expected_weight_bytes = c.parameter_count() * (w.dtype == "f32" ? 4 : 2);
 
   if (opt.json) {
     nlohmann::ordered_json j;
-    j["model_dir"] = *dir;
+    j["model"] = *path;
+    j["format"] = src->format_name();
     j["model_type"] = c.model_type;
     j["vocab_size"] = c.vocab_size;
     j["hidden_size"] = c.hidden_size;
@@ -107,46 +149,64 @@ int run_info(const InfoOptions& opt) {
     j["rms_norm_eps"] = c.rms_norm_eps;
     j["eos_token_ids"] = c.eos_token_ids;
     j["parameters"] = c.parameter_count();
-    j["weights_present"] = weights_present;
-    j["weight_dtype"] = weight_dtype;
-    j["weight_bytes"] = weights_present ? static_cast<int64_t>(weight_bytes) : expected_weight_bytes;
-    j["kv_bytes_per_token"] = {{"last_exited", last_exited}, {"shared", shared}, {"dtype", weight_dtype}};
+    j["notes"] = src->notes();
+    j["weights_present"] = w.present;
+    j["weight_dtype"] = w.dtype;
+    j["weight_bytes"] = w.present ? static_cast<int64_t>(w.bytes) : expected_weight_bytes;
+    j["stored_weight_bytes"] = w.present ? static_cast<int64_t>(w.file_bytes) : expected_weight_bytes;
+    nlohmann::ordered_json types = nlohmann::ordered_json::array();
+    for (const auto& t : w.types) types.push_back({{"type", t.type}, {"tensors", t.tensors}, {"bytes", t.bytes}});
+    j["tensor_types"] = types;
+    j["tokenizer"] = tokenizer_summary(*src);
+    j["kv_bytes_per_token"] = {{"last_exited", last_exited}, {"shared", shared}, {"dtype", w.dtype}};
     j["cpu_dispatch_target"] = kernels::cpu_dispatch_target();
     j["cpu_bf16_dot_products"] = kernels::bf16_dot_supported();
     j["cuda"] = cuda_summary();
-    j["valid"] = !weights_broken && (!weights_present || weights_ok);
-    j["validation"] = validation;
+    j["valid"] = !w.broken && (!w.present || w.ok);
+    j["validation"] = w.validation;
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << fmt::format("model          {} ({})\n", *dir, c.model_type);
+    std::cout << fmt::format("model          {} ({}, {})\n", *path, c.model_type, src->format_name());
     std::cout << fmt::format("shape          {} layers x {} loops, hidden {}, intermediate {}, vocab {}{}{}\n",
                              c.num_layers, c.total_ut_steps, c.hidden_size, c.intermediate_size, c.vocab_size,
                              c.has_exit_gate() ? ", exit gate" : "", c.tie_word_embeddings ? ", tied lm head" : "");
     std::cout << fmt::format("attention      {} query heads, {} kv heads, head_dim {}, rope theta {}, max positions {}\n",
                              c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, c.max_position_embeddings);
     std::cout << fmt::format("parameters     {}\n", with_commas(c.parameter_count()));
+    for (const std::string& note : src->notes()) std::cout << fmt::format("note           {}\n", note);
+    if (!w.types.empty()) {
+      std::vector<std::string> parts;
+      for (const auto& t : w.types)
+        parts.push_back(fmt::format("{} x{} ({})", t.type, t.tensors, human_bytes(static_cast<double>(t.bytes))));
+      std::cout << fmt::format("stored as      {}: {}\n", human_bytes(static_cast<double>(w.file_bytes)),
+                               fmt::join(parts, ", "));
+    }
     std::cout << fmt::format("weights        {} ({}){}\n",
-                             human_bytes(static_cast<double>(weights_present ? weight_bytes : expected_weight_bytes)),
-                             weight_dtype, weights_present ? "" : "; expected size, no weight files present");
+                             human_bytes(static_cast<double>(w.present ? w.bytes : expected_weight_bytes)), w.dtype,
+                             !w.present ? "; expected size, no weight files present"
+                             : src->gguf() ? "; as loaded, quantized tensors dequantized (--dtype)" : "");
     std::cout << fmt::format("kv per token   last_exited {} ({} planes), shared {} (1 plane), {}\n",
                              human_bytes(static_cast<double>(last_exited)), c.total_ut_steps,
-                             human_bytes(static_cast<double>(shared)), weight_dtype);
+                             human_bytes(static_cast<double>(shared)), w.dtype);
     std::cout << fmt::format("eos ids        {}\n", fmt::join(c.eos_token_ids, ", "));
+    std::cout << fmt::format("tokenizer      {}\n", tokenizer_summary(*src));
     std::cout << fmt::format("cpu kernels    {} (Highway dynamic dispatch); AVX512_BF16 dot products {}\n",
                              kernels::cpu_dispatch_target(),
                              kernels::bf16_dot_supported() ? "available (--activation-dtype bf16)" : "not available");
     std::cout << fmt::format("cuda           {}\n", cuda_summary());
-    std::cout << fmt::format("validation     {}\n", validation);
+    std::cout << fmt::format("validation     {}\n", w.validation);
   }
-  return weights_broken || (weights_present && !weights_ok) ? 1 : 0;
+  return w.broken || (w.present && !w.ok) ? 1 : 0;
 }
 
 }  // namespace
 
 void add_info_command(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<InfoOptions>();
-  CLI::App* cmd = app.add_subcommand("info", "Describe a model folder: shape, parameters, weight and KV sizes, validation");
-  cmd->add_option("--model", opt->model, "Hugging Face model folder (default: the embedded demo model)");
+  CLI::App* cmd = app.add_subcommand("info", "Describe a model folder or GGUF file: shape, parameters, weight and KV sizes, tokenizer, validation");
+  cmd->add_option("--model", opt->model, kModelFlagHelp);
+  cmd->add_option("--dtype", opt->dtype, "GGUF files: the dtype quantized weights are dequantized into (f32, bf16, f16)")
+      ->capture_default_str();
   cmd->add_flag("--json", opt->json, "Print JSON instead of text");
   cmd->callback([opt, exit_code] { *exit_code = run_info(*opt); });
 }

@@ -83,7 +83,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<ServeOptions>();
   server::ServerOptions& s = opt->server;
   CLI::App* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API (docs/serving.md)");
-  cmd->add_option("--model", opt->model, "Hugging Face model folder (default: the embedded demo model)");
+  cmd->add_option("--model", opt->model, kModelFlagHelp);
   cmd->add_option("--host", s.host, "Address to listen on (loopback by default; 0.0.0.0 exposes the server)")
       ->capture_default_str();
   cmd->add_option("--port", s.port, "Port (0: any free port, printed at startup)")

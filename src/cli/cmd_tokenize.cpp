@@ -1,11 +1,11 @@
 // `rlt tokenize` / `rlt detokenize`: the model's Hugging Face tokenizer, for debugging.
 #include <CLI/CLI.hpp>
-#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/model_dir.h"
+#include "source/model_source.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rlt::cli {
@@ -20,8 +20,9 @@ struct TokenizeOptions {
 };
 
 Result<std::shared_ptr<const tok::Tokenizer>> load_tokenizer(const std::string& requested) {
-  RLT_ASSIGN_OR_RETURN(std::string dir, resolve_model_dir(requested));
-  return tok::Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
+  RLT_ASSIGN_OR_RETURN(std::string path, resolve_model_dir(requested));
+  RLT_ASSIGN_OR_RETURN(source::ModelSource src, source::ModelSource::open(path));
+  return src.tokenizer();
 }
 
 int run_tokenize(const TokenizeOptions& opt) {
@@ -53,12 +54,12 @@ int run_detokenize(const TokenizeOptions& opt) {
 void add_tokenize_commands(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<TokenizeOptions>();
   CLI::App* enc = app.add_subcommand("tokenize", "Token ids of a text with the model's tokenizer (JSON)");
-  enc->add_option("--model", opt->model, "Hugging Face model folder (default: the embedded demo model)");
+  enc->add_option("--model", opt->model, kModelFlagHelp);
   enc->add_option("--text", opt->text, "Text to encode")->required();
   enc->add_flag("--no-special", opt->no_special, "Do not add the tokenizer's BOS/EOS special tokens");
   enc->callback([opt, exit_code] { *exit_code = run_tokenize(*opt); });
   CLI::App* dec = app.add_subcommand("detokenize", "Text of token ids with the model's tokenizer (JSON)");
-  dec->add_option("--model", opt->model, "Hugging Face model folder (default: the embedded demo model)");
+  dec->add_option("--model", opt->model, kModelFlagHelp);
   dec->add_option("--ids", opt->ids, "Token ids, comma separated")->delimiter(',')->required();
   dec->add_flag("--skip-special", opt->skip_special, "Drop special tokens from the text");
   dec->callback([opt, exit_code] { *exit_code = run_detokenize(*opt); });

@@ -6,7 +6,7 @@ namespace rlt::cli {
 
 EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
   EngineConfig c = config;
-  c.model_dir = model_dir;
+  c.model = model_dir;
   c.kv_cache_bytes = static_cast<int64_t>(kv_cache_gib * static_cast<double>(int64_t{1} << 30));
   c.preemption_host_bytes = static_cast<int64_t>(preemption_host_gib * static_cast<double>(int64_t{1} << 30));
   c.incremental_kv = !no_incremental_kv;
@@ -32,6 +32,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
       ->capture_default_str();
   cmd.add_option("--num-kv-blocks", c.num_kv_blocks, "KV pages (overrides --kv-cache-gib; 0 = from it)")->capture_default_str();
   cmd.add_option("--kv-layout", c.kv_layout, "last_exited (one plane per loop) or shared (one plane)")->capture_default_str();
+  cmd.add_option("--dtype", c.dtype, "GGUF files: the dtype quantized weights are dequantized into at load (f32, bf16, f16)")
+      ->capture_default_str();
   cmd.add_option("--kv-dtype", c.kv_dtype, "K/V cache dtype: auto (= weights), f32, bf16, f16")->capture_default_str();
   cmd.add_flag("--enable-prefix-caching", c.enable_prefix_caching, "Share full prompt pages between requests");
   cmd.add_option("--watermark", c.watermark, "Share of the pool admission keeps free for growth")->capture_default_str();

@@ -23,6 +23,7 @@
 #include "kernels/cpu/linear.h"
 #include "model/ouro_weights.h"
 #include "sched/scheduler.h"
+#include "source/model_source.h"
 #include "tokenizer/decode_stream.h"
 #include "tokenizer/tokenizer.h"
 
@@ -195,16 +196,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
                             "activations to the weight type inside their GEMMs already: drop it with --device cuda");
   }
   load.pack_for_cpu = !device.cuda;  // the GPU uploads the checkpoint's tensors itself
-  RLT_ASSIGN_OR_RETURN(impl->model, model::load_ouro_model(config.model_dir, load));
+  RLT_ASSIGN_OR_RETURN(load.quantized_dtype, source::parse_weight_dtype(config.dtype));
+  RLT_ASSIGN_OR_RETURN(source::ModelSource source, source::ModelSource::open(config.model));
+  for (const std::string& note : source.notes()) log_warn(fmt::format("{}: {}", config.model, note));
+  RLT_ASSIGN_OR_RETURN(impl->model, model::load_ouro_model(source, load));
   const io::ModelConfig& mc = impl->model->config;
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
-  if (config.detokenize) {
-    const auto path = std::filesystem::path(config.model_dir) / "tokenizer.json";
-    if (std::filesystem::exists(path)) {
-      auto t = tok::Tokenizer::from_file(path.string());
-      if (!t.ok()) return t.status().with_context(path.string());
-      impl->tokenizer = *t;
-    }
+  if (config.detokenize && source.has_tokenizer()) {
+    RLT_ASSIGN_OR_RETURN(impl->tokenizer, source.tokenizer());
   }
   auto layout = kv::layout_from_name(config.kv_layout);
   if (!layout) return invalid_argument(fmt::format("unknown kv layout '{}' (accepted: last_exited, shared)", config.kv_layout));
@@ -269,7 +268,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   kc.layout = *layout;
   kc.watermark_ratio = config.watermark;
   kc.enable_prefix_caching = config.enable_prefix_caching;
-  kc.model_salt = config.model_dir;
+  kc.model_salt = config.model;
   RLT_ASSIGN_OR_RETURN(kv::KVCacheManager manager, kv::KVCacheManager::create(kc));
   impl->kv = std::make_unique<kv::KVCacheManager>(std::move(manager));
   if (device.cuda) {
@@ -308,6 +307,9 @@ Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const Sampl
   RLT_ASSIGN_OR_RETURN(model::ExitParams exit,
                        model::resolve_exit_params({params.min_loops, params.max_loops, params.exit_threshold},
                                                   mc.total_ut_steps));
+  // Without an exit gate (a GGUF from llama.cpp's converter) there is nothing to exit on: every
+  // token runs to max_loops.
+  if (!mc.has_exit_gate()) exit.threshold = 1.0;
   if (m.live.count(id)) return already_exists(fmt::format("request id {} is already live", id));
   sched::Request r;
   r.id = id;

@@ -294,6 +294,31 @@ Status check_ouro_semantics(const FieldReader& r, const json& j, const ModelConf
 
 }  // namespace
 
+Status check_config_limits(const ModelConfig& c, const std::string& source) {
+  struct Limit {
+    const char* what;
+    int64_t value, max;
+  };
+  const Limit limits[] = {
+      {"vocab_size", c.vocab_size, int64_t{1} << 24},
+      {"hidden_size", c.hidden_size, int64_t{1} << 17},
+      {"intermediate_size", c.intermediate_size, int64_t{1} << 19},
+      {"num_hidden_layers", c.num_layers, 1024},
+      {"num_attention_heads", c.num_heads, 1024},
+      {"num_key_value_heads", c.num_kv_heads, 1024},
+      {"head_dim", c.head_dim, 4096},
+      {"max_position_embeddings", c.max_position_embeddings, int64_t{1} << 30},
+      {"total_ut_steps", c.total_ut_steps, 256},
+  };
+  for (const Limit& l : limits) {
+    if (l.value > l.max) {
+      return invalid_argument(fmt::format("{}: {} = {} is larger than any model rlt runs (at most {}); the file is "
+                                          "corrupt or not a model config", source, l.what, l.value, l.max));
+    }
+  }
+  return {};
+}
+
 int64_t ModelConfig::params_per_layer() const {
   int64_t h = hidden_size;
   int64_t attn = h * q_dim() + 2 * h * kv_dim() + q_dim() * h;
@@ -386,6 +411,7 @@ Result<ModelConfig> parse_model_config(std::string_view json_text, const std::st
   RLT_ASSIGN_OR_RETURN(c.eos_token_ids, r.token_id_list("eos_token_id"));
   for (const char* f : {"torch_dtype", "dtype"})
     if (r.has(f) && j[f].is_string()) c.torch_dtype = j[f].get<std::string>();
+  RLT_RETURN_IF_ERROR(check_config_limits(c, source));
   RLT_RETURN_IF_ERROR(check_common_semantics(r, j, c));
   RLT_RETURN_IF_ERROR(llama ? check_llama_semantics(r, j) : check_ouro_semantics(r, j, c));
   for (int64_t id : c.eos_token_ids) {

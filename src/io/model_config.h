@@ -19,8 +19,11 @@ enum class Architecture { kOuro, kLlama };
 
 // Hugging Face `rope_scaling`: how the rotary inverse frequencies are adjusted.
 struct RopeScaling {
-  enum class Kind { kNone, kLinear, kLlama3 };
+  // kFrequencyFactors: one divisor per frequency, as GGUF files store llama3-style scaling
+  // (the `rope_freqs.weight` tensor llama.cpp's converter precomputes).
+  enum class Kind { kNone, kLinear, kLlama3, kFrequencyFactors };
   Kind kind = Kind::kNone;
+  std::vector<float> frequency_factors;            // kFrequencyFactors: head_dim / 2 divisors
   double factor = 1.0;
   double low_freq_factor = 1.0;                    // llama3
   double high_freq_factor = 4.0;                   // llama3
@@ -47,10 +50,13 @@ struct ModelConfig {
   std::optional<int64_t> pad_token_id;
   std::string torch_dtype;  // informational: the dtype the checkpoint was saved in
   bool tie_word_embeddings = false;  // lm head = embed_tokens (no lm_head.weight tensor)
+  // Ouro: the checkpoint holds the exit gate. llama.cpp's GGUF converter drops it; without it
+  // every token runs all total_ut_steps loops.
+  bool exit_gate = true;
   RopeScaling rope_scaling;
 
   // Ouro: four norms per layer (sandwich) and an exit gate; Llama: two pre-norms, no gate.
-  bool has_exit_gate() const { return architecture == Architecture::kOuro; }
+  bool has_exit_gate() const { return architecture == Architecture::kOuro && exit_gate; }
   bool sandwich_norms() const { return architecture == Architecture::kOuro; }
 
   int64_t q_dim() const { return num_heads * head_dim; }
@@ -60,6 +66,10 @@ struct ModelConfig {
   // K and V values one token keeps for one loop depth across all layers.
   int64_t kv_values_per_token_per_depth() const { return 2 * num_layers * kv_dim(); }
 };
+
+// Refuses sizes no real model has (a corrupt or hostile file): every count rlt sizes loops and
+// tables by is bounded, so nothing downstream allocates on a lie. `source` names the file.
+Status check_config_limits(const ModelConfig& config, const std::string& source);
 
 // `source` names the file in error messages.
 Result<ModelConfig> parse_model_config(std::string_view json_text, const std::string& source);

@@ -186,6 +186,19 @@ Result<Checkpoint> Checkpoint::open_file(const std::string& path) {
   return ckpt;
 }
 
+Result<Checkpoint> Checkpoint::from_views(std::vector<TensorView> views, std::vector<std::shared_ptr<const void>> owners,
+                                          std::vector<std::string> files) {
+  Checkpoint ckpt;
+  for (TensorView& t : views) {
+    const std::string name = t.name;
+    if (!ckpt.tensors_.emplace(name, std::move(t)).second)
+      return data_loss(fmt::format("tensor '{}' is defined twice", name));
+  }
+  ckpt.owners_ = std::move(owners);
+  ckpt.files_ = std::move(files);
+  return ckpt;
+}
+
 Status Checkpoint::add_file(SafetensorsFile file) {
   auto shard = std::make_shared<const SafetensorsFile>(std::move(file));
   for (const auto& t : shard->tensors()) {

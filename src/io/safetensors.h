@@ -61,6 +61,10 @@ class Checkpoint {
   // A sharded checkpoint from its index file.
   static Result<Checkpoint> open_index(const std::string& index_path);
   static Result<Checkpoint> open_file(const std::string& path);
+  // Tensors that live elsewhere (a GGUF mapping, buffers converted at load): `owners` keep their
+  // bytes alive as long as the checkpoint. Names must be unique.
+  static Result<Checkpoint> from_views(std::vector<TensorView> views, std::vector<std::shared_ptr<const void>> owners,
+                                       std::vector<std::string> files);
 
   const TensorView* find(const std::string& name) const;
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
@@ -70,6 +74,7 @@ class Checkpoint {
  private:
   Status add_file(SafetensorsFile file);
   std::vector<std::shared_ptr<const SafetensorsFile>> shards_;
+  std::vector<std::shared_ptr<const void>> owners_;
   std::map<std::string, TensorView> tensors_;
   std::vector<std::string> files_;
 };

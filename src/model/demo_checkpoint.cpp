@@ -237,17 +237,16 @@ Status write_demo_checkpoint(const std::string& dir) {
   return write_json(fs::path(dir) / "tokenizer_config.json", demo_tokenizer_config());
 }
 
+Result<std::string> rlt_cache_dir() {
+  if (const char* d = std::getenv("RLT_CACHE_DIR"); d && *d) return std::string(d);
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return (fs::path(x) / "rlt").string();
+  if (const char* home = std::getenv("HOME"); home && *home) return (fs::path(home) / ".cache" / "rlt").string();
+  return failed_precondition("rlt has no cache folder: set RLT_CACHE_DIR or HOME, or pass --model");
+}
+
 Result<std::string> ensure_demo_checkpoint() {
-  fs::path root;
-  if (const char* d = std::getenv("RLT_CACHE_DIR"); d && *d) {
-    root = d;
-  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-    root = fs::path(x) / "rlt";
-  } else if (const char* home = std::getenv("HOME"); home && *home) {
-    root = fs::path(home) / ".cache" / "rlt";
-  } else {
-    return failed_precondition("cannot place the demo model: set RLT_CACHE_DIR or HOME, or pass --model DIR");
-  }
+  RLT_ASSIGN_OR_RETURN(std::string cache, rlt_cache_dir());
+  const fs::path root = cache;
   const fs::path dir = root / kDemoModelName;
   std::error_code ec;
   if (fs::exists(dir / "model.safetensors", ec)) return dir.string();

@@ -37,8 +37,11 @@ Result<RandomCheckpointShape> random_checkpoint_preset(const std::string& name);
 Status write_random_checkpoint(const std::string& dir, const RandomCheckpointShape& shape,
                                uint64_t seed);
 
-// The folder the demo lives in: $RLT_CACHE_DIR, else $XDG_CACHE_HOME/rlt, else ~/.cache/rlt,
-// followed by kDemoModelName. Creates it (atomically, via a temporary folder) when missing.
+// rlt's cache folder: $RLT_CACHE_DIR, else $XDG_CACHE_HOME/rlt, else ~/.cache/rlt (not created).
+Result<std::string> rlt_cache_dir();
+
+// The folder the demo lives in: the cache folder followed by kDemoModelName. Creates it
+// (atomically, via a temporary folder) when missing.
 Result<std::string> ensure_demo_checkpoint();
 
 }  // namespace rlt::model

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <map>
 
 #include "common/half.h"
@@ -139,24 +138,19 @@ Result<LoadOptions> parse_activation_dtype(const std::string& name) {
   return invalid_argument(fmt::format("activation dtype '{}' is not one of: f32, bf16", name));
 }
 
-Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& dir,
+Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& path, LoadOptions options) {
+  RLT_ASSIGN_OR_RETURN(source::ModelSource source, source::ModelSource::open(path));
+  return load_ouro_model(source, options);
+}
+
+Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSource& source,
                                                          LoadOptions options) {
-  namespace fs = std::filesystem;
   auto model = std::make_shared<OuroModel>();
+  const std::string& dir = source.path();
   model->dir = dir;
-  const std::string config_path = (fs::path(dir) / "config.json").string();
-  RLT_ASSIGN_OR_RETURN(model->config, io::load_model_config(config_path));
-  RLT_ASSIGN_OR_RETURN(model->generation, io::load_generation_config(
-                                              (fs::path(dir) / "generation_config.json").string()));
-  for (int64_t id : model->generation.eos_token_ids) {
-    if (id >= model->config.vocab_size) {
-      return invalid_argument(
-          fmt::format("{}/generation_config.json: eos_token_id {} is outside the "
-                      "vocabulary ({})",
-                      dir, id, model->config.vocab_size));
-    }
-  }
-  RLT_ASSIGN_OR_RETURN(model->checkpoint, io::Checkpoint::open_dir(dir));
+  model->config = source.config();
+  model->generation = source.generation();
+  RLT_ASSIGN_OR_RETURN(model->checkpoint, source.open_checkpoint(options.quantized_dtype));
   if (options.bf16_activations) {
     if (!kernels::bf16_dot_supported()) {
       return unimplemented(

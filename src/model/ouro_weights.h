@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "kernels/cpu/packed_matrix.h"
 #include "kernels/cpu/weight_matrix.h"
+#include "source/model_source.h"
 
 namespace rlt::model {
 
@@ -50,14 +51,16 @@ struct LoadOptions {
   // Pack the linear weights for the CPU kernels. GPU runs upload the checkpoint's tensors instead
   // and leave the packed matrices empty (no second host copy of the weights).
   bool pack_for_cpu = true;
+  // GGUF sources: the dtype quantized tensors are dequantized into (--dtype).
+  DType quantized_dtype = DType::kBF16;
 };
 
 // "f32" or "bf16" (the --activation-dtype flag); anything else is refused with the choices.
 Result<LoadOptions> parse_activation_dtype(const std::string& name);
 
-// A loaded model folder: config, generation config, checkpoint mapping and bound weights.
+// A loaded model: config, generation config, checkpoint mapping and bound weights.
 struct OuroModel {
-  std::string dir;
+  std::string dir;  // the source's path: a folder or a .gguf file
   io::ModelConfig config;
   io::GenerationConfig generation;
   io::Checkpoint checkpoint;
@@ -74,10 +77,13 @@ struct OuroModel {
   int64_t lm_head_bytes() const;
 };
 
-// Loads config.json, generation_config.json and the safetensors of a Hugging Face model folder.
-// With bf16_activations, a checkpoint not stored in bf16 or a CPU without AVX512_BF16 is an error
-// that says so (an explicit choice never falls back silently).
-Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& dir,
+// Loads the config, generation config and weights of a model source (a Hugging Face folder or a
+// GGUF file). With bf16_activations, a checkpoint not stored in bf16 or a CPU without AVX512_BF16
+// is an error that says so (an explicit choice never falls back silently).
+Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSource& source,
+                                                         LoadOptions options = {});
+// The same for a path (source::ModelSource::open first).
+Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& path,
                                                          LoadOptions options = {});
 
 }  // namespace rlt::model

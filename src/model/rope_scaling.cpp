@@ -17,6 +17,9 @@ std::vector<float> rope_inv_freq(const io::ModelConfig& c) {
     case io::RopeScaling::Kind::kLinear:
       for (float& f : inv_freq) f /= factor;
       break;
+    case io::RopeScaling::Kind::kFrequencyFactors:
+      for (size_t i = 0; i < inv_freq.size() && i < s.frequency_factors.size(); ++i) inv_freq[i] /= s.frequency_factors[i];
+      break;
     case io::RopeScaling::Kind::kLlama3: {
       const auto old_context = static_cast<float>(s.original_max_position_embeddings);
       const auto low = static_cast<float>(s.low_freq_factor),

@@ -197,7 +197,7 @@ Status Server::run() {
     listener.join();
   };
   // The tokenizer loads here while the engine loads on its own thread.
-  auto model = ModelContext::load(impl_->engine.model_dir, s.options.served_model_name);
+  auto model = ModelContext::load(impl_->engine.model, s.options.served_model_name);
   EngineWorker::State loaded = EngineWorker::State::kLoading;
   while (loaded == EngineWorker::State::kLoading && !impl_->shutdown_requested(1))
     loaded = s.worker.wait_loaded(milliseconds(200));

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
-#include "io/model_config.h"
+#include "source/model_source.h"
 
 namespace rlt::server {
 namespace {
@@ -14,26 +14,27 @@ constexpr const char* kEndOfTurnMarkers[] = {"<|im_end|>", "<|eot_id|>", "<end_o
 
 }  // namespace
 
-std::string default_served_name(const std::string& model_dir) {
-  std::filesystem::path p(model_dir);
+std::string default_served_name(const std::string& model) {
+  std::filesystem::path p(model);
   while (!p.empty() && p.filename().empty()) p = p.parent_path();
-  const std::string name = p.filename().string();
-  return name.empty() ? model_dir : name;
+  std::string name = p.filename().string();
+  if (name.size() > 5 && name.ends_with(".gguf")) name.resize(name.size() - 5);
+  return name.empty() ? model : name;
 }
 
-Result<ModelContext> ModelContext::load(const std::string& model_dir, const std::string& served_name) {
+Result<ModelContext> ModelContext::load(const std::string& model, const std::string& served_name) {
   ModelContext m;
-  m.model_dir = model_dir;
-  m.name = served_name.empty() ? default_served_name(model_dir) : served_name;
-  const std::string dir = std::filesystem::path(model_dir).string();
-  RLT_ASSIGN_OR_RETURN(io::ModelConfig config, io::load_model_config(dir + "/config.json"));
+  m.model_path = model;
+  m.name = served_name.empty() ? default_served_name(model) : served_name;
+  RLT_ASSIGN_OR_RETURN(source::ModelSource source, source::ModelSource::open(model));
+  const io::ModelConfig& config = source.config();
   m.vocab_size = config.vocab_size;
   m.total_loops = config.total_ut_steps;
   m.max_context = config.max_position_embeddings;
-  auto tokenizer = tok::Tokenizer::from_file(dir + "/tokenizer.json");
-  if (!tokenizer.ok()) return tokenizer.status().with_context("the server needs the model's tokenizer.json");
+  auto tokenizer = source.tokenizer();
+  if (!tokenizer.ok()) return tokenizer.status().with_context("the server needs the model's tokenizer");
   m.tokenizer = *tokenizer;
-  auto tmpl = tok::ChatTemplate::from_model_dir(dir);
+  auto tmpl = source.chat_template();
   if (tmpl.ok()) {
     m.chat_template = std::move(*tmpl);
     for (const char* marker : kEndOfTurnMarkers) {

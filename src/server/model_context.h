@@ -17,7 +17,7 @@ namespace rlt::server {
 
 struct ModelContext {
   std::string name;       // the served model name requests must use
-  std::string model_dir;
+  std::string model_path;  // the folder or .gguf file
   std::shared_ptr<const tok::Tokenizer> tokenizer;
   std::optional<tok::ChatTemplate> chat_template;  // absent: /v1/chat/completions answers 400
   std::string chat_template_error;                 // why it is absent
@@ -28,11 +28,12 @@ struct ModelContext {
   int64_t total_loops = 0;  // the model's depth
   int64_t max_context = 0;  // max_position_embeddings
 
-  // Reads config.json, tokenizer.json and the chat template of `model_dir`.
-  static Result<ModelContext> load(const std::string& model_dir, const std::string& served_name);
+  // Reads the config, tokenizer and chat template of a model folder or GGUF file.
+  static Result<ModelContext> load(const std::string& model, const std::string& served_name);
 };
 
-// The folder's last path component ("/m/ouro-1.4b/" -> "ouro-1.4b"): the default served name.
-std::string default_served_name(const std::string& model_dir);
+// The path's last component ("/m/ouro-1.4b/" -> "ouro-1.4b", "/m/smol.gguf" -> "smol"): the
+// default served name.
+std::string default_served_name(const std::string& model);
 
 }  // namespace rlt::server

@@ -76,6 +76,12 @@ Result<ChatTemplate> ChatTemplate::from_string(std::string_view source) {
   return t;
 }
 
+Result<ChatTemplate> ChatTemplate::from_string(std::string_view source, const OJson& special_tokens) {
+  RLT_ASSIGN_OR_RETURN(ChatTemplate t, from_string(source));
+  t.special_tokens_ = special_tokens;
+  return t;
+}
+
 Result<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir, std::string_view name) {
   namespace fs = std::filesystem;
   OJson cfg = OJson::object();

@@ -37,6 +37,9 @@ class ChatTemplate {
   static Result<ChatTemplate> from_model_dir(const std::string& dir, std::string_view name = "");
   // A bare template (no special tokens defined).
   static Result<ChatTemplate> from_string(std::string_view source);
+  // A template with the special tokens it may use ({"bos_token": "<s>", "eos_token": ...}), as
+  // GGUF metadata gives them.
+  static Result<ChatTemplate> from_string(std::string_view source, const nlohmann::ordered_json& special_tokens);
 
   // `messages`: a JSON array of message objects. `extra`: a JSON object of further template
   // variables: "tools", "documents", and any kwargs (enable_thinking, date_string, ...); its

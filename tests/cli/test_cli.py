@@ -55,7 +55,7 @@ class Cli(unittest.TestCase):
 
     def test_errors_are_clear_and_exit_nonzero(self):
         cases = [
-            (["info", "--model", "/nonexistent"], "/nonexistent/config.json"),
+            (["info", "--model", "/nonexistent"], "--model '/nonexistent' does not exist"),
             (["generate", "--prompt-ids", "1,99999"], "token id 99999 is outside the vocabulary"),
             (["generate", "--prompt-ids", "1", "--min-loops", "3", "--max-loops", "2"], "min_loops"),
             (["generate", "--prompt-ids", "1", "--max-loops", "9"], "max_loops must be in [1, 4]"),

@@ -113,7 +113,7 @@ Generation generate(const std::string& dir, const RunSettings& run_settings) {
   c.gpu_preallocate = s.preallocate;
   c.exit_policy = s.exit_policy;
   c.async_scheduling = s.async;
-  c.model_dir = dir;
+  c.model = dir;
   c.device = s.device;
   c.cuda_graphs = s.graphs;
   c.kv_dtype = s.kv_dtype;
@@ -425,7 +425,7 @@ TEST(GpuEngine, ProgrammaticLaunchComputesTheSameTokens) {
   ASSERT_TRUE(waits.ok()) << waits.status().to_string();
   if (devices.devices.front().compute_major < 9 || !*waits) {
     EngineConfig c;
-    c.model_dir = dir;
+    c.model = dir;
     c.device = "cuda:0";
     c.programmatic_launch = true;
     auto refused = Engine::create(c);
@@ -494,7 +494,7 @@ TEST(GpuEngine, KvCacheSizedFromGpuMemoryUtilization) {
   auto memory = engine::gpu_memory_info(0);
   ASSERT_TRUE(memory.ok()) << memory.status().to_string();
   EngineConfig c;
-  c.model_dir = dir;
+  c.model = dir;
   c.device = "cuda";
   c.gpu_memory_utilization = 0.5;
   {
@@ -530,7 +530,7 @@ TEST(GpuEngine, BatchBudgetTheDeviceCannotHoldFailsAtStartup) {
   RLT_REQUIRE_CUDA_DEVICE();
   set_log_level(LogLevel::kWarn);
   EngineConfig c;
-  c.model_dir = bf16_demo_dir();
+  c.model = bf16_demo_dir();
   c.device = "cuda";
   c.kv_cache_bytes = int64_t{1} << 30;
   c.max_num_batched_tokens = int32_t{1} << 30;  // terabytes of activations
@@ -552,7 +552,7 @@ TEST(GpuEngine, BatchBudgetTheDeviceCannotHoldFailsAtStartup) {
 
 TEST(GpuEngine, BadDeviceChoicesAreClearErrors) {
   EngineConfig c;
-  c.model_dir = "/nonexistent";
+  c.model = "/nonexistent";
   c.device = "cuda:banana";
   auto e = Engine::create(c);
   ASSERT_FALSE(e.ok());

@@ -28,7 +28,7 @@ const std::string& demo_dir() {
 
 EngineConfig base_config() {
   EngineConfig c;
-  c.model_dir = demo_dir();
+  c.model = demo_dir();
   c.kv_dtype = "f32";
   c.attention_backend = "cpu_reference";  // batch-invariant: equal inputs give equal bits
   c.block_size = 4;

@@ -24,7 +24,7 @@ const std::string& demo_dir() {
 std::unique_ptr<Engine> make_engine(const std::string& backend = "cpu_reference", int chunk = 128) {
   set_log_level(LogLevel::kWarn);
   EngineConfig c;
-  c.model_dir = demo_dir();
+  c.model = demo_dir();
   c.kv_dtype = "f32";
   c.attention_backend = backend;
   c.num_kv_blocks = 256;
@@ -155,7 +155,7 @@ TEST(EngineApi, ReportsTheAttentionSelection) {
   EXPECT_EQ(e->attention_backend(), "cpu_flash");
   EXPECT_NE(e->attention_info().find("\"selected\": \"cpu_flash\""), std::string::npos) << e->attention_info();
   EngineConfig c;
-  c.model_dir = demo_dir();
+  c.model = demo_dir();
   c.attention_backend = "cuda_paged";
   auto refused = Engine::create(c);
   ASSERT_FALSE(refused.ok());
@@ -167,7 +167,7 @@ TEST(EngineApi, ReportsTheAttentionSelection) {
 
 TEST(EngineApi, DeviceChoiceIsCheckedBeforeTheModelIsRead) {
   EngineConfig c;
-  c.model_dir = demo_dir();
+  c.model = demo_dir();
   c.device = "tpu";
   auto bad = Engine::create(c);
   ASSERT_FALSE(bad.ok());

@@ -138,7 +138,7 @@ EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantic
 
 EngineConfig base_config() {
   EngineConfig c;
-  c.model_dir = demo_dir();
+  c.model = demo_dir();
   c.kv_dtype = "f32";
   c.attention_backend = "cpu_reference";
   c.block_size = 4;

@@ -148,10 +148,22 @@ TEST(LoadOuroModel, NamesMissingTensorsAndTheFolder) {
   fs::remove_all(dir);
 }
 
-TEST(LoadOuroModel, ReportsMissingConfig) {
+TEST(LoadOuroModel, ReportsMissingModelsAndConfigs) {
   auto m = load_ouro_model("/nonexistent-model-dir");
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("/nonexistent-model-dir/config.json"), std::string::npos);
+  EXPECT_NE(m.status().message().find("'/nonexistent-model-dir' does not exist"), std::string::npos)
+      << m.status().to_string();
+  const auto empty = fs::temp_directory_path() / ("rlt_empty_model_" + std::to_string(::getpid()));
+  fs::create_directories(empty);
+  auto e = load_ouro_model(empty.string());
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("folder without config.json"), std::string::npos) << e.status().to_string();
+  const auto junk = empty / "model.bin";
+  std::ofstream(junk) << "not a model";
+  auto j = load_ouro_model(junk.string());
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find("neither a folder nor a GGUF file"), std::string::npos) << j.status().to_string();
+  fs::remove_all(empty);
 }
 
 }  // namespace

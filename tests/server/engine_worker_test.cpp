@@ -14,7 +14,7 @@ using namespace std::chrono_literals;
 EngineWorker::Options options(int max_requests = 8, double step_delay_s = 0.0) {
   set_log_level(LogLevel::kWarn);
   EngineWorker::Options o;
-  o.engine.model_dir = testing::demo_dir();
+  o.engine.model = testing::demo_dir();
   o.engine.num_kv_blocks = 256;
   o.engine.threads = 1;
   o.max_requests = max_requests;

@@ -1,0 +1,52 @@
+// A GGUF file as a model rlt runs: its metadata as a ModelConfig, its tensors under the Hugging
+// Face names the model binds (dequantized or converted to the weight dtype asked for), and what
+// the file holds by tensor type. Architectures: `llama` and `ouro` as llama.cpp's converter
+// writes them, plus rlt's own Ouro keys (the exit gate, which llama.cpp drops).
+//
+// llama.cpp stores each head's Q and K rows interleaved for its RoPE convention (pairs 2i, 2i+1);
+// the rows are put back in the Hugging Face order (i, i + head_dim/2) on load, so the function
+// computed is the checkpoint's.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/status.h"
+#include "io/gguf_file.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
+
+namespace rlt::io {
+
+struct GgufModelInfo {
+  ModelConfig config;
+  GenerationConfig generation;     // stop ids: eos, eot, eom
+  std::vector<std::string> notes;  // what the file lacks and what rlt does about it
+};
+
+// Reads the model metadata. Keys of the architecture that rlt does not know are refused by name
+// (they may change the math); general.* and tokenizer.* are not model math.
+Result<GgufModelInfo> read_gguf_model_info(const GgufFile& file);
+
+// The tensors, named as in a Hugging Face checkpoint. Vectors (norms) stay in their stored float
+// type; matrices are used in place when stored in `matrix_dtype` and needing no reordering, else
+// converted (quantized types dequantized) into buffers the checkpoint owns.
+Result<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConfig& config,
+                                   DType matrix_dtype);
+
+// The tensors gguf_checkpoint would produce (names, shapes, dtypes and sizes), without reading or
+// converting any data: what `rlt info` validates.
+Result<std::vector<TensorView>> gguf_tensor_plan(const GgufFile& file, const ModelConfig& config,
+                                                 DType matrix_dtype);
+
+struct GgufTypeCount {
+  std::string type;  // "Q4_1"
+  int64_t tensors = 0;
+  int64_t bytes = 0;
+};
+// Tensor count and bytes per GGML type, most bytes first.
+std::vector<GgufTypeCount> gguf_type_summary(const GgufFile& file);
+
+}  // namespace rlt::io

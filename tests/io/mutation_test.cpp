@@ -1,0 +1,218 @@
+// Randomized mutation tests of the parsers of untrusted model files: thousands of corrupted GGUF
+// files and config.json texts must each end in a clean error (or, when the damage is harmless, a
+// model that loads) — never a crash, a hang or an out-of-bounds read (the sanitizer build runs
+// this suite too). RLT_MUTATION_CASES scales the case count.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "gguf_test_util.h"
+#include "io/gguf_model.h"
+#include "io/model_config.h"
+#include "model/ouro_weights.h"
+#include "source/model_source.h"
+#include "tokenizer/gguf_vocab.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rlt::io {
+namespace {
+
+int cases(int fallback) {
+  const char* env = std::getenv("RLT_MUTATION_CASES");
+  return env ? std::max(1, std::atoi(env)) : fallback;
+}
+
+// Where the data section starts: mutations favour the header, where the parsing logic is.
+size_t header_size(const std::vector<uint8_t>& bytes) {
+  auto f = GgufFile::parse(bytes.data(), bytes.size(), "base");
+  size_t first = bytes.size();
+  for (const auto& t : (*f)->tensors())
+    first = std::min(first, static_cast<size_t>(t.data - bytes.data()));
+  return first;
+}
+
+std::vector<uint8_t> mutate(std::vector<uint8_t> b, size_t header, std::mt19937_64& rng) {
+  auto pos = [&](bool anywhere) {
+    const size_t limit = anywhere || rng() % 5 == 0 ? b.size() : header;
+    return limit == 0 ? 0 : static_cast<size_t>(rng() % limit);
+  };
+  const int kind = static_cast<int>(rng() % 8);
+  const int repeat = 1 + static_cast<int>(rng() % 3);
+  for (int k = 0; k < repeat && !b.empty(); ++k) {
+    switch (kind) {
+      case 0:
+        b[pos(false)] ^= static_cast<uint8_t>(1u << (rng() % 8));
+        break;  // a flipped bit
+      case 1:
+        b[pos(false)] = static_cast<uint8_t>(rng());
+        break;  // a random byte
+      case 2:
+        b.resize(pos(true));
+        break;   // truncation
+      case 3: {  // a huge count, length or dimension
+        const uint64_t values[] = {~0ull, 1ull << 62, 1ull << 40, 0x7fffffffull,
+                                   0,     1ull << 32, rng()};
+        const uint64_t v = values[rng() % 7];
+        const size_t at = pos(false) & ~size_t{3};
+        if (at + 8 <= b.size()) std::memcpy(b.data() + at, &v, 8);
+        break;
+      }
+      case 4: {  // a wrong value or tensor type id
+        const uint32_t v = static_cast<uint32_t>(rng() % 48);
+        const size_t at = pos(false) & ~size_t{3};
+        if (at + 4 <= b.size()) std::memcpy(b.data() + at, &v, 4);
+        break;
+      }
+      case 5: {  // a range removed (shifts every later offset)
+        const size_t at = pos(false),
+                     n = std::min(b.size() - at, static_cast<size_t>(1 + rng() % 64));
+        b.erase(b.begin() + static_cast<int64_t>(at), b.begin() + static_cast<int64_t>(at + n));
+        break;
+      }
+      case 6: {  // a range repeated
+        const size_t at = pos(false),
+                     n = std::min(b.size() - at, static_cast<size_t>(1 + rng() % 64));
+        std::vector<uint8_t> copy(b.begin() + static_cast<int64_t>(at),
+                                  b.begin() + static_cast<int64_t>(at + n));
+        b.insert(b.begin() + static_cast<int64_t>(at), copy.begin(), copy.end());
+        break;
+      }
+      case 7:
+        b[pos(false)] = static_cast<uint8_t>(0x80 | (rng() % 0x80));
+        break;  // non-UTF-8 bytes
+    }
+  }
+  return b;
+}
+
+struct Outcome {
+  int parse_errors = 0, model_errors = 0, weight_errors = 0, tokenizer_errors = 0, loaded = 0;
+};
+
+// Everything rlt does with a GGUF file before running it.
+void load_everything(const std::vector<uint8_t>& bytes, Outcome& out, bool materialize) {
+  auto expect_message = [](const Status& s) { EXPECT_FALSE(s.message().empty()) << s.to_string(); };
+  auto file = GgufFile::parse(bytes.data(), bytes.size(), "mutant.gguf");
+  if (!file.ok()) {
+    expect_message(file.status());
+    ++out.parse_errors;
+    return;
+  }
+  auto info = read_gguf_model_info(**file);
+  if (!info.ok()) {
+    expect_message(info.status());
+    ++out.model_errors;
+    return;
+  }
+  auto plan = gguf_tensor_plan(**file, info->config, DType::kBF16);
+  Status weights =
+      plan.ok() ? validate_tensor_set(*Checkpoint::from_views(std::move(plan).value(), {}, {}),
+                                      model::ouro_expected_tensors(info->config))
+                : plan.status();
+  if (weights.ok() && materialize) {
+    auto ckpt = gguf_checkpoint(*file, info->config, DType::kBF16);
+    weights = ckpt.ok() ? model::bind_ouro_weights(*ckpt, info->config).status() : ckpt.status();
+  }
+  if (!weights.ok()) {
+    expect_message(weights);
+    ++out.weight_errors;
+    return;
+  }
+  auto vocab = source::read_gguf_vocab(**file);
+  auto tokenizer = vocab.ok() ? tok::tokenizer_from_gguf(*vocab)
+                              : Result<std::shared_ptr<const tok::Tokenizer>>(vocab.status());
+  if (!tokenizer.ok()) {
+    expect_message(tokenizer.status());
+    ++out.tokenizer_errors;
+    return;
+  }
+  auto ids = (*tokenizer)->encode("ab a<s>b", false);
+  EXPECT_TRUE(ids.ok());
+  ++out.loaded;
+}
+
+TEST(GgufMutation, CorruptedFilesGiveCleanErrors) {
+  const std::vector<std::vector<uint8_t>> bases = {
+      testing::tiny_gguf(), testing::tiny_gguf({.ouro = true, .exit_gate = true, .tied = false})};
+  for (const auto& base : bases) {
+    Outcome unmutated;
+    load_everything(base, unmutated, true);
+    ASSERT_EQ(unmutated.loaded, 1) << "the base file must load";
+  }
+  std::mt19937_64 rng(20261201);
+  Outcome out;
+  const int n = cases(20000);
+  for (int i = 0; i < n; ++i) {
+    const auto& base = bases[static_cast<size_t>(i) % bases.size()];
+    load_everything(mutate(base, header_size(base), rng), out, i % 8 == 0);
+  }
+  std::cout << "[ mutation ] " << n << " GGUF mutants: " << out.parse_errors << " parse errors, "
+            << out.model_errors << " model errors, " << out.weight_errors << " weight errors, "
+            << out.tokenizer_errors << " tokenizer errors, " << out.loaded << " loaded\n";
+  EXPECT_EQ(
+      out.parse_errors + out.model_errors + out.weight_errors + out.tokenizer_errors + out.loaded,
+      n);
+  EXPECT_GT(out.parse_errors, n / 4) << "the mutations must reach the parser's checks";
+}
+
+TEST(ConfigMutation, CorruptedConfigsGiveCleanErrors) {
+  const std::string bases[] = {
+      R"({"architectures": ["LlamaForCausalLM"], "attention_bias": false, "bos_token_id": 1, "eos_token_id": [2, 3],
+          "head_dim": 64, "hidden_act": "silu", "hidden_size": 576, "intermediate_size": 1536,
+          "max_position_embeddings": 8192, "model_type": "llama", "num_attention_heads": 9, "num_hidden_layers": 30,
+          "num_key_value_heads": 3, "rms_norm_eps": 1e-05, "id2label": {"0": "LABEL_0"}, "return_dict": true,
+          "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}, "tie_word_embeddings": true,
+          "dtype": "bfloat16", "vocab_size": 49152})",
+      R"({"architectures": ["OuroForCausalLM"], "model_type": "ouro", "vocab_size": 49152, "hidden_size": 2048,
+          "intermediate_size": 5632, "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
+          "max_position_embeddings": 65536, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "total_ut_steps": 4,
+          "early_exit_threshold": 1.0, "layer_types": ["full_attention"], "rope_scaling": null})",
+  };
+  for (const auto& b : bases)
+    ASSERT_TRUE(parse_model_config(b, "config.json").ok() ||
+                parse_model_config(b, "config.json").status().message().find("layer_types") !=
+                    std::string::npos);
+  std::mt19937_64 rng(7);
+  const char* tokens[] = {
+      "null", "true", "-1", "1e309", "\"x\"", "[]", "{}", "0", "99999999999999999999", "\xff"};
+  int errors = 0, parsed = 0;
+  const int n = cases(10000);
+  for (int i = 0; i < n; ++i) {
+    std::string s = bases[static_cast<size_t>(i) % 2];
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits && !s.empty(); ++e) {
+      const size_t at = static_cast<size_t>(rng() % s.size());
+      switch (rng() % 4) {
+        case 0:
+          s[at] = static_cast<char>(rng());
+          break;
+        case 1:
+          s.resize(at);
+          break;
+        case 2:
+          s.insert(at, tokens[rng() % 10]);
+          break;
+        case 3:
+          s.erase(at, static_cast<size_t>(1 + rng() % 12));
+          break;
+      }
+    }
+    auto r = parse_model_config(s, "config.json");
+    if (r.ok()) {
+      ++parsed;
+      EXPECT_GT(r->vocab_size, 0);
+      EXPECT_GT(r->head_dim, 0);
+    } else {
+      ++errors;
+      EXPECT_FALSE(r.status().message().empty());
+    }
+  }
+  std::cout << "[ mutation ] " << n << " config.json mutants: " << errors << " errors, " << parsed
+            << " parsed\n";
+  EXPECT_GT(errors, n / 2);
+}
+
+}  // namespace
+}  // namespace rlt::io
