@@ -3,9 +3,14 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace rlt::tok {
+class Tokenizer;
+}
 
 namespace rlt::tok::testing {
 
@@ -26,5 +31,14 @@ std::string from_hex(const std::string& hex);
 // Printable form of arbitrary bytes for failure messages.
 std::string escape(const std::string& s);
 std::string ids_to_string(const std::vector<int32_t>& ids);
+
+// Runs tools/tokenizer_oracle.py for `spec` ("file:PATH", "train:KIND", ...) writing `count`
+// cases into `workdir`; false (with HF's reason) when HF refused the tokenizer.
+bool run_oracle(const std::string& spec, const std::string& workdir, std::string& hf_error, int count);
+// Checks a tokenizer (by default workdir/tokenizer.json as rlt loads it) against the oracle's
+// cases: encode with and without special tokens, decode with and without skipping them, and the
+// streaming detokenizer.
+void compare_with_oracle(const std::string& workdir, int count);
+void compare_with_oracle(const std::string& workdir, int count, std::shared_ptr<const Tokenizer> tokenizer);
 
 }  // namespace rlt::tok::testing
