@@ -186,6 +186,7 @@ int run_reference(const std::string& dir, const GenerateOptions& opt, const std:
   load->quantized_dtype = *quantized_to;
   auto loaded = model::load_ouro_model(dir, *load);
   if (!loaded.ok()) return report_error(loaded.status());
+  if (auto t = tokenizer.get(); !t.ok()) return report_error(t.status());  // outside the timing
   for (const Job& job : jobs) {
     model::ReferenceModel ref(*loaded);
     const auto start = std::chrono::steady_clock::now();
@@ -216,6 +217,8 @@ int run_engine(const std::string& dir, const GenerateOptions& opt, const std::ve
                LazyTokenizer& tokenizer) {
   auto engine = Engine::create(opt.engine.resolve(dir));
   if (!engine.ok()) return report_error(engine.status());
+  // Loaded now, so that the timing below is generation only.
+  if (auto t = tokenizer.get(); !t.ok()) return report_error(t.status());
   for (const Job& job : jobs) {
     Status s = (*engine)->add_request(job.id, job.prompt, job.params);
     if (!s.ok()) return report_error(s.with_context(fmt::format("request {}", job.id)));

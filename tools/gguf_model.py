@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""GGUF files for the numpy oracle, read with the `gguf` PyPI package (independent of rlt's C++):
+
+  * load_gguf(path)       -> reference_ouro.OuroModel with float64 weights under the Hugging Face
+                             names: every tensor dequantized by gguf.quants.dequantize (the
+                             dequantization oracle), each head's Q/K rows put back from
+                             llama.cpp's interleaved RoPE order (2i, 2i+1) into Hugging Face's
+                             (i, i + d/2). `weights="bf16"` rounds the dequantized matrices to
+                             bf16 first, as `rlt --dtype bf16` holds them.
+  * write_hf_folder(...)  -> the same model as a Hugging Face folder (config.json as transformers
+                             5 or 4 writes it, model.safetensors with bf16 or f32 matrices and f32
+                             norms, generation_config.json, the chat template, and a tokenizer.json
+                             when given one).
+
+Usage:
+    gguf_model.py to-hf --gguf FILE --out DIR [--config-style v5|v4] [--dtype bf16|f32]
+                        [--tokenizer-json FILE]
+    gguf_model.py generate --gguf FILE --prompt-ids 1,2,3 --max-tokens N [--weights f32|bf16]
+        prints {"tokens": [...], "logits_max_abs": ...} (greedy, the float64 reference)
+
+Architectures: llama and ouro as llama.cpp's converter writes them (see docs/launching.md).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf  # noqa: E402
+
+import reference_ouro  # noqa: E402
+from safetensors_io import f32_to_bf16_bits, bf16_bits_to_f32, write_safetensors_stream  # noqa: E402
+
+LAYER_NAMES = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+    # Ouro's sandwich norms (llama.cpp's converter maps them to these names)
+    "post_attention_norm.weight": "input_layernorm_2.weight",
+    "post_ffw_norm.weight": "post_attention_layernorm_2.weight",
+}
+GLOBAL_NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+    "exit_gate.weight": "model.early_exit_gate.weight",
+    "exit_gate.bias": "model.early_exit_gate.bias",
+}
+
+
+def field(reader, key, default=None):
+    f = reader.get_field(key)
+    return default if f is None else f.contents()
+
+
+def hf_name(name):
+    if name in GLOBAL_NAMES:
+        return GLOBAL_NAMES[name]
+    _, layer, rest = name.split(".", 2)
+    return f"model.layers.{layer}.{LAYER_NAMES[rest]}"
+
+
+def uninterleave(w, n_heads):
+    """Rows [heads * d] in llama.cpp's order (pairs 2i, 2i+1) -> Hugging Face's (i, i + d/2)."""
+    rows, cols = w.shape
+    d = rows // n_heads
+    return w.reshape(n_heads, d // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
+def config_dict(reader, style="v5"):
+    """config.json as transformers writes it for this model (v5: rope_parameters and the generic
+    PretrainedConfig fields; v4: rope_theta at the top level)."""
+    arch = field(reader, "general.architecture")
+    if arch not in ("llama", "ouro"):
+        raise ValueError(f"architecture {arch!r}: only llama and ouro")
+    a = arch + "."
+    heads = int(field(reader, a + "attention.head_count"))
+    hidden = int(field(reader, a + "embedding_length"))
+    embd = next(t for t in reader.tensors if t.name == "token_embd.weight")
+    tied = not any(t.name == "output.weight" for t in reader.tensors)
+    eps = float(np.float32(field(reader, a + "attention.layer_norm_rms_epsilon")))
+    theta = float(field(reader, a + "rope.freq_base", 10000.0))
+    c = {
+        "architectures": ["LlamaForCausalLM" if arch == "llama" else "OuroForCausalLM"],
+        "model_type": arch,
+        "vocab_size": int(field(reader, a + "vocab_size", int(embd.shape[1]))),
+        "hidden_size": hidden,
+        "intermediate_size": int(field(reader, a + "feed_forward_length")),
+        "num_hidden_layers": int(field(reader, a + "block_count")),
+        "num_attention_heads": heads,
+        "num_key_value_heads": int(field(reader, a + "attention.head_count_kv", heads)),
+        "head_dim": int(field(reader, a + "attention.key_length", hidden // heads)),
+        "hidden_act": "silu",
+        "max_position_embeddings": int(field(reader, a + "context_length")),
+        "rms_norm_eps": eps,
+        "tie_word_embeddings": tied,
+        "bos_token_id": field(reader, "tokenizer.ggml.bos_token_id"),
+        "eos_token_id": field(reader, "tokenizer.ggml.eos_token_id"),
+        "pad_token_id": field(reader, "tokenizer.ggml.padding_token_id"),
+    }
+    if arch == "ouro":
+        c["total_ut_steps"] = int(field(reader, "ouro.num_loops", 1))
+        c["early_exit_threshold"] = 1.0
+    else:
+        c.update({"attention_bias": False, "attention_dropout": 0.0, "mlp_bias": False, "pretraining_tp": 1})
+    if style == "v5":
+        c["rope_parameters"] = {"rope_theta": theta, "rope_type": "default"}
+        c["dtype"] = "bfloat16"
+        c["transformers_version"] = "5.24.0"
+        # The generic fields transformers 5 writes out for every model.
+        c.update({"_name_or_path": os.path.basename(reader.data.filename) if hasattr(reader.data, "filename") else "",
+                  "chunk_size_feed_forward": 0, "id2label": {"0": "LABEL_0", "1": "LABEL_1"},
+                  "label2id": {"LABEL_0": 0, "LABEL_1": 1}, "is_encoder_decoder": False, "output_attentions": False,
+                  "output_hidden_states": False, "problem_type": None, "return_dict": True,
+                  "unk_token_id": field(reader, "tokenizer.ggml.unknown_token_id"), "use_cache": True})
+    else:
+        c["rope_theta"] = theta
+        c["torch_dtype"] = "bfloat16"
+        c["transformers_version"] = "4.45.0"
+        c["use_cache"] = True
+    return {k: v for k, v in c.items() if v is not None or k in ("problem_type",)}
+
+
+def dequantized_tensors(reader):
+    """(HF name, float32 array in HF layout) for every tensor, Q/K rows un-interleaved."""
+    arch = field(reader, "general.architecture")
+    heads = int(field(reader, arch + ".attention.head_count"))
+    kv_heads = int(field(reader, arch + ".attention.head_count_kv", heads))
+    for t in reader.tensors:
+        w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        w = w.reshape([int(x) for x in reversed(t.shape)])
+        if t.name.endswith("attn_q.weight"):
+            w = uninterleave(w, heads)
+        elif t.name.endswith("attn_k.weight"):
+            w = uninterleave(w, kv_heads)
+        yield hf_name(t.name), w
+
+
+def round_bf16(w):
+    return bf16_bits_to_f32(f32_to_bf16_bits(w)).reshape(w.shape)
+
+
+def load_gguf(path, weights="f32"):
+    """The GGUF as a reference_ouro.OuroModel (float64 weights). weights="bf16": matrices rounded
+    to bf16 as rlt --dtype bf16 holds them (vectors stay f32, as rlt keeps them)."""
+    reader = gguf.GGUFReader(path)
+    cfg = reference_ouro.parse_config(config_dict(reader, "v4"))
+    w = {}
+    for name, x in dequantized_tensors(reader):
+        if weights == "bf16" and x.ndim == 2 and x.shape[0] > 1:
+            x = round_bf16(x)
+        w[name] = x.astype(np.float64)
+    expected = reference_ouro.expected_shapes(cfg)
+    if set(w) != set(expected):
+        raise ValueError(f"tensor set differs: missing {sorted(set(expected) - set(w))[:3]}, "
+                         f"unexpected {sorted(set(w) - set(expected))[:3]}")
+    return reference_ouro.OuroModel(cfg, w)
+
+
+def write_hf_folder(gguf_path, out_dir, style="v5", dtype="bf16", tokenizer_json=None):
+    """The GGUF as a Hugging Face model folder. Matrices in `dtype` (bf16 rounded to nearest even
+    from the dequantized f32, exactly as rlt's loader rounds them), vectors in f32."""
+    reader = gguf.GGUFReader(gguf_path)
+    os.makedirs(out_dir, exist_ok=True)
+    config = config_dict(reader, style)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": config.get("bos_token_id"), "eos_token_id": config.get("eos_token_id")}, f)
+    entries = []
+    for name, w in dequantized_tensors(reader):
+        if w.ndim == 1 or dtype == "f32":
+            entries.append((name, "F32", w.shape, (lambda a=w: a)))
+        else:
+            entries.append((name, "BF16", w.shape, (lambda a=w: f32_to_bf16_bits(a).reshape(a.shape))))
+    write_safetensors_stream(os.path.join(out_dir, "model.safetensors"), entries)
+    template = field(reader, "tokenizer.chat_template")
+    tokens = field(reader, "tokenizer.ggml.tokens")
+    specials = {}
+    for key, name in (("bos_token_id", "bos_token"), ("eos_token_id", "eos_token"),
+                      ("unknown_token_id", "unk_token"), ("padding_token_id", "pad_token")):
+        i = field(reader, "tokenizer.ggml." + key)
+        if i is not None:
+            specials[name] = tokens[int(i)]
+    tok_config = dict(specials)
+    if template and style == "v5":
+        # transformers >= 4.4x saves the template next to tokenizer_config.json.
+        with open(os.path.join(out_dir, "chat_template.jinja"), "w") as f:
+            f.write(template)
+    elif template:
+        tok_config["chat_template"] = template
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump(tok_config, f, indent=2)
+    if tokenizer_json:
+        with open(tokenizer_json, "rb") as src, open(os.path.join(out_dir, "tokenizer.json"), "wb") as dst:
+            dst.write(src.read())
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    h = sub.add_parser("to-hf", help="write the GGUF as a Hugging Face folder")
+    h.add_argument("--gguf", required=True)
+    h.add_argument("--out", required=True)
+    h.add_argument("--config-style", choices=["v5", "v4"], default="v5")
+    h.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
+    h.add_argument("--tokenizer-json")
+    g = sub.add_parser("generate", help="greedy tokens of the float64 reference")
+    g.add_argument("--gguf", required=True)
+    g.add_argument("--prompt-ids", required=True)
+    g.add_argument("--max-tokens", type=int, default=16)
+    g.add_argument("--weights", choices=["f32", "bf16"], default="f32")
+    a = ap.parse_args(argv)
+    if a.cmd == "to-hf":
+        write_hf_folder(a.gguf, a.out, a.config_style, a.dtype, a.tokenizer_json)
+        print(f"wrote {a.out}")
+        return
+    model = load_gguf(a.gguf, a.weights)
+    prompt = [int(x) for x in a.prompt_ids.split(",")]
+    res = reference_ouro.generate(model, prompt, a.max_tokens)
+    print(json.dumps({"tokens": res["tokens"].tolist()}))
+
+
+if __name__ == "__main__":
+    main()
