@@ -10,7 +10,7 @@ DEB_PACKAGES=(
   libcpp-httplib-dev nlohmann-json3-dev libsimdjson-dev libcli11-dev libspdlog-dev libfmt-dev
   libopenblas-dev libhwy-dev libpcre2-dev libutf8proc-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev zlib1g-dev libbrotli-dev
-  python3 python3-venv python3-pip
+  python3 python3-venv python3-pip tmux
 )
 PY_PACKAGES=(numpy tokenizers jinja2 openai gguf)
 # Optional: a headless browser for the chat page test (tests/server/test_chat_page.py skips

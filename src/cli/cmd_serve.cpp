@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/model_dir.h"
+#include "common/log.h"
 #include "server/http_server.h"
 
 namespace rlt::cli {
@@ -65,6 +66,11 @@ int run_serve(const ServeOptions& opt) {
   SignalWaiter::block_in_this_thread();
   auto dir = resolve_model_dir(opt.model);
   if (!dir.ok()) return report_error(dir.status());
+  if (opt.model.empty()) {
+    auto smollm2 = cached_smollm2();
+    log_info(smollm2 ? "to serve a real trained model instead: rlt serve --model " + *smollm2
+                     : "to serve a real trained model: " + how_to_get_smollm2() + ", then rlt serve --model <that file>");
+  }
   server::Server srv(opt.server, opt.engine.resolve(*dir));
   if (Status s = srv.bind(); !s.ok()) return report_error(s);
   const std::string& host = opt.server.host;

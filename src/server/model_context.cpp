@@ -6,14 +6,6 @@
 #include "source/model_source.h"
 
 namespace rlt::server {
-namespace {
-
-// End-of-turn markers of common chat formats (ChatML, Llama 3, Gemma, Mistral). Only markers the
-// template actually emits and the tokenizer knows become stop tokens.
-constexpr const char* kEndOfTurnMarkers[] = {"<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "</s>"};
-
-}  // namespace
-
 std::string default_served_name(const std::string& model) {
   std::filesystem::path p(model);
   while (!p.empty() && p.filename().empty()) p = p.parent_path();
@@ -37,10 +29,7 @@ Result<ModelContext> ModelContext::load(const std::string& model, const std::str
   auto tmpl = source.chat_template();
   if (tmpl.ok()) {
     m.chat_template = std::move(*tmpl);
-    for (const char* marker : kEndOfTurnMarkers) {
-      auto id = m.tokenizer->token_to_id(marker);
-      if (id && m.chat_template->source().find(marker) != std::string::npos) m.end_of_turn_ids.push_back(*id);
-    }
+    m.end_of_turn_ids = tok::end_of_turn_ids(*m.chat_template, *m.tokenizer);
   } else {
     m.chat_template_error = tmpl.status().message();
   }

@@ -1,5 +1,7 @@
 #include "tokenizer/chat_template.h"
 
+#include "tokenizer/tokenizer.h"
+
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -188,6 +190,16 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
   } catch (const jinja::TemplateError& e) {
     return invalid_argument(fmt::format("chat template error: {}", e.what()));
   }
+}
+
+std::vector<int32_t> end_of_turn_ids(const ChatTemplate& chat_template, const Tokenizer& tokenizer) {
+  static constexpr const char* kMarkers[] = {"<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "</s>"};
+  std::vector<int32_t> ids;
+  for (const char* marker : kMarkers) {
+    auto id = tokenizer.token_to_id(marker);
+    if (id && chat_template.source().find(marker) != std::string::npos) ids.push_back(*id);
+  }
+  return ids;
 }
 
 }  // namespace rlt::tok

@@ -61,4 +61,11 @@ class ChatTemplate {
   nlohmann::ordered_json special_tokens_ = nlohmann::ordered_json::object();
 };
 
+class Tokenizer;
+
+// The end-of-turn markers of common chat formats (ChatML's <|im_end|>, Llama 3's <|eot_id|>,
+// Gemma's <end_of_turn>, ...) that `chat_template` emits and `tokenizer` has as tokens: a chat
+// reply stops at them even when they are not the model's EOS.
+std::vector<int32_t> end_of_turn_ids(const ChatTemplate& chat_template, const Tokenizer& tokenizer);
+
 }  // namespace rlt::tok
