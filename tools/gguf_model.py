@@ -16,7 +16,9 @@ Usage:
     gguf_model.py to-hf --gguf FILE --out DIR [--config-style v5|v4] [--dtype bf16|f32]
                         [--tokenizer-json FILE]
     gguf_model.py generate --gguf FILE --prompt-ids 1,2,3 --max-tokens N [--weights f32|bf16]
-        prints {"tokens": [...], "logits_max_abs": ...} (greedy, the float64 reference)
+        prints {"tokens": [...]} (greedy, the float64 reference)
+    gguf_model.py perplexity --gguf FILE --ids-file IDS.json [--ctx 512] [--max-chunks N]
+        prints {"perplexity": ..., "scored_tokens": ...}: llama.cpp's chunking (see perplexity())
 
 Architectures: llama and ouro as llama.cpp's converter writes them (see docs/launching.md).
 """
@@ -205,6 +207,26 @@ def write_hf_folder(gguf_path, out_dir, style="v5", dtype="bf16", tokenizer_json
             dst.write(src.read())
 
 
+def perplexity(model, ids, ctx=512, max_chunks=0):
+    """llama.cpp's perplexity: chunks of `ctx` tokens, each evaluated from scratch; the second half
+    of each chunk scored (position j's logits predict token j + 1, for ctx/2 <= j < ctx - 1)."""
+    chunks = len(ids) // ctx
+    if max_chunks:
+        chunks = min(chunks, max_chunks)
+    first = ctx // 2
+    nll, scored = 0.0, 0
+    for c in range(chunks):
+        chunk = ids[c * ctx:(c + 1) * ctx]
+        logits = reference_ouro.forward_prompt(model, chunk)["logits"][-1]  # the last loop
+        rows = logits[first:ctx - 1]
+        m = rows.max(axis=1, keepdims=True)
+        lse = (m[:, 0] + np.log(np.exp(rows - m).sum(axis=1)))
+        nll += float(np.sum(lse - rows[np.arange(rows.shape[0]), chunk[first + 1:ctx]]))
+        scored += rows.shape[0]
+    return {"perplexity": float(np.exp(nll / scored)), "mean_nll": nll / scored, "scored_tokens": scored,
+            "chunks": chunks, "ctx": ctx}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -219,12 +241,23 @@ def main(argv=None):
     g.add_argument("--prompt-ids", required=True)
     g.add_argument("--max-tokens", type=int, default=16)
     g.add_argument("--weights", choices=["f32", "bf16"], default="f32")
+    p = sub.add_parser("perplexity", help="perplexity of the float64 reference, chunked as llama.cpp")
+    p.add_argument("--gguf", required=True)
+    p.add_argument("--ids-file", required=True, help="a JSON array of token ids")
+    p.add_argument("--ctx", type=int, default=512)
+    p.add_argument("--max-chunks", type=int, default=0)
+    p.add_argument("--weights", choices=["f32", "bf16"], default="f32")
     a = ap.parse_args(argv)
     if a.cmd == "to-hf":
         write_hf_folder(a.gguf, a.out, a.config_style, a.dtype, a.tokenizer_json)
         print(f"wrote {a.out}")
         return
     model = load_gguf(a.gguf, a.weights)
+    if a.cmd == "perplexity":
+        with open(a.ids_file) as f:
+            ids = np.asarray(json.load(f), dtype=np.int64)
+        print(json.dumps(perplexity(model, ids, a.ctx, a.max_chunks)))
+        return
     prompt = [int(x) for x in a.prompt_ids.split(",")]
     res = reference_ouro.generate(model, prompt, a.max_tokens)
     print(json.dumps({"tokens": res["tokens"].tolist()}))

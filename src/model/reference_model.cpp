@@ -96,10 +96,11 @@ Status ReferenceModel::check_tokens(std::span<const int32_t> tokens) const {
   return {};
 }
 
-Result<StepResult> ReferenceModel::prefill(std::span<const int32_t> tokens, bool trace) {
+Result<StepResult> ReferenceModel::prefill(std::span<const int32_t> tokens, bool trace, bool every_row_logits) {
   if (tokens.empty()) return invalid_argument("prefill needs at least one token");
   RLT_RETURN_IF_ERROR(check_tokens(tokens));
   if (semantics_ == KvSemantics::kShared && tokens.size() > 1) {
+    if (every_row_logits) return unimplemented("every-row logits of a shared-KV prefill");
     // One history overwritten by every loop: a position must finish all loops before the next
     // one attends to it, so the prompt goes one position at a time.
     Result<StepResult> last = invalid_argument("unreachable");
@@ -128,6 +129,10 @@ Result<StepResult> ReferenceModel::prefill(std::span<const int32_t> tokens, bool
   }
   out.logits.resize(static_cast<size_t>(c.vocab_size));
   core_.lm_head(last, 1, out.logits.data());
+  if (every_row_logits) {
+    out.row_logits.resize(static_cast<size_t>(rows * c.vocab_size));
+    core_.lm_head(h.data(), rows, out.row_logits.data());
+  }
   out.exit_depth = c.total_ut_steps;
   length_ += rows;
   return out;

@@ -22,6 +22,7 @@ struct LoopTrace {
 
 struct StepResult {
   std::vector<float> logits;  // [vocab], from the exit loop's hidden state
+  std::vector<float> row_logits;  // prefill with every_row_logits: [rows, vocab] (perplexity)
   int64_t exit_depth = 0;     // 1-based loops run
   double exit_probability = 0.0;  // 1 - Π(1-λ) at the exit (decode only)
   LoopTrace trace;            // every row of the step (all prompt rows for prefill)
@@ -48,7 +49,8 @@ class ReferenceModel {
 
   // Appends prompt tokens at full depth (all loops, loop-major). May be called repeatedly to
   // prefill in chunks. Returns the logits of the chunk's last position.
-  Result<StepResult> prefill(std::span<const int32_t> tokens, bool trace = false);
+  // With every_row_logits, also the logits of every position (StepResult::row_logits).
+  Result<StepResult> prefill(std::span<const int32_t> tokens, bool trace = false, bool every_row_logits = false);
 
   // Feeds one generated token at the next position, running loops until the exit rule fires.
   // Under last_exited, a token exiting after loop e provides its loop-e K/V to deeper loops.

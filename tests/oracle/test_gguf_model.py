@@ -140,6 +140,23 @@ class SmolLM2Gguf(unittest.TestCase):
             self.assertEqual(tokens["v5"], tokens["gguf"], f"prompt {i}")
             self.assertEqual(tokens["v4"], tokens["gguf"], f"prompt {i}")
 
+    def test_perplexity_matches_the_oracle(self):
+        # The fixed text of tests/data/perplexity, 2 chunks of 128 tokens (the full run is in
+        # bench/peer/llamacpp_gguf_peer.py). f32 weights: the mean log-likelihoods agree to 1e-5
+        # relative (f32 logits against float64, averaged over 126 scored tokens).
+        data = os.path.join(ROOT, "tests", "data", "perplexity")
+        ids_path = os.path.join(self.tmp.name, "ppl_ids.json")
+        out = json.loads(rlt("perplexity", "--model", self.gguf, "--file", os.path.join(data, "GPL-3.txt"),
+                             "--file", os.path.join(data, "Apache-2.0.txt"), "--ctx", "128", "--max-chunks", "2",
+                             "--dtype", "f32", "--dump-ids", ids_path))
+        self.assertGreaterEqual(out["tokens"], 8000)
+        with open(ids_path) as f:
+            ids = np.asarray(json.load(f), dtype=np.int64)
+        ref = gguf_model.perplexity(gguf_model.load_gguf(self.gguf, "f32"), ids, ctx=128, max_chunks=2)
+        self.assertEqual(out["scored_tokens"], ref["scored_tokens"])
+        self.assertLess(abs(out["mean_nll"] - ref["mean_nll"]) / ref["mean_nll"], 1e-5, (out, ref))
+        self.assertLess(out["perplexity"], 40, "a trained model on English text")
+
     def test_the_answer_is_real_text(self):
         out = json.loads(rlt("generate", "--model", self.gguf, "--prompt", chatml(QUESTIONS[0]),
                              "--max-tokens", "16").splitlines()[0])

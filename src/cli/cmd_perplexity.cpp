@@ -1,0 +1,142 @@
+// `rlt perplexity`: the perplexity of a model on a text, computed as llama.cpp's perplexity tool
+// does, so the two are comparable on the same file: the tokens are cut into chunks of --ctx;
+// every chunk is evaluated from scratch (all loops of a looped model, as a prompt) and the second
+// half of each chunk is scored, each token by the log-softmax the position before it gives it.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include <omp.h>
+
+#include "cli/commands.h"
+#include "cli/model_dir.h"
+#include "model/ouro_weights.h"
+#include "model/reference_model.h"
+#include "source/model_source.h"
+
+namespace rlt::cli {
+namespace {
+
+struct PerplexityOptions {
+  std::string model;
+  std::vector<std::string> files;
+  std::string ids_file;
+  std::string dump_ids;
+  int64_t ctx = 512;
+  int64_t max_chunks = 0;
+  std::string dtype = "bf16";
+  int threads = 0;
+};
+
+Result<std::vector<int32_t>> read_tokens(const PerplexityOptions& opt, const source::ModelSource& src) {
+  if (!opt.ids_file.empty()) {
+    std::ifstream in(opt.ids_file);
+    if (!in) return not_found(fmt::format("cannot open '{}'", opt.ids_file));
+    try {
+      return nlohmann::json::parse(in).get<std::vector<int32_t>>();
+    } catch (const nlohmann::json::exception& e) {
+      return invalid_argument(fmt::format("{}: expected a JSON array of token ids ({})", opt.ids_file, e.what()));
+    }
+  }
+  std::string text;
+  for (size_t i = 0; i < opt.files.size(); ++i) {
+    std::ifstream in(opt.files[i], std::ios::binary);
+    if (!in) return not_found(fmt::format("cannot open '{}'", opt.files[i]));
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (i > 0) text += "\n";
+    text += ss.str();
+  }
+  RLT_ASSIGN_OR_RETURN(auto tokenizer, src.tokenizer());
+  return tokenizer->encode(text, /*add_special_tokens=*/false);
+}
+
+int run_perplexity(const PerplexityOptions& opt) {
+  if (opt.files.empty() == opt.ids_file.empty()) return report_error(invalid_argument("give --file (text) or --ids-file"));
+  if (opt.ctx < 4) return report_error(invalid_argument("--ctx must be at least 4"));
+  auto path = resolve_model_dir(opt.model);
+  if (!path.ok()) return report_error(path.status());
+  auto src = source::ModelSource::open(*path);
+  if (!src.ok()) return report_error(src.status());
+  if (opt.ctx > src->config().max_position_embeddings)
+    return report_error(invalid_argument(fmt::format("--ctx {} exceeds the model's {} positions", opt.ctx,
+                                                     src->config().max_position_embeddings)));
+  auto tokens = read_tokens(opt, *src);
+  if (!tokens.ok()) return report_error(tokens.status());
+  if (!opt.dump_ids.empty()) std::ofstream(opt.dump_ids) << nlohmann::json(*tokens).dump() << "\n";
+  int64_t chunks = static_cast<int64_t>(tokens->size()) / opt.ctx;
+  if (opt.max_chunks > 0) chunks = std::min(chunks, opt.max_chunks);
+  if (chunks < 1) {
+    return report_error(invalid_argument(fmt::format("the text has {} tokens, fewer than one chunk of --ctx {}",
+                                                     tokens->size(), opt.ctx)));
+  }
+  if (opt.threads > 0) omp_set_num_threads(opt.threads);
+  model::LoadOptions load;
+  auto dtype = source::parse_weight_dtype(opt.dtype);
+  if (!dtype.ok()) return report_error(dtype.status());
+  load.quantized_dtype = *dtype;
+  auto model = model::load_ouro_model(*src, load);
+  if (!model.ok()) return report_error(model.status());
+  const int64_t vocab = (*model)->config.vocab_size;
+  const int64_t first = opt.ctx / 2;
+  double nll = 0.0;
+  int64_t scored = 0;
+  std::vector<double> per_chunk;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t c = 0; c < chunks; ++c) {
+    std::span<const int32_t> chunk(tokens->data() + c * opt.ctx, static_cast<size_t>(opt.ctx));
+    model::ReferenceModel ref(*model);
+    auto step = ref.prefill(chunk, /*trace=*/false, /*every_row_logits=*/true);
+    if (!step.ok()) return report_error(step.status());
+    double chunk_nll = 0.0;
+    for (int64_t j = first; j < opt.ctx - 1; ++j) {
+      const float* row = step->row_logits.data() + j * vocab;
+      double max = row[0];
+      for (int64_t v = 1; v < vocab; ++v) max = std::max(max, static_cast<double>(row[v]));
+      double sum = 0.0;
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
+      chunk_nll += max + std::log(sum) - static_cast<double>(row[chunk[static_cast<size_t>(j + 1)]]);
+    }
+    nll += chunk_nll;
+    scored += opt.ctx - 1 - first;
+    per_chunk.push_back(std::exp(nll / static_cast<double>(scored)));
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  nlohmann::ordered_json out;
+  out["model"] = *path;
+  out["tokens"] = tokens->size();
+  out["ctx"] = opt.ctx;
+  out["chunks"] = chunks;
+  out["scored_tokens"] = scored;
+  out["mean_nll"] = nll / static_cast<double>(scored);
+  out["perplexity"] = std::exp(nll / static_cast<double>(scored));
+  out["running_perplexity"] = per_chunk;
+  out["seconds"] = seconds;
+  std::cout << out.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_perplexity_command(CLI::App& app, int* exit_code) {
+  auto opt = std::make_shared<PerplexityOptions>();
+  CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity of the model on a text, chunked as llama.cpp's perplexity tool");
+  cmd->add_option("--model", opt->model, kModelFlagHelp);
+  cmd->add_option("--file", opt->files, "Text file(s), joined by a newline; repeatable");
+  cmd->add_option("--ids-file", opt->ids_file, "A JSON array of token ids instead of text");
+  cmd->add_option("--dump-ids", opt->dump_ids, "Write the token ids used as a JSON array");
+  cmd->add_option("--ctx", opt->ctx, "Tokens per chunk; the second half of each is scored")->capture_default_str();
+  cmd->add_option("--max-chunks", opt->max_chunks, "Score at most this many chunks (0 = all)")->capture_default_str();
+  cmd->add_option("--dtype", opt->dtype, "GGUF files: the dtype quantized weights are dequantized into")
+      ->capture_default_str();
+  cmd->add_option("--threads", opt->threads, "CPU kernel threads (0 = all cores)")->capture_default_str();
+  cmd->callback([opt, exit_code] { *exit_code = run_perplexity(*opt); });
+}
+
+}  // namespace rlt::cli
