@@ -35,6 +35,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+from rlt_cache import smollm2_path  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gguf_model  # noqa: E402
@@ -52,11 +53,6 @@ QUESTIONS = [
 ]
 
 
-def default_gguf():
-    cache = os.environ.get("RLT_CACHE_DIR") or (
-        os.path.join(os.environ["XDG_CACHE_HOME"], "rlt") if os.environ.get("XDG_CACHE_HOME")
-        else os.path.join(os.path.expanduser("~"), ".cache", "rlt"))
-    return os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def log(msg):
@@ -133,7 +129,7 @@ def llama_perplexity(llm, ids, ctx):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gguf", default=default_gguf())
+    ap.add_argument("--gguf", default=smollm2_path())
     ap.add_argument("--rlt-bin", default=os.environ.get("RLT_BIN", DEFAULT_RLT_BIN))
     ap.add_argument("--prompts", type=int, default=20)
     ap.add_argument("--tokens", type=int, default=32)

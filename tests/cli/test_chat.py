@@ -8,16 +8,15 @@ Skips without tmux.
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"))
+from rlt_cache import smollm2_path  # noqa: E402
 
-def smollm2_path():
-    cache = os.environ.get("RLT_CACHE_DIR") or (
-        os.path.join(os.environ["XDG_CACHE_HOME"], "rlt") if os.environ.get("XDG_CACHE_HOME")
-        else os.path.join(os.path.expanduser("~"), ".cache", "rlt"))
-    return os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")
+
 
 
 class ChatInTmux(unittest.TestCase):

@@ -27,6 +27,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+from rlt_cache import smollm2_path  # noqa: E402
 
 import gguf_model  # noqa: E402
 import reference_ouro  # noqa: E402
@@ -39,11 +40,6 @@ QUESTIONS = ["What is the capital of France?", "Write a haiku about the sea.",
              "How many legs does a spider have?", "Explain gravity in one sentence."]
 
 
-def smollm2_path():
-    cache = os.environ.get("RLT_CACHE_DIR") or (
-        os.path.join(os.environ["XDG_CACHE_HOME"], "rlt") if os.environ.get("XDG_CACHE_HOME")
-        else os.path.join(os.path.expanduser("~"), ".cache", "rlt"))
-    return os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def chatml(question):

@@ -9,6 +9,7 @@ implementation's numpy port): bit for bit, for every block type rlt reads.
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -16,6 +17,9 @@ import numpy as np
 
 import gguf
 from gguf import GGMLQuantizationType as Q
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"))
+from rlt_cache import smollm2_path  # noqa: E402
 
 # Offsets of each block's f16 scale fields (ggml-common.h), made finite in the random data.
 BLOCKS = {
@@ -46,11 +50,6 @@ def checksum(values):
         return int(np.sum(bits * weights, dtype=np.uint64))
 
 
-def smollm2_path():
-    cache = os.environ.get("RLT_CACHE_DIR") or (
-        os.path.join(os.environ["XDG_CACHE_HOME"], "rlt") if os.environ.get("XDG_CACHE_HOME")
-        else os.path.join(os.path.expanduser("~"), ".cache", "rlt"))
-    return os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 class DequantizeOracle(unittest.TestCase):

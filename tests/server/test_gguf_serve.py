@@ -4,20 +4,19 @@ without it), driven by the official openai client: the served name is the file's
 token, and a greedy answer to a factual question is right.
 """
 import os
+import sys
 import unittest
 
 import openai
 
 from serve_util import CacheDir, Server
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"))
+from rlt_cache import smollm2_path  # noqa: E402
+
 NAME = "SmolLM2-135M-Instruct.Q4_1"
 
 
-def smollm2_path():
-    cache = os.environ.get("RLT_CACHE_DIR") or (
-        os.path.join(os.environ["XDG_CACHE_HOME"], "rlt") if os.environ.get("XDG_CACHE_HOME")
-        else os.path.join(os.path.expanduser("~"), ".cache", "rlt"))
-    return os.path.join(cache, NAME + ".gguf")
 
 
 class ServeGguf(unittest.TestCase):
