@@ -12,7 +12,13 @@
                              norms, generation_config.json, the chat template, and a tokenizer.json
                              when given one).
 
+  * write_gguf(...)       -> a Hugging Face folder (llama or ouro) as a GGUF file the way llama.cpp's
+                             converter writes it: its tensor names, Q/K rows interleaved, norms in
+                             F32, matrices in their stored float type; for Ouro, the exit gate
+                             dropped (as llama.cpp does) or kept under rlt's names.
+
 Usage:
+    gguf_model.py from-hf --model DIR --out FILE.gguf [--keep-exit-gate]
     gguf_model.py to-hf --gguf FILE --out DIR [--config-style v5|v4] [--dtype bf16|f32]
                         [--tokenizer-json FILE]
     gguf_model.py generate --gguf FILE --prompt-ids 1,2,3 --max-tokens N [--weights f32|bf16]
@@ -227,9 +233,87 @@ def perplexity(model, ids, ctx=512, max_chunks=0):
             "chunks": chunks, "ctx": ctx}
 
 
+def interleave(w, n_heads):
+    """Hugging Face Q/K rows (i, i + d/2) -> llama.cpp's (2i, 2i+1): its converter's permute."""
+    rows, cols = w.shape
+    return w.reshape(n_heads, 2, rows // n_heads // 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
+def write_gguf(model_dir, out_path, keep_exit_gate=False):
+    """The folder's model as a GGUF file (F32 norms, matrices in their stored F32/BF16/F16)."""
+    from safetensors_io import read_safetensors
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    arch = cfg["model_type"]
+    if arch not in ("llama", "ouro"):
+        raise ValueError(f"model_type {arch!r}: only llama and ouro")
+    heads, kv_heads = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    w = gguf.GGUFWriter(out_path, arch)
+    a = arch + "."
+    w.add_uint32(a + "context_length", cfg["max_position_embeddings"])
+    w.add_uint32(a + "embedding_length", cfg["hidden_size"])
+    w.add_uint32(a + "block_count", cfg["num_hidden_layers"])
+    w.add_uint32(a + "feed_forward_length", cfg["intermediate_size"])
+    w.add_uint32(a + "attention.head_count", heads)
+    w.add_uint32(a + "attention.head_count_kv", kv_heads)
+    w.add_uint32(a + "attention.key_length", head_dim)
+    w.add_uint32(a + "attention.value_length", head_dim)
+    w.add_float32(a + "attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"])
+    w.add_float32(a + "rope.freq_base", cfg.get("rope_theta", 10000.0))
+    w.add_uint32(a + "rope.dimension_count", head_dim)
+    w.add_uint32(a + "vocab_size", cfg["vocab_size"])
+    if arch == "ouro":
+        w.add_uint32("ouro.num_loops", cfg["total_ut_steps"])
+        w.add_bool("ouro.skip_loop_final_norm", False)
+        if keep_exit_gate:
+            w.add_float32("ouro.early_exit_threshold", cfg.get("early_exit_threshold", 1.0))
+    for key in ("bos_token_id", "eos_token_id"):
+        if isinstance(cfg.get(key), int):
+            w.add_uint32("tokenizer.ggml." + key, cfg[key])
+    to_gguf = {v: k for k, v in GLOBAL_NAMES.items()}
+    layer_to_gguf = {v: k for k, v in LAYER_NAMES.items()}
+    gguf_types = {"BF16": gguf.GGMLQuantizationType.BF16, "F16": gguf.GGMLQuantizationType.F16,
+                  "F32": gguf.GGMLQuantizationType.F32}
+    for name, (dtype, raw) in sorted(read_safetensors(os.path.join(model_dir, "model.safetensors")).items()):
+        if name.startswith("model.early_exit_gate.") and not keep_exit_gate:
+            continue  # llama.cpp's converter drops it
+        if name.startswith("model.layers."):
+            _, _, layer, rest = name.split(".", 3)
+            out_name = f"blk.{layer}.{layer_to_gguf[rest]}"
+        else:
+            out_name = to_gguf[name]
+        if raw.ndim == 1 or name.startswith("model.early_exit_gate."):
+            w.add_tensor(out_name, raw_to_f32(dtype, raw))  # vectors and the gate in F32, as the converter
+            continue
+        if name.endswith("q_proj.weight"):
+            raw = interleave(raw, heads)
+        elif name.endswith("k_proj.weight"):
+            raw = interleave(raw, kv_heads)
+        raw = np.ascontiguousarray(raw)
+        if dtype == "BF16":
+            w.add_tensor(out_name, raw.view(np.uint16), raw_dtype=gguf_types[dtype])
+        else:
+            w.add_tensor(out_name, raw)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def raw_to_f32(dtype, raw):
+    if dtype == "BF16":
+        return bf16_bits_to_f32(raw).reshape(raw.shape)
+    return np.asarray(raw, dtype=np.float32)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
+    fh = sub.add_parser("from-hf", help="write a Hugging Face folder as a GGUF file (llama.cpp's layout)")
+    fh.add_argument("--model", required=True)
+    fh.add_argument("--out", required=True)
+    fh.add_argument("--keep-exit-gate", action="store_true")
     h = sub.add_parser("to-hf", help="write the GGUF as a Hugging Face folder")
     h.add_argument("--gguf", required=True)
     h.add_argument("--out", required=True)
@@ -248,6 +332,10 @@ def main(argv=None):
     p.add_argument("--max-chunks", type=int, default=0)
     p.add_argument("--weights", choices=["f32", "bf16"], default="f32")
     a = ap.parse_args(argv)
+    if a.cmd == "from-hf":
+        write_gguf(a.model, a.out, a.keep_exit_gate)
+        print(f"wrote {a.out}")
+        return
     if a.cmd == "to-hf":
         write_hf_folder(a.gguf, a.out, a.config_style, a.dtype, a.tokenizer_json)
         print(f"wrote {a.out}")

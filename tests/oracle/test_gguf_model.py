@@ -159,5 +159,41 @@ class SmolLM2Gguf(unittest.TestCase):
         self.assertIn("Paris", out["text"])
 
 
+class OuroGguf(unittest.TestCase):
+    """The looped demo model (Ouro architecture) written as a GGUF file the way llama.cpp's
+    converter writes it (tools/gguf_model.py from-hf: its names, Q/K rows interleaved, F32 norms,
+    BF16 matrices as stored): with the exit gate kept under rlt's names, the same tokens and exit
+    depths as the folder, bit for bit; with the gate dropped (llama.cpp's file), full depth, equal
+    to the folder run without early exit, and `rlt info` says why."""
+
+    def test_ouro_gguf_computes_the_folders_model(self):
+        if "RLT_BIN" not in os.environ:
+            self.skipTest("RLT_BIN is not set (run through ctest)")
+        with tempfile.TemporaryDirectory(prefix="rlt_ouro_gguf_") as tmp:
+            env = dict(os.environ, RLT_CACHE_DIR=tmp)
+            subprocess.run([os.environ["RLT_BIN"], "info"], check=True, capture_output=True, env=env)
+            folder = os.path.join(tmp, "rlt-demo-ouro-v1")
+            gated, plain = os.path.join(tmp, "gate.gguf"), os.path.join(tmp, "llamacpp.gguf")
+            gguf_model.write_gguf(folder, gated, keep_exit_gate=True)
+            gguf_model.write_gguf(folder, plain)
+
+            def run(model, threshold):
+                out = json.loads(rlt("generate", "--model", model, "--prompt-ids", "5,6,7,8,9", "--max-tokens", "16",
+                                     "--ignore-eos", "--exit-threshold", str(threshold), "--kv-cache-gib", "0.05"
+                                     ).splitlines()[0])
+                return out["tokens"], out["exit_depths"]
+
+            early = run(folder, 0.5)
+            self.assertLess(sum(early[1]) / len(early[1]), 4, "the case must exercise early exit")
+            self.assertEqual(run(gated, 0.5), early)
+            full = run(plain, 0.5)
+            self.assertEqual(full[1], [4] * 16)
+            self.assertEqual(full, run(folder, 1.0))
+            info = json.loads(rlt("info", "--model", plain, "--json"))
+            self.assertFalse(info["exit_gate"])
+            self.assertTrue(any("no exit gate" in n for n in info["notes"]))
+            self.assertTrue(json.loads(rlt("info", "--model", gated, "--json"))["exit_gate"])
+
+
 if __name__ == "__main__":
     unittest.main()
