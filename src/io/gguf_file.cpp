@@ -417,12 +417,13 @@ Result<std::shared_ptr<const GgufFile>> GgufFile::parse(const uint8_t* bytes, si
     RLT_RETURN_IF_ERROR(c.read(&t.offset, what + ": its offset"));
     auto row_bytes = quant::ggml_row_bytes(t.type, t.ne[0]);
     int64_t nbytes = 0;
-    if (!row_bytes) {
+    if (t.ne[0] % info->block_elems != 0) {
       return c.error(
           at,
           fmt::format("{} of type {} has rows of {} values, not a multiple of its {}-value blocks",
                       what, info->name, t.ne[0], info->block_elems));
     }
+    if (!row_bytes) return c.error(at, fmt::format("{} is too large ({} values per row)", what, t.ne[0]));
     if (!checked_mul(*row_bytes, numel / t.ne[0], &nbytes))
       return c.error(at, fmt::format("{} is too large ({} values)", what, numel));
     t.nbytes = static_cast<size_t>(nbytes);

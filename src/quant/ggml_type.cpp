@@ -1,6 +1,7 @@
 #include "quant/ggml_type.h"
 
 #include <array>
+#include <limits>
 
 namespace rlt::quant {
 namespace {
@@ -57,7 +58,9 @@ std::string_view ggml_type_name(GgmlType type) {
 std::optional<int64_t> ggml_row_bytes(GgmlType type, int64_t elems) {
   auto info = ggml_type_info(static_cast<uint32_t>(type));
   if (!info || elems < 0 || elems % info->block_elems != 0) return std::nullopt;
-  return elems / info->block_elems * info->block_bytes;
+  const int64_t blocks = elems / info->block_elems;
+  if (blocks > std::numeric_limits<int64_t>::max() / info->block_bytes) return std::nullopt;  // overflow
+  return blocks * info->block_bytes;
 }
 
 }  // namespace rlt::quant

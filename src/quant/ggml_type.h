@@ -56,7 +56,8 @@ struct GgmlTypeInfo {
 // The traits of a known type id; nullopt for an id ggml does not define (or retired).
 std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id);
 std::string_view ggml_type_name(GgmlType type);
-// Bytes a row of `elems` values takes; nullopt when `elems` is not a whole number of blocks.
+// Bytes a row of `elems` values takes; nullopt when `elems` is not a whole number of blocks or
+// the size overflows 64 bits.
 std::optional<int64_t> ggml_row_bytes(GgmlType type, int64_t elems);
 
 }  // namespace rlt::quant
