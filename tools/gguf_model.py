@@ -213,16 +213,19 @@ def write_hf_folder(gguf_path, out_dir, style="v5", dtype="bf16", tokenizer_json
             dst.write(src.read())
 
 
-def perplexity(model, ids, ctx=512, max_chunks=0):
+def perplexity(model, ids, ctx=512, max_chunks=0, bos=None):
     """llama.cpp's perplexity: chunks of `ctx` tokens, each evaluated from scratch; the second half
-    of each chunk scored (position j's logits predict token j + 1, for ctx/2 <= j < ctx - 1)."""
+    of each chunk scored (position j's logits predict token j + 1, for ctx/2 <= j < ctx - 1); with
+    a `bos` id, every chunk starts with it (the tokenizer adds BOS)."""
     chunks = len(ids) // ctx
     if max_chunks:
         chunks = min(chunks, max_chunks)
     first = ctx // 2
     nll, scored = 0.0, 0
     for c in range(chunks):
-        chunk = ids[c * ctx:(c + 1) * ctx]
+        chunk = np.array(ids[c * ctx:(c + 1) * ctx])
+        if bos is not None:
+            chunk[0] = bos
         logits = reference_ouro.forward_prompt(model, chunk)["logits"][-1]  # the last loop
         rows = logits[first:ctx - 1]
         m = rows.max(axis=1, keepdims=True)

@@ -114,11 +114,13 @@ def agreement(bin_path, gguf, llm, prompts, n, dtype, threads):
     return {"dtype": dtype, "identical": same, "prompts": len(prompts), "share": same / len(prompts), "rows": rows}
 
 
-def llama_perplexity(llm, ids, ctx):
+def llama_perplexity(llm, ids, ctx, bos=None):
     chunks, first = len(ids) // ctx, ctx // 2
     nll, scored = 0.0, 0
     for c in range(chunks):
-        chunk = ids[c * ctx:(c + 1) * ctx]
+        chunk = list(ids[c * ctx:(c + 1) * ctx])
+        if bos is not None:
+            chunk[0] = bos  # as llama.cpp's perplexity tool
         llm.reset()
         llm.eval(chunk)
         for j in range(first, ctx - 1):
@@ -163,18 +165,19 @@ def main():
                                "--file", os.path.join(data, "Apache-2.0.txt"), "--ctx", str(a.ctx), "--dtype", dtype,
                                "--threads", str(a.threads), "--dump-ids", ids_path))
             report["perplexity"][f"rlt_{dtype}"] = {k: r[k] for k in ("perplexity", "mean_nll", "scored_tokens")}
+            bos = r["bos_token"]
             report["perplexity"][f"rlt_{dtype}"]["seconds"] = time.monotonic() - t
         with open(ids_path) as f:
             ids = json.load(f)
         report["perplexity"]["tokens"] = len(ids)
         log("perplexity, llama.cpp")
         t = time.monotonic()
-        report["perplexity"]["llamacpp"] = llama_perplexity(llm, ids, a.ctx)
+        report["perplexity"]["llamacpp"] = llama_perplexity(llm, ids, a.ctx, bos)
         report["perplexity"]["llamacpp"]["seconds"] = time.monotonic() - t
         log("perplexity, the float64 numpy oracle (slow)")
         t = time.monotonic()
         oracle = gguf_model.perplexity(gguf_model.load_gguf(a.gguf, "f32"), np.asarray(ids, dtype=np.int64),
-                                       a.ctx, a.oracle_chunks)
+                                       a.ctx, a.oracle_chunks, bos)
         oracle["seconds"] = time.monotonic() - t
         report["perplexity"]["oracle_f32"] = oracle
         if a.oracle_chunks:

@@ -34,6 +34,7 @@ struct ChatOptions {
 };
 
 std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
 
 void on_sigint(int) { g_interrupted = true; }
 
@@ -58,11 +59,12 @@ Result<std::string> resolve_chat_model(const std::string& requested) {
 // One reply: streams new text to stdout until the request ends or Ctrl-C. Returns the reply.
 Result<std::string> stream_reply(Engine& engine, uint64_t id) {
   std::string reply;
-  bool cancelled = false;
-  while (engine.has_unfinished()) {
+  bool cancelled = false, done = false;
+  while (!done && engine.has_unfinished()) {
     if (g_interrupted.exchange(false) && !cancelled) {
       cancelled = true;
-      RLT_RETURN_IF_ERROR(engine.abort(id));
+      // The reply may have finished meanwhile (its output still in flight): nothing to stop then.
+      if (Status s = engine.abort(id); !s.ok() && s.code() != ErrorCode::kNotFound) return s;
     }
     RLT_ASSIGN_OR_RETURN(std::vector<RequestOutput> outputs, engine.step());
     for (const RequestOutput& o : outputs) {
@@ -71,6 +73,7 @@ Result<std::string> stream_reply(Engine& engine, uint64_t id) {
       std::fflush(stdout);
       reply += o.new_text;
       if (o.finished && !o.error.empty()) return internal_error("the engine aborted the reply: " + o.error);
+      done = done || o.finished;
     }
   }
   std::printf(cancelled ? " [stopped]\n" : "\n");
@@ -101,8 +104,10 @@ int run_chat(const ChatOptions& opt) {
     std::fflush(stdout);
     g_interrupted = false;
     if (!std::getline(std::cin, line)) {
-      if (g_interrupted.exchange(false) && !std::cin.eof()) {  // Ctrl-C at the prompt
+      // Ctrl-C at the prompt interrupts the read (stdin then looks like end of input): go on.
+      if (g_interrupted.exchange(false)) {
         std::cin.clear();
+        std::clearerr(stdin);
         std::printf("\n(/exit quits)\n");
         continue;
       }

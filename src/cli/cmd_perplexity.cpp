@@ -2,6 +2,7 @@
 // does, so the two are comparable on the same file: the tokens are cut into chunks of --ctx;
 // every chunk is evaluated from scratch (all loops of a looped model, as a prompt) and the second
 // half of each chunk is scored, each token by the log-softmax the position before it gives it.
+// A tokenizer that adds BOS gets it before the text and at the start of every chunk, as there.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include <omp.h>
@@ -34,7 +36,19 @@ struct PerplexityOptions {
   int threads = 0;
 };
 
-Result<std::vector<int32_t>> read_tokens(const PerplexityOptions& opt, const source::ModelSource& src) {
+// The BOS token the tokenizer adds (as llama.cpp's add_bos), or nullopt when it adds none.
+std::optional<int32_t> added_bos(const source::ModelSource& src) {
+  if (!src.has_tokenizer()) return std::nullopt;
+  auto t = src.tokenizer();
+  if (!t.ok()) return std::nullopt;
+  auto with = (*t)->encode("a", true), without = (*t)->encode("a", false);
+  if (!with.ok() || !without.ok() || with->size() <= without->size() || with->empty()) return std::nullopt;
+  if (!without->empty() && (*with)[0] == (*without)[0]) return std::nullopt;  // added at the end only
+  return (*with)[0];
+}
+
+Result<std::vector<int32_t>> read_tokens(const PerplexityOptions& opt, const source::ModelSource& src,
+                                         std::optional<int32_t> bos) {
   if (!opt.ids_file.empty()) {
     std::ifstream in(opt.ids_file);
     if (!in) return not_found(fmt::format("cannot open '{}'", opt.ids_file));
@@ -54,7 +68,9 @@ Result<std::vector<int32_t>> read_tokens(const PerplexityOptions& opt, const sou
     text += ss.str();
   }
   RLT_ASSIGN_OR_RETURN(auto tokenizer, src.tokenizer());
-  return tokenizer->encode(text, /*add_special_tokens=*/false);
+  RLT_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer->encode(text, /*add_special_tokens=*/false));
+  if (bos) ids.insert(ids.begin(), *bos);
+  return ids;
 }
 
 int run_perplexity(const PerplexityOptions& opt) {
@@ -67,7 +83,8 @@ int run_perplexity(const PerplexityOptions& opt) {
   if (opt.ctx > src->config().max_position_embeddings)
     return report_error(invalid_argument(fmt::format("--ctx {} exceeds the model's {} positions", opt.ctx,
                                                      src->config().max_position_embeddings)));
-  auto tokens = read_tokens(opt, *src);
+  const std::optional<int32_t> bos = added_bos(*src);
+  auto tokens = read_tokens(opt, *src, bos);
   if (!tokens.ok()) return report_error(tokens.status());
   if (!opt.dump_ids.empty()) std::ofstream(opt.dump_ids) << nlohmann::json(*tokens).dump() << "\n";
   int64_t chunks = static_cast<int64_t>(tokens->size()) / opt.ctx;
@@ -90,7 +107,9 @@ int run_perplexity(const PerplexityOptions& opt) {
   std::vector<double> per_chunk;
   const auto start = std::chrono::steady_clock::now();
   for (int64_t c = 0; c < chunks; ++c) {
-    std::span<const int32_t> chunk(tokens->data() + c * opt.ctx, static_cast<size_t>(opt.ctx));
+    std::vector<int32_t> chunk(tokens->begin() + c * opt.ctx, tokens->begin() + (c + 1) * opt.ctx);
+    // As llama.cpp: a tokenizer that adds BOS gets it at the start of every chunk.
+    if (bos) chunk[0] = *bos;
     model::ReferenceModel ref(*model);
     auto step = ref.prefill(chunk, /*trace=*/false, /*every_row_logits=*/true);
     if (!step.ok()) return report_error(step.status());
@@ -112,6 +131,7 @@ int run_perplexity(const PerplexityOptions& opt) {
   out["model"] = *path;
   out["tokens"] = tokens->size();
   out["ctx"] = opt.ctx;
+  out["bos_token"] = bos ? nlohmann::ordered_json(*bos) : nlohmann::ordered_json(nullptr);
   out["chunks"] = chunks;
   out["scored_tokens"] = scored;
   out["mean_nll"] = nll / static_cast<double>(scored);

@@ -203,7 +203,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   const io::ModelConfig& mc = impl->model->config;
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
   if (config.detokenize && source.has_tokenizer()) {
-    RLT_ASSIGN_OR_RETURN(impl->tokenizer, source.tokenizer());
+    auto tokenizer = source.tokenizer();
+    // A tokenizer rlt cannot build only costs the outputs' text: token ids still work.
+    if (tokenizer.ok()) {
+      impl->tokenizer = *tokenizer;
+    } else if (tokenizer.status().code() == ErrorCode::kUnimplemented) {
+      log_warn(fmt::format("outputs carry token ids only (no text): {}", tokenizer.status().message()));
+    } else {
+      return tokenizer.status();
+    }
   }
   auto layout = kv::layout_from_name(config.kv_layout);
   if (!layout) return invalid_argument(fmt::format("unknown kv layout '{}' (accepted: last_exited, shared)", config.kv_layout));

@@ -259,6 +259,7 @@ Status GpuCore::run_loop(float* h, int64_t rows, GpuCoreAttention& attention, fl
   }
   if (gate_logits == nullptr) return {};
   if (!c.has_exit_gate()) {
+    // Never acted on: the engine runs a gate-less model's tokens to max_loops (threshold 1).
     return cuda::cuda_status(
         cudaMemsetAsync(gate_logits, 0, static_cast<size_t>(rows) * sizeof(float), stream_),
         "exit gate");

@@ -15,6 +15,12 @@ constexpr uint32_t kDefaultAlignment = 32;
 constexpr int kMaxDims = 4;        // GGML_MAX_DIMS
 constexpr int kMaxArrayDepth = 4;  // arrays of arrays (none seen in the wild beyond one)
 constexpr uint64_t kMaxStringBytes = 1ull << 30;
+// Metadata values are held as GgufValue (~100 bytes each) while the file stores an element in 1
+// to 12 bytes: counts are capped so a lying header cannot demand gigabytes. Real files stay far
+// below (a 256k vocabulary with scores, types and merges is ~1M elements; ~1,000 tensors).
+constexpr uint64_t kMaxArrayElements = 1ull << 22;
+constexpr uint64_t kMaxMetadataElements = 1ull << 23;
+constexpr uint64_t kMaxTensors = 1ull << 16;
 
 bool valid_utf8(std::string_view s) {
   size_t i = 0;
@@ -103,10 +109,20 @@ class Cursor {
     const size_t at = pos_;
     uint64_t len = 0;
     RLT_RETURN_IF_ERROR(read(&len, what));
-    if (len > remaining() || len > kMaxStringBytes)
+    if (len > kMaxStringBytes)
+      return error(at, fmt::format("{} claims {} bytes, more than the {} rlt accepts", what, len, kMaxStringBytes));
+    if (len > remaining())
       return error(at, fmt::format("{} claims {} bytes but {} remain", what, len, remaining()));
     out->assign(reinterpret_cast<const char*>(bytes_ + pos_), static_cast<size_t>(len));
     pos_ += static_cast<size_t>(len);
+    return {};
+  }
+
+  // Keys and tensor names must be UTF-8 (they are matched and printed); values may hold any
+  // bytes, as llama.cpp allows (a vocabulary of raw-byte tokens).
+  Status read_name(std::string* out, std::string_view what) {
+    const size_t at = pos_;
+    RLT_RETURN_IF_ERROR(read_string(out, what));
     if (!valid_utf8(*out)) return error(at, fmt::format("{} is not valid UTF-8", what));
     return {};
   }
@@ -198,6 +214,11 @@ class Cursor {
           return error(at, fmt::format("{} claims {} elements of {} but only {} bytes remain", what,
                                        count, gguf_type_name(v->elem_type), remaining()));
         }
+        elements_ += count;
+        if (count > kMaxArrayElements || elements_ > kMaxMetadataElements) {
+          return error(at, fmt::format("{} claims {} elements; rlt accepts up to {} per array and {} in all the "
+                                       "metadata", what, count, kMaxArrayElements, kMaxMetadataElements));
+        }
         v->elems.resize(static_cast<size_t>(count));
         for (uint64_t i = 0; i < count; ++i) {
           // Element names are built only when one fails: arrays hold up to millions of entries.
@@ -227,6 +248,7 @@ class Cursor {
   size_t size_;
   const std::string& file_;
   size_t pos_ = 0;
+  uint64_t elements_ = 0;  // array elements read so far
 };
 
 bool checked_mul(int64_t a, int64_t b, int64_t* out) {
@@ -356,6 +378,8 @@ Result<std::shared_ptr<const GgufFile>> GgufFile::parse(const uint8_t* bytes, si
   if (kv_count > c.remaining() / 13)
     return c.error(16, fmt::format("the metadata count {} cannot fit in the {} bytes that remain",
                                    kv_count, c.remaining()));
+  if (tensor_count > kMaxTensors)
+    return c.error(8, fmt::format("the tensor count {} is more than the {} rlt accepts", tensor_count, kMaxTensors));
   if (tensor_count > c.remaining() / 32)
     return c.error(8, fmt::format("the tensor count {} cannot fit in the {} bytes that remain",
                                   tensor_count, c.remaining()));
@@ -363,7 +387,7 @@ Result<std::shared_ptr<const GgufFile>> GgufFile::parse(const uint8_t* bytes, si
   for (uint64_t i = 0; i < kv_count; ++i) {
     const size_t at = c.pos();
     std::string key;
-    RLT_RETURN_IF_ERROR(c.read_string(&key, fmt::format("the key of metadata entry {}", i)));
+    RLT_RETURN_IF_ERROR(c.read_name(&key, fmt::format("the key of metadata entry {}", i)));
     if (key.empty()) return c.error(at, fmt::format("metadata entry {} has an empty key", i));
     uint32_t type = 0;
     RLT_RETURN_IF_ERROR(c.read(&type, fmt::format("the value type of '{}'", key)));
@@ -391,7 +415,7 @@ Result<std::shared_ptr<const GgufFile>> GgufFile::parse(const uint8_t* bytes, si
   for (uint64_t i = 0; i < tensor_count; ++i) {
     GgufTensor& t = f->tensors_[static_cast<size_t>(i)];
     const size_t at = c.pos();
-    RLT_RETURN_IF_ERROR(c.read_string(&t.name, fmt::format("the name of tensor {}", i)));
+    RLT_RETURN_IF_ERROR(c.read_name(&t.name, fmt::format("the name of tensor {}", i)));
     const std::string what = fmt::format("tensor {} ('{}')", i, t.name);
     if (t.name.empty()) return c.error(at, fmt::format("tensor {} has an empty name", i));
     uint32_t n_dims = 0;
@@ -491,6 +515,7 @@ Result<std::optional<double>> GgufFile::get_float(std::string_view key) const {
   const GgufValue* v = find(key);
   if (!v) return std::optional<double>();
   if (v->is_float()) return std::optional<double>(v->f64);
+  if (v->type == GgufType::kU64) return std::optional<double>(static_cast<double>(v->u64));
   if (v->is_integer()) return std::optional<double>(static_cast<double>(v->i64));
   return type_error(path_, key, "a number", *v);
 }
@@ -523,7 +548,11 @@ Result<std::optional<std::vector<int64_t>>> GgufFile::get_int_array(std::string_
     return type_error(path_, key, "an array of integers", *v);
   std::vector<int64_t> out;
   out.reserve(v->elems.size());
-  for (const GgufValue& e : v->elems) out.push_back(e.i64);
+  for (const GgufValue& e : v->elems) {
+    if (e.type == GgufType::kU64 && e.i64 < 0)
+      return type_error(path_, key, "an array of integers up to 2^63", *v);
+    out.push_back(e.i64);
+  }
   return std::optional<std::vector<int64_t>>(std::move(out));
 }
 
@@ -537,7 +566,9 @@ Result<std::optional<std::vector<double>>> GgufFile::get_float_array(std::string
   std::vector<double> out;
   out.reserve(v->elems.size());
   for (const GgufValue& e : v->elems)
-    out.push_back(e.is_float() ? e.f64 : static_cast<double>(e.i64));
+    out.push_back(e.is_float()                  ? e.f64
+                  : e.type == GgufType::kU64 ? static_cast<double>(e.u64)
+                                             : static_cast<double>(e.i64));
   return std::optional<std::vector<double>>(std::move(out));
 }
 

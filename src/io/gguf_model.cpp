@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -87,7 +88,7 @@ std::string hf_name(const std::string& gguf_name, bool ouro) {
     const size_t dot = gguf_name.find('.', 4);
     if (dot != std::string::npos && dot > 4 &&
         std::all_of(gguf_name.begin() + 4, gguf_name.begin() + static_cast<int64_t>(dot),
-                    ::isdigit)) {
+                    [](char ch) { return ch >= '0' && ch <= '9'; })) {
       const std::string layer = gguf_name.substr(4, dot - 4);
       const auto& names = layer_names(ouro);
       if (auto it = names.find(gguf_name.substr(dot + 1)); it != names.end())
@@ -231,6 +232,11 @@ Result<GgufModelInfo> read_gguf_model_info(const GgufFile& f) {
     c.rope_scaling.frequency_factors.resize(static_cast<size_t>(c.head_dim / 2));
     RLT_RETURN_IF_ERROR(quant::dequantize_row(quant::GgmlType::kF32, freqs->data, freqs->numel(),
                                               c.rope_scaling.frequency_factors.data()));
+    for (float factor : c.rope_scaling.frequency_factors) {
+      if (!(factor > 0.0f) || !std::isfinite(factor))
+        return invalid_argument(fmt::format("{}: rope_freqs.weight holds {}; every factor must be finite and positive",
+                                            path, factor));
+    }
   }
   RLT_ASSIGN_OR_RETURN(auto experts, f.get_int(p + "expert_count"));
   if (experts && *experts > 0)
@@ -332,7 +338,9 @@ Result<std::vector<PlannedTensor>> plan(const GgufFile& file, const ModelConfig&
                                                            : DType::kBF16;
     // Float tensors keep their type (reordered ones are copied); quantized vectors become f32
     // (the model widens vectors anyway), quantized matrices the asked dtype.
-    p.in_place = stored_float && !p.interleaved;
+    // In place only when the mapping keeps the elements aligned (general.alignment may be 1).
+    p.in_place = stored_float && !p.interleaved &&
+                 reinterpret_cast<uintptr_t>(t.data) % dtype_size(stored) == 0;
     p.view.dtype = stored_float ? stored : t.ne.size() == 1 ? DType::kF32 : matrix_dtype;
     p.view.nbytes = static_cast<size_t>(t.numel()) * dtype_size(p.view.dtype);
     out.push_back(std::move(p));

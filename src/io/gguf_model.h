@@ -30,9 +30,10 @@ struct GgufModelInfo {
 // (they may change the math); general.* and tokenizer.* are not model math.
 Result<GgufModelInfo> read_gguf_model_info(const GgufFile& file);
 
-// The tensors, named as in a Hugging Face checkpoint. Vectors (norms) stay in their stored float
-// type; matrices are used in place when stored in `matrix_dtype` and needing no reordering, else
-// converted (quantized types dequantized) into buffers the checkpoint owns.
+// The tensors, named as in a Hugging Face checkpoint. F32, F16 and BF16 tensors keep their stored
+// type, used in place from the mapping unless their rows need reordering (Q/K) or the mapping
+// leaves them misaligned; quantized matrices are dequantized into `matrix_dtype` and quantized
+// vectors into f32, in buffers the checkpoint owns.
 Result<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConfig& config,
                                    DType matrix_dtype);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -160,6 +161,12 @@ Status GgufWriter::add_tensor(const std::string& name, std::vector<int64_t> ne,
 }
 
 std::vector<uint8_t> GgufWriter::serialize() const {
+  // A reader lays the data out at general.alignment (32 when absent): say so when it differs.
+  if (alignment_ != 32 && std::none_of(kvs_.begin(), kvs_.end(), [](const auto& kv) { return kv.first == "general.alignment"; })) {
+    GgufWriter copy = *this;
+    copy.add_u32("general.alignment", alignment_);
+    return copy.serialize();
+  }
   std::vector<uint8_t> out;
   put<uint32_t>(out, 0x46554747);
   put<uint32_t>(out, 3);

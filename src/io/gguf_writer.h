@@ -15,7 +15,8 @@ namespace rlt::io {
 
 class GgufWriter {
  public:
-  explicit GgufWriter(uint32_t alignment = 32) : alignment_(alignment) {}
+  // `alignment`: a power of two (written as general.alignment when not 32).
+  explicit GgufWriter(uint32_t alignment = 32) : alignment_(alignment == 0 ? 32 : alignment) {}
 
   // Adds a key, or replaces its value when the key is there already (keys stay in first-added
   // order).

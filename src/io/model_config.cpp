@@ -168,7 +168,9 @@ Result<RopeScaling> parse_rope_scaling(const FieldReader& r, const char* field, 
                                     "\"factor\", \"low_freq_factor\", \"high_freq_factor\", "
                                     "\"original_max_position_embeddings\"}";
   if (!v.is_object()) return r.unsupported(field, v, kAccepted);
-  const json type = v.contains("rope_type") ? v["rope_type"] : v.value("type", json("default"));
+  // transformers 5's rope_parameters may omit the type (= "default"); rope_scaling must name it.
+  const json fallback = std::string_view(field) == "rope_parameters" ? json("default") : json();
+  const json type = v.contains("rope_type") ? v["rope_type"] : v.value("type", fallback);
   if (!type.is_string()) return r.unsupported(field, v, kAccepted);
   const std::string kind = type.get<std::string>();
   if (kind == "default") return s;

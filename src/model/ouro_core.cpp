@@ -1,5 +1,7 @@
 #include "model/ouro_core.h"
 
+#include <limits>
+
 #include <algorithm>
 
 #include "kernels/cpu/linear.h"
@@ -71,7 +73,9 @@ void OuroCore::run_loop(float* h, const int64_t* positions, int64_t rows, CoreAt
   // The loop norm replaces h: it is both the next loop's input and the lm head's input.
   kernels::rms_norm(h, model_.weights.final_norm.data(), rows, hidden, eps, h);
   if (gate_logits != nullptr)
-    for (int64_t r = 0; r < rows; ++r) gate_logits[r] = c.has_exit_gate() ? gate_logit(h + r * hidden) : 0.0f;
+    // Without a gate there is nothing to exit on: a hazard of sigmoid(-inf) = 0 never fires.
+    for (int64_t r = 0; r < rows; ++r)
+      gate_logits[r] = c.has_exit_gate() ? gate_logit(h + r * hidden) : -std::numeric_limits<float>::infinity();
 }
 
 void OuroCore::lm_head(const float* h, int64_t rows, float* logits) const {

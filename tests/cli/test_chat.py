@@ -83,6 +83,9 @@ class ChatInTmux(unittest.TestCase):
             self.assertIn("Paris", answer)
         self.send("/reset", "Enter")
         self.wait_for("(conversation cleared)")
+        # Ctrl-C at the prompt does not end the program either.
+        self.send("C-c")
+        self.wait_for("(/exit quits)", 10)
         # Ctrl-C during a long reply stops it; the program keeps running and answers again.
         self.send("Write a very long story about a dragon who learns to bake bread.", "Enter")
         time.sleep(3)

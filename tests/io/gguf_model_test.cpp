@@ -125,6 +125,34 @@ TEST(GgufModel, QkRowsComeBackInHuggingFaceOrder) {
   }
 }
 
+TEST(GgufModel, MisalignedFloatTensorsAreCopiedNotUsedInPlace) {
+  // general.alignment 2 leaves F32 data at addresses that need not be multiples of 4.
+  GgufWriter w(2);
+  GgufWriter base = testing::tiny_gguf_writer({});
+  auto f0 = open_bytes(base.serialize());
+  for (const auto& [k, v] : f0->metadata()) w.add(k, v);
+  for (const GgufTensor& t : f0->tensors())
+    ASSERT_TRUE(w.add_tensor(t.name, t.ne, t.type, std::vector<uint8_t>(t.data, t.data + t.nbytes)).ok());
+  // A 1-element F16 tensor first shifts every later tensor by 2 bytes.
+  GgufWriter shifted(2);
+  for (const auto& [k, v] : f0->metadata()) shifted.add(k, v);
+  ASSERT_TRUE(shifted.add_tensor("blk.0.attn_norm.weight", {32}, quant::GgmlType::kF16, std::vector<uint8_t>(64, 0)).ok());
+  for (const GgufTensor& t : f0->tensors()) {
+    if (t.name == "blk.0.attn_norm.weight") continue;
+    ASSERT_TRUE(shifted.add_tensor(t.name, t.ne, t.type, std::vector<uint8_t>(t.data, t.data + t.nbytes)).ok());
+  }
+  for (const auto& bytes : {w.serialize(), shifted.serialize()}) {
+    auto f = open_bytes(bytes);
+    ASSERT_EQ(f->alignment(), 2u);
+    auto info = read_gguf_model_info(*f);
+    ASSERT_TRUE(info.ok()) << info.status().to_string();
+    auto ckpt = gguf_checkpoint(f, info->config, DType::kBF16);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+    for (const auto& [name, v] : ckpt->tensors())
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype), 0u) << name;
+  }
+}
+
 TEST(GgufModel, RefusesWhatItCannotCompute) {
   auto with = [](auto edit) {
     GgufWriter w = testing::tiny_gguf_writer({});

@@ -234,6 +234,7 @@ TEST(ModelConfig, GenericFieldsAreToleratedAndUnknownOnesReportedTogether) {
       {"add_cross_attention", true, "field 'add_cross_attention' is true"},
       {"pruned_heads", {{"0", {1}}}, "field 'pruned_heads'"},
       {"rope_parameters", "x", "field 'rope_parameters' must be an object"},
+      {"rope_scaling", {{"factor", 8.0}}, "field 'rope_scaling' is"},  // no type: not silently default
   };
   for (const auto& c : cases) {
     auto bad = smollm2_transformers5_config();
