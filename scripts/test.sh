@@ -19,7 +19,7 @@ echo "== release build"
 cmake --preset release >/dev/null
 cmake --build --preset release
 echo "== release tests"
-ctest --preset release --timeout 900
+ctest --preset release --timeout 900 -j2
 
 if [ "$run_asan" = 1 ]; then
   echo "== sanitizer build (ASan + UBSan)"
@@ -28,6 +28,6 @@ if [ "$run_asan" = 1 ]; then
   echo "== sanitizer tests (unit tests; oracle and slow labels excluded)"
   # OpenMP's thread pool is alive at exit by design; its allocations are not leaks of ours.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --preset asan --timeout 900
+    ctest --preset asan --timeout 900 -j2
 fi
 echo "== all tests passed"

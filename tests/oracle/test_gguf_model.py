@@ -85,10 +85,10 @@ class SmolLM2Gguf(unittest.TestCase):
             args += ["--trace-out", trace]
         return json.loads(rlt(*args).splitlines()[0])
 
-    def check_against_oracle(self, dtype):
+    def check_against_oracle(self, dtype, prompts):
         model = gguf_model.load_gguf(self.gguf, weights=dtype)
         H = model.cfg.hidden_size
-        for i, prompt in enumerate(self.prompts[:2]):
+        for i, prompt in enumerate(self.prompts[:prompts]):
             trace_path = os.path.join(self.tmp.name, f"{dtype}_{i}.json")
             result = self.generate(self.gguf, prompt, dtype, trace_path)
             with open(trace_path) as f:
@@ -108,10 +108,10 @@ class SmolLM2Gguf(unittest.TestCase):
                 self.assertEqual(result["tokens"][n], int(ref["tokens"][n]), f"prompt {i}: token {n}")
 
     def test_f32_weights_match_the_oracle(self):
-        self.check_against_oracle("f32")
+        self.check_against_oracle("f32", prompts=2)
 
     def test_bf16_weights_match_the_oracle_on_the_same_rounding(self):
-        self.check_against_oracle("bf16")
+        self.check_against_oracle("bf16", prompts=1)
 
     def test_gguf_and_transformers_5_and_4_folders_give_the_same_tokens(self):
         folders = {}
@@ -131,7 +131,7 @@ class SmolLM2Gguf(unittest.TestCase):
             for key in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "vocab_size", "rope_theta",
                         "rms_norm_eps", "tie_word_embeddings", "parameters"):
                 self.assertEqual(info[key], infos["gguf"][key], f"{name}: {key}")
-        for i, prompt in enumerate(self.prompts):
+        for i, prompt in enumerate(self.prompts[:2]):
             tokens = {name: self.generate(path, prompt)["tokens"] for name, path in {"gguf": self.gguf, **folders}.items()}
             self.assertEqual(tokens["v5"], tokens["gguf"], f"prompt {i}")
             self.assertEqual(tokens["v4"], tokens["gguf"], f"prompt {i}")
