@@ -1,4 +1,4 @@
-// Sampling on the device with the host sampler's rules (engine/sampler.h): penalties (repetition
+// Sampling on the device with the host sampler's rules (sampling/sampler.h): penalties (repetition
 // over the prompt and generated ids, then frequency and presence over the generated ids, in f32,
 // clamped finite), then greedy (temperature 0: the first index of the maximum), or temperature,
 // top-k (ties at the k-th value kept), top-p (strict `>`, first token always kept, over the

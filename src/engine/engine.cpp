@@ -1,8 +1,7 @@
 #include "rlt/engine.h"
 
-#include <omp.h>
-
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <bit>
@@ -16,12 +15,12 @@
 #include "engine/cpu_model_runner.h"
 #include "engine/device_choice.h"
 #include "engine/gpu_memory_plan.h"
-#include "engine/sampler.h"
-#include "engine/sampler_history.h"
-#include "engine/sampler_rng.h"
-#include "kv/kv_cache_manager.h"
 #include "kernels/cpu/linear.h"
+#include "kv/kv_cache_manager.h"
 #include "model/ouro_weights.h"
+#include "sampling/history.h"
+#include "sampling/rng.h"
+#include "sampling/sampler.h"
 #include "sched/scheduler.h"
 #include "source/model_source.h"
 #include "tokenizer/decode_stream.h"
@@ -86,8 +85,8 @@ Result<sched::SchedulerConfig> scheduler_config(const EngineConfig& c) {
 
 // Per-request state that lives outside the scheduler: the sampler's history and RNG, logprobs.
 struct LiveRequest {
-  engine::TokenHistory history;
-  engine::RngState rng;
+  sampling::TokenHistory history;
+  sampling::RngState rng;
   std::vector<TokenLogprobs> logprobs;
   size_t emitted = 0;  // tokens already reported
   std::unique_ptr<tok::IncrementalDetokenizer> detokenizer;  // null without a tokenizer
@@ -101,7 +100,7 @@ struct Engine::Impl : public sched::PreemptionHooks {
   std::unique_ptr<kv::KVCacheManager> kv;
   std::unique_ptr<engine::ModelRunner> runner;
   std::unique_ptr<sched::Scheduler> scheduler;
-  std::vector<engine::Sampler> samplers;  // one per OpenMP thread: rows are sampled in parallel
+  std::vector<sampling::Sampler> samplers;  // one per OpenMP thread: rows are sampled in parallel
   std::unordered_map<uint64_t, LiveRequest> live;
   std::vector<RequestOutput> pending;  // final outputs of aborted requests, for the next step
   std::shared_ptr<const tok::Tokenizer> tokenizer;  // null when the folder has none
@@ -326,9 +325,10 @@ Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const Sampl
   r.exit = exit;
   r.exit_trace = std::move(exit_trace);
   LiveRequest l;
-  l.history = engine::TokenHistory(r.prompt);
-  const uint64_t seed = params.seed ? *params.seed : engine::derive_request_seed(m.config.seed, std::to_string(id));
-  l.rng = engine::RngState::from_seed(seed);
+  l.history = sampling::TokenHistory(r.prompt);
+  const uint64_t seed =
+      params.seed ? *params.seed : sampling::derive_request_seed(m.config.seed, std::to_string(id));
+  l.rng = sampling::RngState::from_seed(seed);
   if (m.tokenizer) l.detokenizer = std::make_unique<tok::IncrementalDetokenizer>(m.tokenizer, /*skip_special_tokens=*/true);
   RLT_RETURN_IF_ERROR(m.scheduler->add_request(std::move(r)));
   m.live.emplace(id, std::move(l));
@@ -399,7 +399,7 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, engine::BatchRes
       requests[i] = r;
       states[i] = &it->second;
     }
-    std::vector<Result<engine::SampledToken>> sampled;
+    std::vector<Result<sampling::SampledToken>> sampled;
     sampled.reserve(n);
     for (size_t i = 0; i < n; ++i) sampled.push_back(internal_error("not sampled"));
     if (!result.device_tokens.empty()) {
@@ -410,7 +410,7 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, engine::BatchRes
           sampled[i] = invalid_argument(result.device_sample_errors[i]);
         } else {
           states[i]->rng.advance();
-          engine::SampledToken t;
+          sampling::SampledToken t;
           if (requests[i]->params.logprobs) {
             if (result.device_logprobs.size() != n) {
               sampled[i] = internal_error("the runner sampled on its device without the logprobs asked for");
@@ -432,7 +432,8 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, engine::BatchRes
       for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) {
         const auto row = static_cast<size_t>(i);
         if (states[row] == nullptr) continue;
-        engine::Sampler& sampler = samplers[static_cast<size_t>(omp_get_thread_num()) % samplers.size()];
+        sampling::Sampler& sampler =
+            samplers[static_cast<size_t>(omp_get_thread_num()) % samplers.size()];
         sampled[row] = sampler.sample(logits.subspan(row * static_cast<size_t>(vocab), static_cast<size_t>(vocab)),
                                       requests[row]->params, states[row]->history, states[row]->rng);
       }
@@ -451,7 +452,7 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, engine::BatchRes
         continue;
       }
       LiveRequest& l = *states[i];
-      const engine::SampledToken& st = *sampled[i];
+      const sampling::SampledToken& st = *sampled[i];
       ro.sampled.push_back(st.token);
       l.history.append(st.token);
       if (l.detokenizer) l.text += l.detokenizer->push(st.token);

@@ -15,9 +15,9 @@
 #include "cuda/model_kernels.h"
 #include "cuda/programmatic_launch.h"
 #include "engine/batch_rows.h"
-#include "engine/device_sample_rows.h"
 #include "engine/pass_plan.h"
-#include "engine/sampler.h"
+#include "sampling/device_rows.h"
+#include "sampling/sampler.h"
 
 namespace rlt::engine {
 namespace {
@@ -478,7 +478,7 @@ Status GpuModelRunner::coda(const sched::SchedulerOutput& batch, const sched::Sc
   }
   // Rows are sampled here with the sampler's rules (penalties and logprobs included), unless the
   // engine asked for host sampling: then every row's logits go to the host sampler.
-  DeviceSampleRows& rows = sample_rows_;
+  sampling::DeviceSampleRows& rows = sample_rows_;
   rows.clear();
   if (device_sampling_) {
     for (int64_t r = 0; r < n; ++r) {
@@ -608,9 +608,9 @@ void GpuModelRunner::read_device_samples(const std::byte* results, int64_t n, bo
   }
   if (!logprobs) return;
   const auto* lp = reinterpret_cast<const cuda::DeviceLogprobs*>(results + layout.logprobs);
-  out->device_logprobs.assign(static_cast<size_t>(n), SampledToken());
+  out->device_logprobs.assign(static_cast<size_t>(n), sampling::SampledToken());
   for (int64_t r = 0; r < n; ++r) {
-    SampledToken& t = out->device_logprobs[static_cast<size_t>(r)];
+    sampling::SampledToken& t = out->device_logprobs[static_cast<size_t>(r)];
     t.token = result[3 * r];
     t.logprob = lp[r].logprob;
     t.top_logprobs.count = std::clamp(lp[r].count, 0, SamplingParams::kMaxLogprobs);

@@ -29,9 +29,9 @@
 #include "cuda/cuda_kv_storage.h"
 #include "cuda/sampling.h"
 #include "engine/device_choice.h"
-#include "engine/device_sample_rows.h"
 #include "engine/gpu_model.h"
 #include "engine/model_runner.h"
+#include "sampling/device_rows.h"
 
 namespace rlt::engine {
 
@@ -169,7 +169,7 @@ class GpuModelRunner final : public ModelRunner {
   size_t next_result_ = 0;
   std::deque<Ticket> tickets_;
   std::vector<int32_t> tokens_, positions_, slots_;
-  DeviceSampleRows sample_rows_;  // a CODA batch's device sampling inputs
+  sampling::DeviceSampleRows sample_rows_;  // a CODA batch's device sampling inputs
   std::vector<attention::PlannedRow> rows_;
   std::vector<int32_t> depths_;
   // CUDA graphs, keyed by (rows bucket, table width bucket).

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/sampler.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_storage.h"
 #include "rlt/engine.h"
+#include "sampling/sampler.h"
 #include "sched/scheduler.h"
 
 namespace rlt::engine {
@@ -37,7 +37,7 @@ struct BatchResult {
   std::vector<std::string> device_sample_errors;
   // With device_tokens, when some row asked for logprobs: per row, its token's raw logprob and
   // top list (SampledToken's fields; read only for rows that asked).
-  std::vector<SampledToken> device_logprobs;
+  std::vector<sampling::SampledToken> device_logprobs;
 
   std::span<const float> all_logits() const {
     return runner_logits.empty() ? std::span<const float>(logits) : runner_logits;
@@ -50,7 +50,7 @@ struct BatchInputs {
   // the request's token history (the penalties'; null for a request no longer live), for runners
   // that sample on their device; empty otherwise. The histories are read during submit() only.
   std::vector<double> uniforms;
-  std::vector<const TokenHistory*> histories;
+  std::vector<const sampling::TokenHistory*> histories;
 };
 
 // Batches run in submission order: a batch sees everything earlier ones wrote (K/V, recurrent

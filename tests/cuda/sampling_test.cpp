@@ -1,4 +1,4 @@
-// Device sampling against the host sampler (engine/sampler.h) on the same rows and uniforms:
+// Device sampling against the host sampler (sampling/sampler.h) on the same rows and uniforms:
 // temperature, top-k (with ties at the threshold), top-p, min-p and their combinations, masked
 // (-inf) entries, greedy rows in the same batch, penalties over random histories, logprobs, and
 // broken rows reported as the host reports them. The tokens must be equal: the device repeats the
@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "device_buffer.h"
-#include "engine/device_sample_rows.h"
-#include "engine/sampler.h"
 #include "gpu_test_util.h"
+#include "sampling/device_rows.h"
+#include "sampling/sampler.h"
 
 namespace rlt::cuda {
 namespace {
@@ -27,8 +27,8 @@ using testing::Dev;
 
 struct Row {
   SamplingParams params;
-  engine::RngState rng;
-  engine::TokenHistory history;
+  sampling::RngState rng;
+  sampling::TokenHistory history;
 };
 
 // Logits of one row: N(0, 3), some rows quantized to steps of 0.5 (many ties), some with masked
@@ -52,7 +52,7 @@ struct DeviceSamples {
 };
 
 DeviceSamples sample_on_device(const std::vector<float>& logits, int64_t rows, int64_t vocab,
-                               const engine::DeviceSampleRows& spec) {
+                               const sampling::DeviceSampleRows& spec) {
   Dev<float> dl(logits), bad(static_cast<size_t>(rows));
   Dev<DeviceSampleParams> dp(spec.params);
   Dev<int32_t> ids(spec.history_ids), counts(spec.history_counts);
@@ -106,7 +106,7 @@ void check_vocab(int64_t vocab, uint32_t seed, bool extras) {
   std::mt19937 g(seed);
   std::vector<float> logits;
   std::vector<Row> spec(static_cast<size_t>(rows));
-  engine::DeviceSampleRows device;
+  sampling::DeviceSampleRows device;
   for (int64_t r = 0; r < rows; ++r) {
     std::vector<float> x = make_row(vocab, static_cast<int>(r), g);
     Row& row = spec[static_cast<size_t>(r)];
@@ -125,19 +125,19 @@ void check_vocab(int64_t vocab, uint32_t seed, bool extras) {
           few(0, static_cast<int32_t>(std::min<int64_t>(vocab, 12) - 1));
       std::vector<int32_t> prompt(30);
       for (int32_t& t : prompt) t = any(g);
-      row.history = engine::TokenHistory(prompt);
+      row.history = sampling::TokenHistory(prompt);
       for (int i = 0; i < 40; ++i) row.history.append(i % 2 ? few(g) : any(g));
     }
     // Every fifth row: all temperatures (greedy included) and masked rows get logprobs too.
     if (extras && r % 5 == 1) p.logprobs = logprob_counts[(r / 5) % 4];
     logits.insert(logits.end(), x.begin(), x.end());
-    row.rng = engine::RngState::from_seed(seed * 1000 + static_cast<uint64_t>(r));
+    row.rng = sampling::RngState::from_seed(seed * 1000 + static_cast<uint64_t>(r));
     device.add(p, &row.history, row.rng.uniform(), vocab);
   }
   ASSERT_EQ(device.any_penalties, extras);
   ASSERT_EQ(device.any_logprobs, extras);
   const DeviceSamples got = sample_on_device(logits, rows, vocab, device);
-  engine::Sampler sampler;
+  sampling::Sampler sampler;
   for (int64_t r = 0; r < rows; ++r) {
     Row& row = spec[static_cast<size_t>(r)];
     const std::span<const float> x(logits.data() + r * vocab, static_cast<size_t>(vocab));
@@ -197,7 +197,7 @@ TEST(DeviceSampling, GreedyRowsFollowTheHostRules) {
   row[2 * vocab + 800] = inf;
   row[3 * vocab + 3] = inf;                                       // row 3: +inf reported
   for (int64_t i = 0; i < vocab; ++i) row[4 * vocab + i] = -inf;  // row 4: nothing finite
-  engine::DeviceSampleRows greedy;
+  sampling::DeviceSampleRows greedy;
   SamplingParams argmax;
   argmax.temperature = 0.0;
   for (int i = 0; i < 6; ++i) greedy.add(argmax, nullptr, 0.0, vocab);
@@ -230,10 +230,10 @@ TEST(DeviceSampling, BrokenRowsAreReportedAsTheHostReportsThem) {
   logits[vocab + 7] = inf;
   for (int64_t i = 0; i < vocab; ++i) logits[2 * vocab + i] = -inf;
   // Top-p, penalties and logprobs on: each stage must leave the broken values for the check.
-  engine::TokenHistory history(std::vector<int32_t>{40, 200, 7, 9});
+  sampling::TokenHistory history(std::vector<int32_t>{40, 200, 7, 9});
   history.append(40);
   history.append(7);
-  engine::DeviceSampleRows rows;
+  sampling::DeviceSampleRows rows;
   for (int i = 0; i < 3; ++i) {
     SamplingParams p;
     p.temperature = 1.0;

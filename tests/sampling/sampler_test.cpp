@@ -1,5 +1,5 @@
 // The processing order of docs/sampling.md, one step at a time, with worked numbers.
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "sampler_test_util.h"
 
-namespace rlt::engine {
+namespace rlt::sampling {
 namespace {
 
 using sampler_testing::expect_probs_near;
@@ -296,4 +296,4 @@ TEST(SamplerPenalties, ExtremeValidPenaltiesSaturateInsteadOfBreakingTheRow) {
 }
 
 }  // namespace
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

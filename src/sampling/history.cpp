@@ -1,6 +1,6 @@
-#include "engine/sampler_history.h"
+#include "sampling/history.h"
 
-namespace rlt::engine {
+namespace rlt::sampling {
 
 void TokenHistory::note_seen(int32_t token) {
   if (seen_.insert(token).second) distinct_.push_back(token);
@@ -21,4 +21,4 @@ void TokenHistory::append(int32_t token) {
   ++num_generated_;
 }
 
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

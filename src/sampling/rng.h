@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace rlt::engine {
+namespace rlt::sampling {
 
 using PhiloxCounter = std::array<uint32_t, 4>;
 using PhiloxKey = std::array<uint32_t, 2>;
@@ -49,4 +49,4 @@ double bits_to_unit_double(uint64_t bits);
 // reported and passed back as a user seed. Stable across platforms and releases.
 uint64_t derive_request_seed(uint64_t engine_seed, std::string_view request_id);
 
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

@@ -7,9 +7,9 @@
 #include <limits>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 
-namespace rlt::engine::sampler_testing {
+namespace rlt::sampling::sampler_testing {
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -57,4 +57,4 @@ inline SamplingParams sampling(double temperature) {
   return p;
 }
 
-}  // namespace rlt::engine::sampler_testing
+}  // namespace rlt::sampling::sampler_testing

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <span>
 
-namespace rlt::engine {
+namespace rlt::sampling {
 
 struct SampledToken;
 
@@ -18,4 +18,4 @@ struct SampledToken;
 // no NaN or +inf and at least one finite value (the sampler checks this first).
 void fill_raw_logprobs(std::span<const float> logits, int num_top, SampledToken& out);
 
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

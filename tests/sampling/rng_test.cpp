@@ -1,11 +1,11 @@
-#include "engine/sampler_rng.h"
+#include "sampling/rng.h"
 
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cstdint>
 
-namespace rlt::engine {
+namespace rlt::sampling {
 namespace {
 
 // Random123's published known-answer vectors (tests/kat_vectors) for Philox4x32-10.
@@ -93,4 +93,4 @@ TEST(DeriveRequestSeed, IsStableAndFitsInAUserSeed) {
 }
 
 }  // namespace
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

@@ -1,10 +1,10 @@
-#include "engine/sampler_history.h"
+#include "sampling/history.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-namespace rlt::engine {
+namespace rlt::sampling {
 namespace {
 
 std::vector<int32_t> to_vector(std::span<const int32_t> s) {
@@ -38,4 +38,4 @@ TEST(TokenHistory, CopiesAreIndependentSnapshots) {
 }
 
 }  // namespace
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

@@ -11,10 +11,10 @@
 #include <numeric>
 #include <vector>
 
-#include "engine/sampler.h"
 #include "sampler_test_util.h"
+#include "sampling/sampler.h"
 
-namespace rlt::engine {
+namespace rlt::sampling {
 namespace {
 
 using sampler_testing::expect_probs_near;
@@ -163,4 +163,4 @@ TEST(SamplerDistribution, PenaltiesTemperatureMinPChiSquare) {
 }
 
 }  // namespace
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/sampler_history.h"
-#include "engine/sampler_rng.h"
 #include "rlt/sampling_params.h"
+#include "sampling/history.h"
+#include "sampling/rng.h"
 
-namespace rlt::engine {
+namespace rlt::sampling {
 
 struct TokenLogprob {
   int32_t token = -1;
@@ -92,4 +92,4 @@ class Sampler {
   std::vector<double> weights_;  // [vocab] unnormalized probabilities of the survivors
 };
 
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

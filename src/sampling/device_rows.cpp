@@ -1,12 +1,12 @@
-#include "engine/device_sample_rows.h"
+#include "sampling/device_rows.h"
 
 #include <cmath>
 #include <limits>
 #include <span>
 
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 
-namespace rlt::engine {
+namespace rlt::sampling {
 
 void DeviceSampleRows::clear() {
   params.clear();
@@ -53,4 +53,4 @@ void DeviceSampleRows::add(const SamplingParams& p, const TokenHistory* history,
   d.uniform = uniform;
 }
 
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

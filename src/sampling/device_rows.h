@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "cuda/sampling.h"
-#include "engine/sampler_history.h"
 #include "rlt/sampling_params.h"
+#include "sampling/history.h"
 
-namespace rlt::engine {
+namespace rlt::sampling {
 
 struct DeviceSampleRows {
   std::vector<cuda::DeviceSampleParams> params;
@@ -29,4 +29,4 @@ struct DeviceSampleRows {
   void add(const SamplingParams& p, const TokenHistory* history, double uniform, int64_t vocab);
 };
 
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

@@ -7,9 +7,9 @@
 #include <functional>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 
-namespace rlt::engine {
+namespace rlt::sampling {
 namespace {
 
 constexpr int kVocab = 64;
@@ -166,4 +166,4 @@ TEST(SamplerDeterminism, PreemptionWithCopiedStateContinuesTheSameStream) {
 }
 
 }  // namespace
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

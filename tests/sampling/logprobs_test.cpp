@@ -6,10 +6,10 @@
 #include <numeric>
 #include <vector>
 
-#include "engine/sampler.h"
 #include "sampler_test_util.h"
+#include "sampling/sampler.h"
 
-namespace rlt::engine {
+namespace rlt::sampling {
 namespace {
 
 using sampler_testing::kNegInf;
@@ -122,4 +122,4 @@ TEST(SamplerLogprobs, AreCappedByTheVocabularyAndKeepMaskedTokensAtMinusInfinity
 }
 
 }  // namespace
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

@@ -10,7 +10,7 @@
 #include <unordered_set>
 #include <vector>
 
-namespace rlt::engine {
+namespace rlt::sampling {
 
 class TokenHistory {
  public:
@@ -40,4 +40,4 @@ class TokenHistory {
   int64_t num_generated_ = 0;
 };
 
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

@@ -1,12 +1,12 @@
-#include "engine/sampler_logprobs.h"
+#include "sampling/logprobs.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 
-namespace rlt::engine {
+namespace rlt::sampling {
 namespace {
 
 // Orders by value, larger first, then by lower id: a strict total order, so the list is
@@ -55,4 +55,4 @@ void fill_raw_logprobs(std::span<const float> logits, int num_top, SampledToken&
   top.count = count;
 }
 
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

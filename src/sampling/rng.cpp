@@ -1,6 +1,6 @@
-#include "engine/sampler_rng.h"
+#include "sampling/rng.h"
 
-namespace rlt::engine {
+namespace rlt::sampling {
 namespace {
 
 // Random123's Philox4x32 multipliers and Weyl key increments.
@@ -67,4 +67,4 @@ uint64_t derive_request_seed(uint64_t engine_seed, std::string_view request_id) 
   return mix64(engine_seed ^ mix64(fnv1a64(request_id))) & ((uint64_t{1} << 63) - 1);
 }
 
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

@@ -1,4 +1,4 @@
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 
 #include <fmt/format.h>
 
@@ -8,9 +8,9 @@
 #include <functional>
 #include <limits>
 
-#include "engine/sampler_logprobs.h"
+#include "sampling/logprobs.h"
 
-namespace rlt::engine {
+namespace rlt::sampling {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -229,4 +229,4 @@ Status Sampler::processed_probs(std::span<const float> logits, const SamplingPar
   return Status::ok_status();
 }
 
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

@@ -1,7 +1,7 @@
 // The device sampler's inputs as the GPU runner derives them from requests (no device needed):
 // the f32 values the host sampler computes, the penalties' id lists and their ranges, and the
 // batch flags that size the device scratch.
-#include "engine/device_sample_rows.h"
+#include "sampling/device_rows.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <limits>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 
-namespace rlt::engine {
+namespace rlt::sampling {
 namespace {
 
 TEST(DeviceSampleRows, CarriesTheHostSamplersValues) {
@@ -124,4 +124,4 @@ TEST(DeviceSampleRows, SkipsARepetitionPenaltyThatIsOneInF32) {
 }
 
 }  // namespace
-}  // namespace rlt::engine
+}  // namespace rlt::sampling

@@ -1,0 +1,73 @@
+// What a model runner executes for one scheduled batch, as self-contained plain data: the stage,
+// the requests whose states the rows read and write, the tokens to embed, and each pass's
+// attention metadata and K/V write targets already planned from the KV manager's block tables.
+// A runner never sees the scheduler or the KV manager; the engine builds a ModelInput from them
+// (engine/model_input_builder.h) and applies the results (BatchResult) in
+// Scheduler::update_from_output.
+//
+//   PREFILL   passes: one (every chunk row through every loop, loop-major) or, under the `shared`
+//             layout, one wave per position offset; `tokens` of each pass are embedded first;
+//             `keep_state` rows end their prompt and leave their hidden state to the request.
+//   PRELUDE   `tokens`: each request's last sampled token, embedded into its state.
+//   RECURRENT one pass: one loop per row at the row's own depth; returns each row's gate logit.
+//   CODA      the lm head on each request's state; `sampling` rows for runners that sample on
+//             their device; returns logits (or device-sampled tokens).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attention/metadata_planner.h"
+#include "kv/kv_types.h"
+#include "rlt/sampling_params.h"
+#include "sampling/history.h"
+
+namespace rlt::runner {
+
+enum class Stage : uint8_t { kPrefill, kPrelude, kRecurrent, kCoda };
+const char* stage_name(Stage stage);
+
+// Where each row of a pass writes its K/V: the page of the row's depth plane that holds its
+// position (one set per planned depth), and the slot in that page.
+struct PassWrites {
+  std::vector<kv::BlockId> block;  // [passes][rows], flat: depth d, row i at d * rows + i
+  std::vector<int32_t> slot;       // [rows]: the slot depends on the position only
+};
+
+// One model pass over a set of rows: through one loop at each row's own depth (`depths` empty),
+// or through every loop of `depths` in order over the same rows.
+struct PassInput {
+  std::vector<int32_t> tokens;  // PREFILL: the rows' prompt tokens, embedded before the loops
+  std::vector<attention::PlannedRow> rows;
+  std::vector<int32_t> depths;
+  attention::AttentionPlan attention;  // one table set per entry of `depths` (or one)
+  PassWrites writes;
+  std::vector<int32_t> keep_state;  // PREFILL: rows (indices) that end their request's prompt
+
+  int64_t num_rows() const { return static_cast<int64_t>(rows.size()); }
+  size_t num_loops() const { return depths.empty() ? 1 : depths.size(); }
+};
+
+// CODA: what a device sampler needs of a row. Both pointers belong to the engine and are valid
+// during ModelRunner::submit only; a null `params` marks a request no longer live (its row is
+// computed but never read).
+struct SamplingRow {
+  const SamplingParams* params = nullptr;
+  const sampling::TokenHistory* history = nullptr;
+  double uniform = 0.0;  // the request's next sampling uniform (RngState::uniform())
+};
+
+struct ModelInput {
+  uint64_t seq = 0;  // the scheduler's batch number: results are collected in this order
+  Stage stage = Stage::kPrefill;
+  std::vector<kv::RequestId> requests;  // PRELUDE, RECURRENT, CODA: one per row
+  std::vector<int32_t> tokens;          // PRELUDE: one per row
+  std::vector<PassInput> passes;        // PREFILL, RECURRENT
+  std::vector<SamplingRow> sampling;    // CODA: one per row
+  int64_t batch_rows = 0;               // rows as the scheduler counts them
+
+  // Keeps the buffers (and their capacity) for the next batch.
+  void clear();
+};
+
+}  // namespace rlt::runner
