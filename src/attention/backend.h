@@ -24,7 +24,15 @@ class AttentionBackend {
   virtual void release_captures() {}
 };
 
-// Validates once, then runs. The only entry callers use.
+// Plan/run for a model pass, whose layers all share one metadata (tables, lengths, grouping) and
+// pool geometry: check_attention_pass validates it once, at planning (q and out are not read;
+// device backends validate the host copies); run_checked_attention then runs each layer's call
+// with that metadata and does no validation. A call whose metadata was not checked must go
+// through run_attention.
+Status check_attention_pass(const AttentionBackend& backend, const AttentionParams& p);
+Status run_checked_attention(AttentionBackend& backend, const AttentionParams& p);
+
+// Validates, then runs: one call on its own.
 Status run_attention(AttentionBackend& backend, const AttentionParams& p);
 
 std::unique_ptr<AttentionBackend> make_cpu_reference_backend();

@@ -4,13 +4,24 @@
 
 namespace rlt::attention {
 
+namespace {
+constexpr const char* kNullPointer =
+    "attention: a required pointer (q, out, block_tables, context_lengths, k, v) is null";
+}  // namespace
+
 Status validate_attention_params(const AttentionParams& p) {
+  RLT_RETURN_IF_ERROR(validate_attention_metadata(p));
+  if (p.rows > 0 && (!p.q || !p.out)) return invalid_argument(kNullPointer);
+  return {};
+}
+
+Status validate_attention_metadata(const AttentionParams& p) {
   if (p.rows == 0) return {};
   if (p.rows < 0 || p.num_seqs <= 0) {
     return invalid_argument(fmt::format("attention: {} rows in {} sequences", p.rows, p.num_seqs));
   }
-  if (!p.q || !p.out || !p.block_tables || !p.context_lengths || !p.k.base || !p.v.base) {
-    return invalid_argument("attention: a required pointer (q, out, block_tables, context_lengths, k, v) is null");
+  if (!p.block_tables || !p.context_lengths || !p.k.base || !p.v.base) {
+    return invalid_argument(kNullPointer);
   }
   const auto& k = p.k;
   const auto& v = p.v;

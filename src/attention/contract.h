@@ -64,6 +64,9 @@ struct AttentionParams {
 // Checks shapes, lengths and every table entry a sequence will read, once per call, so kernels
 // never re-validate. Errors carry the offending numbers.
 Status validate_attention_params(const AttentionParams& p);
+// The same checks without q and out: everything the layers of one pass share (the metadata, and
+// the pool geometry, which is the same in every layer), so that a pass is validated once.
+Status validate_attention_metadata(const AttentionParams& p);
 
 // Locates element (token t of a sequence's table, head h) in a layer view.
 inline int64_t kv_offset(const PagedKVLayerView& view, const int32_t* table, int64_t t, int64_t head) {

@@ -8,9 +8,10 @@
 // bytes one token reads (every loop's linear weights and K/V, the lm head) at the copy bandwidth
 // measured in the same run. At --concurrency 1 these are the single-stream figures peers such as
 // llama-bench report (pp and tg).
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <fmt/format.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -18,7 +19,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/model_dir.h"
-#include "engine/device_choice.h"
+#include "runner/device_choice.h"
 
 namespace rlt::cli {
 namespace {
@@ -225,7 +226,7 @@ int run_bench(const BenchOptions& opt) {
     // Decode at full depth: every loop reads the core's weights and that depth's K/V of the
     // context (on average the prompt plus half the output), then the lm head once. Concurrent
     // requests share the weight reads, so the roofline is per step of the whole batch.
-    const double copy_gbs = engine::copy_bandwidth_gbs(f.device);
+    const double copy_gbs = runner::copy_bandwidth_gbs(f.device);
     const double context = opt.prompt_len + opt.output_len / 2.0;
     const double weights_per_step = static_cast<double>(f.loops * f.core_weight_bytes_per_loop + f.lm_head_bytes);
     const double kv_per_token = static_cast<double>(f.loops * f.kv_bytes_per_token_per_loop) * context;

@@ -12,12 +12,13 @@
 #include "attention/registry.h"
 #include "attention/selection.h"
 #include "common/log.h"
-#include "engine/cpu_model_runner.h"
-#include "engine/device_choice.h"
 #include "engine/gpu_memory_plan.h"
+#include "engine/model_input_builder.h"
 #include "kernels/cpu/linear.h"
 #include "kv/kv_cache_manager.h"
 #include "model/ouro_weights.h"
+#include "runner/cpu_model_runner.h"
+#include "runner/device_choice.h"
 #include "sampling/history.h"
 #include "sampling/rng.h"
 #include "sampling/sampler.h"
@@ -37,8 +38,8 @@ Result<DType> resolve_kv_dtype(const std::string& name, DType weights) {
   return invalid_argument(fmt::format("unknown kv dtype '{}' (accepted: auto, f32, bf16, f16)", name));
 }
 
-engine::GpuRunnerSettings gpu_runner_settings(const EngineConfig& c) {
-  engine::GpuRunnerSettings s{c.cuda_graphs, c.programmatic_launch, c.device_sampling};
+runner::GpuRunnerSettings gpu_runner_settings(const EngineConfig& c) {
+  runner::GpuRunnerSettings s{c.cuda_graphs, c.programmatic_launch, c.device_sampling};
   if (c.gpu_preallocate) {
     // The largest batch (as the memory plan counts it), and a recurrent batch padded to its CUDA
     // graph bucket (a power of two: within the plan's slack of twice the rows).
@@ -85,6 +86,7 @@ Result<sched::SchedulerConfig> scheduler_config(const EngineConfig& c) {
 
 // Per-request state that lives outside the scheduler: the sampler's history and RNG, logprobs.
 struct LiveRequest {
+  SamplingParams params;
   sampling::TokenHistory history;
   sampling::RngState rng;
   std::vector<TokenLogprobs> logprobs;
@@ -98,7 +100,9 @@ struct Engine::Impl : public sched::PreemptionHooks {
   EngineConfig config;
   std::shared_ptr<const model::OuroModel> model;
   std::unique_ptr<kv::KVCacheManager> kv;
-  std::unique_ptr<engine::ModelRunner> runner;
+  std::unique_ptr<runner::ModelRunner> runner;
+  engine::InputPlanning planning;  // how batches become runner inputs
+  runner::ModelInput input;        // the batch being submitted (its buffers reused)
   std::unique_ptr<sched::Scheduler> scheduler;
   std::vector<sampling::Sampler> samplers;  // one per OpenMP thread: rows are sampled in parallel
   std::unordered_map<uint64_t, LiveRequest> live;
@@ -150,11 +154,14 @@ struct Engine::Impl : public sched::PreemptionHooks {
   void fail_batch(const sched::SchedulerOutput& batch, const Status& why,
                   std::vector<RequestOutput>& outputs);
   // Samples a CODA batch's tokens and applies a batch's results; outputs for the step.
-  Status apply(const sched::SchedulerOutput& batch, engine::BatchResult& result,
+  Status apply(const sched::SchedulerOutput& batch, runner::BatchResult& result,
                std::vector<RequestOutput>& outputs);
   Status no_progress_error() const;
-  // What the runner needs besides the scheduler's view: CODA rows' sampling uniforms and histories.
-  engine::BatchInputs inputs_for(const sched::SchedulerOutput& batch) const;
+  // Builds `input` for `batch`: the runner's view of it, with CODA rows' sampling parameters,
+  // uniforms and histories.
+  Status prepare_input(const sched::SchedulerOutput& batch);
+  // prepare_input, then submits `input` to the runner.
+  Status submit(const sched::SchedulerOutput& batch);
 };
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -167,7 +174,7 @@ namespace {
 Result<int64_t> gpu_kv_cache_bytes(const EngineConfig& config, int device,
                                    const model::OuroModel& model, const std::string& backend,
                                    int64_t bytes_per_block) {
-  RLT_ASSIGN_OR_RETURN(engine::GpuMemoryInfo memory, engine::gpu_memory_info(device));
+  RLT_ASSIGN_OR_RETURN(runner::GpuMemoryInfo memory, runner::gpu_memory_info(device));
   int64_t weight_bytes = 0;
   for (const auto& [name, view] : model.checkpoint.tensors()) weight_bytes += static_cast<int64_t>(view.nbytes);
   const int64_t max_rows = std::max(config.max_num_batched_tokens, config.max_num_seqs);
@@ -184,7 +191,7 @@ Result<int64_t> gpu_kv_cache_bytes(const EngineConfig& config, int device,
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   // The device first: a wrong --device fails before the model is read.
-  RLT_ASSIGN_OR_RETURN(engine::DeviceChoice device, engine::choose_device(requested.device));
+  RLT_ASSIGN_OR_RETURN(runner::DeviceChoice device, runner::choose_device(requested.device));
   const EngineConfig config = with_device_defaults(requested);
   auto impl = std::make_unique<Impl>();
   impl->config = config;
@@ -279,14 +286,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   RLT_ASSIGN_OR_RETURN(kv::KVCacheManager manager, kv::KVCacheManager::create(kc));
   impl->kv = std::make_unique<kv::KVCacheManager>(std::move(manager));
   if (device.cuda) {
-    RLT_ASSIGN_OR_RETURN(impl->runner, engine::make_gpu_runner(impl->model, kc.geometry, device.cuda_index,
-                                                               entry->create(), entry->caps, *layout,
-                                                               gpu_runner_settings(config)));
+    RLT_ASSIGN_OR_RETURN(
+        impl->runner,
+        runner::make_gpu_runner(impl->model, kc.geometry, device.cuda_index, entry->create(),
+                                entry->caps, gpu_runner_settings(config)));
   } else {
     RLT_ASSIGN_OR_RETURN(auto storage, kv::CpuKVStorage::create(kc.geometry));
-    impl->runner = std::make_unique<engine::CpuModelRunner>(impl->model, std::move(storage), entry->create(),
-                                                            entry->caps, *layout);
+    impl->runner =
+        std::make_unique<runner::CpuModelRunner>(impl->model, std::move(storage), entry->create());
   }
+  impl->planning = {*layout, entry->caps.packed_prefill, kc.depth};
   std::vector<int32_t> eos;
   for (int64_t id : impl->model->eos_token_ids()) eos.push_back(static_cast<int32_t>(id));
   impl->scheduler = std::make_unique<sched::Scheduler>(sc, *impl->kv, kc.depth, eos, impl.get());
@@ -325,6 +334,7 @@ Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const Sampl
   r.exit = exit;
   r.exit_trace = std::move(exit_trace);
   LiveRequest l;
+  l.params = params;
   l.history = sampling::TokenHistory(r.prompt);
   const uint64_t seed =
       params.seed ? *params.seed : sampling::derive_request_seed(m.config.seed, std::to_string(id));
@@ -376,7 +386,7 @@ void Engine::Impl::fail_batch(const sched::SchedulerOutput& batch, const Status&
   take_pending(outputs);
 }
 
-Status Engine::Impl::apply(const sched::SchedulerOutput& batch, engine::BatchResult& result,
+Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchResult& result,
                            std::vector<RequestOutput>& outputs) {
   sched::RunnerOutput ro;
   ro.seq = batch.seq;
@@ -484,17 +494,25 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, engine::BatchRes
   return {};
 }
 
-engine::BatchInputs Engine::Impl::inputs_for(const sched::SchedulerOutput& batch) const {
-  engine::BatchInputs in;
-  if (batch.stage != sched::Stage::kCoda) return in;
+Status Engine::Impl::prepare_input(const sched::SchedulerOutput& batch) {
+  RLT_RETURN_IF_ERROR(engine::build_model_input(batch, *scheduler, *kv, planning, input));
+  if (batch.stage != sched::Stage::kCoda) return {};
   // The counter advances when the token is applied, and a request has at most one CODA in
   // flight, so this is the uniform the host sampler would draw.
   for (const auto& item : batch.items) {
     auto it = live.find(item.id);
-    in.uniforms.push_back(it == live.end() ? 0.0 : it->second.rng.uniform());
-    in.histories.push_back(it == live.end() ? nullptr : &it->second.history);
+    if (it == live.end()) {
+      input.sampling.push_back({});
+    } else {
+      input.sampling.push_back({&it->second.params, &it->second.history, it->second.rng.uniform()});
+    }
   }
-  return in;
+  return {};
+}
+
+Status Engine::Impl::submit(const sched::SchedulerOutput& batch) {
+  RLT_RETURN_IF_ERROR(prepare_input(batch));
+  return runner->submit(input);
 }
 
 Status Engine::Impl::no_progress_error() const {
@@ -513,8 +531,9 @@ Result<std::vector<RequestOutput>> Engine::step() {
       if (outputs.empty() && m.scheduler->has_unfinished()) return m.no_progress_error();
       return outputs;
     }
-    engine::BatchResult result;
-    Status ran = m.runner->execute(*batch, *m.scheduler, *m.kv, m.inputs_for(*batch), &result);
+    runner::BatchResult result;
+    Status ran = m.submit(*batch);
+    if (ran.ok()) ran = m.runner->collect(batch->seq, &result);
     if (!ran.ok()) {
       m.fail_batch(*batch, ran, outputs);
       return outputs;
@@ -526,7 +545,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
   // scheduler already moved this batch's requests on as far as their results are not needed.
   bool submitted = false;
   if (batch) {
-    Status sent = m.runner->submit(*batch, *m.scheduler, *m.kv, m.inputs_for(*batch));
+    Status sent = m.submit(*batch);
     if (sent.ok()) {
       // Tracked first: the runner holds it now, whatever happens below.
       submitted = true;
@@ -544,7 +563,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
     collected = true;
     const sched::SchedulerOutput done = std::move(m.in_flight.front());
     m.in_flight.pop_front();
-    engine::BatchResult result;
+    runner::BatchResult result;
     Status ran = m.runner->collect(done.seq, &result);
     if (!ran.ok()) {
       m.fail_batch(done, ran, outputs);

@@ -15,9 +15,12 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "attention/metadata_planner.h"
+#include "common/status.h"
 #include "kv/kv_types.h"
 #include "rlt/sampling_params.h"
 #include "sampling/history.h"
@@ -25,7 +28,7 @@
 namespace rlt::runner {
 
 enum class Stage : uint8_t { kPrefill, kPrelude, kRecurrent, kCoda };
-const char* stage_name(Stage stage);
+std::string_view stage_name(Stage stage);
 
 // Where each row of a pass writes its K/V: the page of the row's depth plane that holds its
 // position (one set per planned depth), and the slot in that page.
@@ -48,6 +51,11 @@ struct PassInput {
   size_t num_loops() const { return depths.empty() ? 1 : depths.size(); }
 };
 
+// That every K/V write target of `pass` lies in a pool of `num_blocks` blocks of `block_size`
+// slots and that the pass's arrays agree in size: runners check it once per pass, before any
+// layer writes.
+Status check_pass_writes(const PassInput& pass, int32_t num_blocks, int32_t block_size);
+
 // CODA: what a device sampler needs of a row. Both pointers belong to the engine and are valid
 // during ModelRunner::submit only; a null `params` marks a request no longer live (its row is
 // computed but never read).
@@ -60,14 +68,21 @@ struct SamplingRow {
 struct ModelInput {
   uint64_t seq = 0;  // the scheduler's batch number: results are collected in this order
   Stage stage = Stage::kPrefill;
-  std::vector<kv::RequestId> requests;  // PRELUDE, RECURRENT, CODA: one per row
+  std::vector<kv::RequestId> requests;  // one per scheduled item (PREFILL: a prompt chunk)
   std::vector<int32_t> tokens;          // PRELUDE: one per row
-  std::vector<PassInput> passes;        // PREFILL, RECURRENT
   std::vector<SamplingRow> sampling;    // CODA: one per row
-  int64_t batch_rows = 0;               // rows as the scheduler counts them
 
-  // Keeps the buffers (and their capacity) for the next batch.
+  // PREFILL, RECURRENT: the passes, run in order.
+  std::span<const PassInput> passes() const { return {pass_pool_.data(), passes_used_}; }
+  // A new, empty pass at the end (reusing an earlier batch's buffers).
+  PassInput& add_pass();
+  // Empties the input for the next batch; every buffer keeps its capacity, so that a steady
+  // state of batches allocates nothing.
   void clear();
+
+ private:
+  std::vector<PassInput> pass_pool_;
+  size_t passes_used_ = 0;
 };
 
 }  // namespace rlt::runner

@@ -75,5 +75,36 @@ TEST(AttentionContract, EmptyBatchIsValidAndBadInputIsRefused) {
   EXPECT_NE(run_attention(*backend, p).message().find("not a multiple"), std::string::npos);
 }
 
+// Plan/run: a pass's metadata is checked once without q/out (the layers' buffers), and a checked
+// call runs with the same result as run_attention.
+TEST(AttentionContract, CheckedPassRunsAsRunAttention) {
+  auto backend = make_cpu_flash_backend();
+  std::mt19937 rng(2);
+  PagedPools pools(DType::kF32, 4, 4, 1, 8, rng);
+  std::vector<float> q(8, 0.5f), out_checked(8), out_direct(8);
+  std::vector<int32_t> table = {2, 9}, lengths = {6};
+  AttentionParams p;
+  p.rows = 1;
+  p.num_q_heads = 1;
+  p.k = pools.k;
+  p.v = pools.v;
+  p.block_tables = table.data();
+  p.table_width = 2;
+  p.context_lengths = lengths.data();
+  p.num_seqs = 1;
+  // No q/out at planning; the bad block is still found.
+  Status s = check_attention_pass(*backend, p);
+  EXPECT_NE(s.message().find("reads block id 9"), std::string::npos) << s.message();
+  table[1] = 3;
+  ASSERT_TRUE(check_attention_pass(*backend, p).ok());
+  EXPECT_FALSE(run_attention(*backend, p).ok());  // alone, a call needs q and out
+  p.q = q.data();
+  p.out = out_checked.data();
+  ASSERT_TRUE(run_checked_attention(*backend, p).ok());
+  p.out = out_direct.data();
+  ASSERT_TRUE(run_attention(*backend, p).ok());
+  EXPECT_EQ(out_checked, out_direct);
+}
+
 }  // namespace
 }  // namespace rlt::attention

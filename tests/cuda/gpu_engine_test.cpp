@@ -14,13 +14,13 @@
 #include "attention/registry.h"
 #include "common/log.h"
 #include "cuda/model_kernels.h"
-#include "engine/device_choice.h"
 #include "gpu_test_util.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "kernels/cpu/weight_matrix.h"
 #include "model/demo_checkpoint.h"
 #include "rlt/engine.h"
+#include "runner/device_choice.h"
 
 namespace rlt {
 namespace {
@@ -491,7 +491,7 @@ TEST(GpuEngine, KvCacheSizedFromGpuMemoryUtilization) {
   RLT_REQUIRE_CUDA_DEVICE();
   set_log_level(LogLevel::kWarn);
   const std::string dir = bf16_demo_dir();
-  auto memory = engine::gpu_memory_info(0);
+  auto memory = runner::gpu_memory_info(0);
   ASSERT_TRUE(memory.ok()) << memory.status().to_string();
   EngineConfig c;
   c.model = dir;

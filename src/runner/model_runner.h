@@ -1,13 +1,8 @@
-// What the engine asks of a model runner, whatever the device: execute one scheduled stage batch
-// over the paged KV cache, own the per-request recurrent state, and expose the KV storage the
-// manager's plans (finalize copies, snapshots) run on.
-//
-//   PREFILL   embed the chunk, then every loop over all chunk rows (loop-major; one plan shared
-//             by all depths); keeps the last prompt row's hidden state.
-//             Under the `shared` layout positions go in waves: all loops of a position first.
-//   PRELUDE   embed the last sampled token.
-//   RECURRENT one loop per row at the row's own depth; returns each row's gate logit.
-//   CODA      the lm head on each row's hidden state; returns logits.
+// What the engine asks of a model runner, whatever the device: execute one batch described by a
+// self-contained ModelInput (runner/model_input.h: stages, rows, planned passes) over the paged KV
+// storage it owns, keep the per-request recurrent state (the hidden vector carried between
+// loops and stages), and expose the KV storage the manager's plans (finalize copies, snapshots)
+// run on. Runners never see the scheduler or the KV manager.
 #pragma once
 
 #include <span>
@@ -15,13 +10,12 @@
 #include <vector>
 
 #include "common/status.h"
-#include "kv/kv_cache_manager.h"
 #include "kv/kv_storage.h"
 #include "rlt/engine.h"
+#include "runner/model_input.h"
 #include "sampling/sampler.h"
-#include "sched/scheduler.h"
 
-namespace rlt::engine {
+namespace rlt::runner {
 
 struct BatchResult {
   std::vector<float> gate_logits;  // RECURRENT: [items]
@@ -30,9 +24,8 @@ struct BatchResult {
   // next collect(). Read through all_logits().
   std::span<const float> runner_logits;
   // CODA batches may be sampled by the runner on its device with the sampler's rules
-  // (BatchInputs::uniforms and histories): then
-  // device_tokens[row] is the token, or -1 with the sampler's error in device_sample_errors[row],
-  // and no logits come back.
+  // (ModelInput::sampling): then device_tokens[row] is the token, or -1 with the sampler's error in
+  // device_sample_errors[row], and no logits come back.
   std::vector<int32_t> device_tokens;
   std::vector<std::string> device_sample_errors;
   // With device_tokens, when some row asked for logprobs: per row, its token's raw logprob and
@@ -44,15 +37,6 @@ struct BatchResult {
   }
 };
 
-// What a batch needs from the engine besides the scheduler's view.
-struct BatchInputs {
-  // CODA: per row, the sampling uniform of the request's next token (RngState::uniform()), and
-  // the request's token history (the penalties'; null for a request no longer live), for runners
-  // that sample on their device; empty otherwise. The histories are read during submit() only.
-  std::vector<double> uniforms;
-  std::vector<const sampling::TokenHistory*> histories;
-};
-
 // Batches run in submission order: a batch sees everything earlier ones wrote (K/V, recurrent
 // states), so the engine may submit the next batch before collecting the previous one's results
 // (asynchronous scheduling). A runner holds at most kMaxInFlight uncollected batches.
@@ -61,24 +45,21 @@ class ModelRunner {
   static constexpr int kMaxInFlight = 2;
 
   virtual ~ModelRunner() = default;
-  // Queues `batch` (a device runner returns once its work is enqueued; the CPU runner computes it
+  // Queues `input` (a device runner returns once its work is enqueued; the CPU runner computes it
   // now). On error the batch has no results to collect (part of its work may still have been
   // queued: the engine aborts its requests).
-  virtual Status submit(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                        const kv::KVCacheManager& kv, const BatchInputs& inputs) = 0;
+  virtual Status submit(const ModelInput& input) = 0;
   // The results of the oldest uncollected batch, which must be batch `seq`; waits for it. A
   // runner_logits span stays valid until the next collect().
   virtual Status collect(uint64_t seq, BatchResult* out) = 0;
   // Submits and collects one batch.
-  Status execute(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                 const kv::KVCacheManager& kv, const BatchInputs& inputs, BatchResult* out) {
-    RLT_RETURN_IF_ERROR(submit(batch, scheduler, kv, inputs));
-    return collect(batch.seq, out);
+  Status execute(const ModelInput& input, BatchResult* out) {
+    RLT_RETURN_IF_ERROR(submit(input));
+    return collect(input.seq, out);
   }
   virtual kv::KVStorage& storage() = 0;
   // Drops a finished or aborted request's recurrent state.
   virtual void release(kv::RequestId id) = 0;
-  virtual size_t live_states() const = 0;
   // Batches replayed from captured CUDA graphs (0 for runners without graphs).
   virtual int64_t graph_replays() const { return 0; }
   // CODA batches the runner sampled on its device (BatchResult::device_tokens).
@@ -87,4 +68,4 @@ class ModelRunner {
   virtual DeviceStageTimes device_stage_times() const { return {}; }
 };
 
-}  // namespace rlt::engine
+}  // namespace rlt::runner

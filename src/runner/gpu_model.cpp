@@ -1,4 +1,4 @@
-#include "engine/gpu_model.h"
+#include "runner/gpu_model.h"
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -10,7 +10,7 @@
 #include "cuda/gemv_bf16.h"
 #include "model/rope_scaling.h"
 
-namespace rlt::engine {
+namespace rlt::runner {
 namespace {
 
 Status copy_to_device(void* dst, const void* src, size_t bytes, cuda::StreamHandle stream) {
@@ -272,4 +272,4 @@ Status GpuCore::lm_head(const float* h, int64_t rows, float* logits) {
   return linear_->run(lm_head_, h, rows, logits);
 }
 
-}  // namespace rlt::engine
+}  // namespace rlt::runner

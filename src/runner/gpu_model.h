@@ -12,7 +12,7 @@
 #include "cuda/runtime.h"
 #include "model/ouro_weights.h"
 
-namespace rlt::engine {
+namespace rlt::runner {
 
 // Supplies attention for one pass of the GPU core. qkv: [rows, q_dim + 2·kv_dim] straight from
 // the fused projection (before RoPE); the callee applies RoPE, stores K/V for `layer` and writes
@@ -69,4 +69,4 @@ class GpuCore {
   cuda::DeviceAllocation normed_, qkv_, q_, attn_, proj_, gate_up_, act_;
 };
 
-}  // namespace rlt::engine
+}  // namespace rlt::runner

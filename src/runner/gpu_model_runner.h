@@ -1,4 +1,4 @@
-// Executes scheduled batches on a CUDA GPU (stages as in model_runner.h): GpuCore over KV pools
+// Executes batches on a CUDA GPU (stages as in runner/model_input.h): GpuCore over KV pools
 // in device memory (cuda::CudaKVStorage) with a CUDA attention backend. The host plans each pass
 // (attention metadata, K/V write slots), uploads it through pinned memory in one copy, and the
 // per-request hidden states stay on the device between stages. One stream orders everything, so
@@ -28,12 +28,12 @@
 #include "attention/metadata_planner.h"
 #include "cuda/cuda_kv_storage.h"
 #include "cuda/sampling.h"
-#include "engine/device_choice.h"
-#include "engine/gpu_model.h"
-#include "engine/model_runner.h"
+#include "runner/device_choice.h"
+#include "runner/gpu_model.h"
+#include "runner/model_runner.h"
 #include "sampling/device_rows.h"
 
-namespace rlt::engine {
+namespace rlt::runner {
 
 enum class CudaGraphMode { kAuto, kOn, kOff };
 
@@ -48,19 +48,15 @@ class GpuModelRunner final : public ModelRunner {
   static Result<std::unique_ptr<GpuModelRunner>> create(
       std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
       std::unique_ptr<attention::AttentionBackend> backend,
-      const attention::BackendCapabilities& caps, kv::KVLayout layout,
-      const GpuRunnerSettings& settings);
+      const attention::BackendCapabilities& caps, const GpuRunnerSettings& settings);
   ~GpuModelRunner() override;
 
-  Status submit(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                const kv::KVCacheManager& kv, const BatchInputs& inputs) override;
+  Status submit(const ModelInput& input) override;
   Status collect(uint64_t seq, BatchResult* out) override;
   kv::KVStorage& storage() override { return *storage_; }
   void release(kv::RequestId id) override;
-  size_t live_states() const override { return slot_of_.size(); }
   size_t weight_bytes() const { return core_->weight_bytes(); }
-  // Graphs captured so far (all buckets), and recurrent batches replayed from one.
-  size_t captured_graphs() const { return graphs_.size(); }
+  // Recurrent batches replayed from a captured graph.
   int64_t graph_replays() const override { return graph_replays_; }
   int64_t device_sampled_batches() const override { return device_sampled_batches_; }
   DeviceStageTimes device_stage_times() const override { return stage_times_; }
@@ -73,39 +69,30 @@ class GpuModelRunner final : public ModelRunner {
   // A submitted batch: what collect() finds in its result slot.
   struct Ticket {
     uint64_t seq = 0;
-    sched::Stage stage = sched::Stage::kWaiting;
+    Stage stage = Stage::kPrefill;
     int64_t rows = 0;
     bool device_sampled = false, device_logprobs = false;
     size_t slot = 0;
   };
 
-  // Enqueues `batch`'s work; what comes back to the host goes to `results` (CODA batches note in
+  // Enqueues `input`'s work; what comes back to the host goes to `results` (CODA batches note in
   // `ticket` how they were sampled).
-  Status enqueue(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                 const kv::KVCacheManager& kv, const BatchInputs& inputs,
-                 cuda::PinnedBuffer& results, Ticket& ticket);
-  Status coda(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-              const BatchInputs& inputs, cuda::PinnedBuffer& results, Ticket& ticket);
+  Status enqueue(const ModelInput& input, cuda::PinnedBuffer& results, Ticket& ticket);
+  Status coda(const ModelInput& input, cuda::PinnedBuffer& results, Ticket& ticket);
   // Enqueues the recurrent pass; the gate logits go to `results`.
-  Status recurrent(const sched::SchedulerOutput& batch, const kv::KVCacheManager& kv,
-                   cuda::PinnedBuffer& results);
+  Status recurrent(const PassInput& pass, cuda::PinnedBuffer& results);
   // The recurrent pass itself (gather, one loop, gate, scatter) over `rows` bound rows.
   Status recurrent_pass(int64_t rows, const int32_t* slots);
   // Drops every captured graph (a buffer they point at moved).
   void invalidate_graphs();
 
-  Status prefill(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                 const kv::KVCacheManager& kv);
-  Status prefill_waves(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                       const kv::KVCacheManager& kv);
-  // Runs every loop in `depths` over the staged rows (h_ holds their embeddings).
-  Status run_loops(std::span<const attention::PlannedRow> rows, std::span<const int32_t> depths,
-                   const kv::KVCacheManager& kv, bool packed);
+  // Runs every loop of `pass` over its rows (h_ holds their embeddings).
+  Status run_loops(const PassInput& pass);
   Result<int32_t> slot(kv::RequestId id);
-  // Uploads and embeds the staged rows' tokens (tokens_, rows_) into h_.
-  Status stage_rows();
-  // Saves the hidden row of every staged row that ends its prompt into its request's slot.
-  Status keep_prompt_states(const sched::Scheduler& scheduler);
+  // Uploads and embeds a pass's tokens into h_.
+  Status stage_rows(std::span<const int32_t> tokens);
+  // Saves the hidden row of every pass row that ends its prompt into its request's slot.
+  Status keep_prompt_states(const PassInput& pass);
   Status grow_states();
   Status ensure_rows(int64_t rows);
   // Device buffers of a CODA batch of `rows` rows: logits, and with device sampling its results
@@ -125,7 +112,6 @@ class GpuModelRunner final : public ModelRunner {
                                   BatchResult* out);
 
   std::shared_ptr<const model::OuroModel> model_;
-  kv::KVLayout layout_ = kv::KVLayout::kLastExited;
   int device_ = 0;
   std::unique_ptr<cuda::Stream> stream_;
   std::unique_ptr<GpuCore> core_;
@@ -161,17 +147,15 @@ class GpuModelRunner final : public ModelRunner {
     cuda::Event start, done;  // timing events around the batch's device work
   };
   // Adds a collected batch's device time to its stage's total.
-  void add_stage_time(sched::Stage stage, const ResultSlot& slot);
+  void add_stage_time(Stage stage, const ResultSlot& slot);
   // Records the submitted batch's start event if it is not yet recorded (at its first upload).
   Status start_device_span();
   const cuda::Event* unstarted_ = nullptr;
   std::array<ResultSlot, kMaxInFlight + 1> results_;
   size_t next_result_ = 0;
   std::deque<Ticket> tickets_;
-  std::vector<int32_t> tokens_, positions_, slots_;
+  std::vector<int32_t> slots_;
   sampling::DeviceSampleRows sample_rows_;  // a CODA batch's device sampling inputs
-  std::vector<attention::PlannedRow> rows_;
-  std::vector<int32_t> depths_;
   // CUDA graphs, keyed by (rows bucket, table width bucket).
   CudaGraphMode graph_mode_ = CudaGraphMode::kAuto;
   bool device_sampling_ = true;
@@ -182,4 +166,4 @@ class GpuModelRunner final : public ModelRunner {
   DeviceStageTimes stage_times_;
 };
 
-}  // namespace rlt::engine
+}  // namespace rlt::runner

@@ -1,4 +1,4 @@
-#include "engine/gpu_model_runner.h"
+#include "runner/gpu_model_runner.h"
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -14,12 +14,10 @@
 #include "cuda/element_type.h"
 #include "cuda/model_kernels.h"
 #include "cuda/programmatic_launch.h"
-#include "engine/batch_rows.h"
-#include "engine/pass_plan.h"
 #include "sampling/device_rows.h"
 #include "sampling/sampler.h"
 
-namespace rlt::engine {
+namespace rlt::runner {
 namespace {
 
 Status check(cudaError_t e, const char* what) {
@@ -89,15 +87,16 @@ class GpuModelRunner::Attention final : public GpuCoreAttention {
 
   void release_captures() { backend_->release_captures(); }
 
-  // Plans on the host only: the metadata planner plus the rows' positions and write slots.
-  Status plan(std::span<const attention::PlannedRow> rows, std::span<const int32_t> depths,
-              const kv::KVCacheManager& kv, bool packed) {
-    RLT_RETURN_IF_ERROR(
-        plan_model_pass(rows, depths, kv, packed && caps_.packed_prefill, plan_, writes_));
+  // Takes the pass's host plan (which must outlive the upload and the binding): the rows'
+  // positions and the tables of every planned depth, flattened for one upload.
+  Status use(const PassInput& pass) {
+    const kv::KVGeometry& g = runner_.storage_->geometry();
+    RLT_RETURN_IF_ERROR(check_pass_writes(pass, g.num_blocks, g.block_size));
+    pass_ = &pass;
     positions_.clear();
-    for (const auto& r : rows) positions_.push_back(r.position);
+    for (const auto& r : pass.rows) positions_.push_back(r.position);
     tables_flat_.clear();
-    for (const auto& t : plan_.block_tables)
+    for (const auto& t : pass.attention.block_tables)
       tables_flat_.insert(tables_flat_.end(), t.begin(), t.end());
     depth_index_ = 0;
     return {};
@@ -105,6 +104,8 @@ class GpuModelRunner::Attention final : public GpuCoreAttention {
 
   // Uploads the plan as it is and binds it (eager passes).
   Status upload_and_bind() {
+    const attention::AttentionPlan& plan_ = pass_->attention;
+    const PassWrites& writes_ = pass_->writes;
     std::vector<const int32_t*> dev;
     RLT_RETURN_IF_ERROR(runner_.upload({positions_, writes_.slot, writes_.block,
                                         plan_.context_lengths, plan_.cu_seqlens_q, tables_flat_},
@@ -124,14 +125,26 @@ class GpuModelRunner::Attention final : public GpuCoreAttention {
     b.host_cu = plan_.packed ? plan_.cu_seqlens_q.data() : nullptr;
     b.host_tables = tables_flat_.data();
     bind(b);
-    return {};
+    return check_bound(pass_->num_loops());
   }
 
   void bind(const PassBinding& b) { binding_ = b; }
+  // Validates the bound metadata of each of the pass's `loops` table sets once (on the host
+  // copies): every layer's attend() then runs unchecked.
+  Status check_bound(size_t loops) {
+    for (size_t d = 0; d < loops; ++d) {
+      depth_index_ = d;
+      // q and out stand in for the layer buffers; the check reads neither.
+      const attention::AttentionParams p = params(0, nullptr, nullptr);
+      RLT_RETURN_IF_ERROR(attention::check_attention_pass(*backend_, p));
+    }
+    depth_index_ = 0;
+    return {};
+  }
   void use_depth(size_t index) { depth_index_ = index; }
-  const attention::AttentionPlan& host_plan() const { return plan_; }
+  const attention::AttentionPlan& host_plan() const { return pass_->attention; }
   const std::vector<int32_t>& positions() const { return positions_; }
-  const PassWrites& writes() const { return writes_; }
+  const PassWrites& writes() const { return pass_->writes; }
 
   // The call attend() makes for `layer`, with the host metadata in place (for validation).
   attention::AttentionParams params(int32_t layer, const float* q, float* out) const {
@@ -179,15 +192,14 @@ class GpuModelRunner::Attention final : public GpuCoreAttention {
     w.write_block = binding_.write_block + depth_index_ * static_cast<size_t>(rows);
     w.write_slot = binding_.write_slot;
     RLT_RETURN_IF_ERROR(cuda::rope_and_write_kv(w, runner_.stream_->handle()));
-    return attention::run_attention(*backend_, p);
+    return attention::run_checked_attention(*backend_, p);
   }
 
  private:
   GpuModelRunner& runner_;
   std::unique_ptr<attention::AttentionBackend> backend_;
   attention::BackendCapabilities caps_;
-  attention::AttentionPlan plan_;
-  PassWrites writes_;
+  const PassInput* pass_ = nullptr;
   std::vector<int32_t> positions_, tables_flat_;
   PassBinding binding_;
   size_t depth_index_ = 0;
@@ -215,8 +227,7 @@ GpuModelRunner::~GpuModelRunner() {
 Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
     std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
     std::unique_ptr<attention::AttentionBackend> backend,
-    const attention::BackendCapabilities& caps, kv::KVLayout layout,
-    const GpuRunnerSettings& settings) {
+    const attention::BackendCapabilities& caps, const GpuRunnerSettings& settings) {
   RLT_ASSIGN_OR_RETURN(CudaGraphMode graphs, parse_cuda_graph_mode(settings.cuda_graphs));
   if (!backend->reads_device_memory()) {
     return invalid_argument(
@@ -227,7 +238,6 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
   std::unique_ptr<GpuModelRunner> r(new GpuModelRunner());
   r->device_ = device;
   r->model_ = std::move(model);
-  r->layout_ = layout;
   r->graph_mode_ = graphs;
   r->device_sampling_ = settings.device_sampling;
   RLT_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::create());
@@ -360,40 +370,35 @@ void GpuModelRunner::release(kv::RequestId id) {
   }
 }
 
-Status GpuModelRunner::run_loops(std::span<const attention::PlannedRow> rows,
-                                 std::span<const int32_t> depths, const kv::KVCacheManager& kv,
-                                 bool packed) {
-  RLT_RETURN_IF_ERROR(attention_->plan(rows, depths, kv, packed));
+Status GpuModelRunner::run_loops(const PassInput& pass) {
+  RLT_RETURN_IF_ERROR(attention_->use(pass));
   RLT_RETURN_IF_ERROR(attention_->upload_and_bind());
-  const auto n = static_cast<int64_t>(rows.size());
-  for (size_t d = 0; d < std::max<size_t>(depths.size(), 1); ++d) {
+  const int64_t n = pass.num_rows();
+  for (size_t d = 0; d < pass.num_loops(); ++d) {
     attention_->use_depth(d);
     RLT_RETURN_IF_ERROR(core_->run_loop(floats(h_), n, *attention_, nullptr));
   }
   return {};
 }
 
-Status GpuModelRunner::submit(const sched::SchedulerOutput& batch,
-                              const sched::Scheduler& scheduler, const kv::KVCacheManager& kv,
-                              const BatchInputs& inputs) {
+Status GpuModelRunner::submit(const ModelInput& input) {
   if (tickets_.size() >= static_cast<size_t>(kMaxInFlight)) {
     return internal_error(fmt::format("batch {} submitted with {} batches uncollected (at most {})",
-                                      batch.seq, tickets_.size(), kMaxInFlight));
+                                      input.seq, tickets_.size(), kMaxInFlight));
   }
-  RLT_RETURN_IF_ERROR(check_batch_requests(batch, scheduler));
   // The current device is per thread, and the engine may step from another thread (the server's
   // worker) than the one that created it.
   RLT_RETURN_IF_ERROR(cuda::set_device(device_));
   Ticket ticket;
-  ticket.seq = batch.seq;
-  ticket.stage = batch.stage;
-  ticket.rows = static_cast<int64_t>(batch.items.size());
+  ticket.seq = input.seq;
+  ticket.stage = input.stage;
+  ticket.rows = static_cast<int64_t>(input.requests.size());
   // Free: its last batch was collected (more slots than batches in flight).
   ticket.slot = next_result_;
   ResultSlot& slot = results_[ticket.slot];
   // The batch's device span starts at its first upload (after the host planned it).
   unstarted_ = &slot.start;
-  RLT_RETURN_IF_ERROR(enqueue(batch, scheduler, kv, inputs, slot.host, ticket));
+  RLT_RETURN_IF_ERROR(enqueue(input, slot.host, ticket));
   RLT_RETURN_IF_ERROR(start_device_span());
   RLT_RETURN_IF_ERROR(slot.done.record(stream_->handle()));
   next_result_ = (next_result_ + 1) % results_.size();
@@ -414,10 +419,10 @@ Status GpuModelRunner::collect(uint64_t seq, BatchResult* out) {
   RLT_RETURN_IF_ERROR(slot.done.synchronize());
   add_stage_time(t.stage, slot);
   *out = BatchResult();
-  if (t.stage == sched::Stage::kRecurrent) {
+  if (t.stage == Stage::kRecurrent) {
     const auto* gates = reinterpret_cast<const float*>(slot.host.data());
     out->gate_logits.assign(gates, gates + t.rows);
-  } else if (t.stage == sched::Stage::kCoda) {
+  } else if (t.stage == Stage::kCoda) {
     if (t.device_sampled) {
       read_device_samples(slot.host.data(), t.rows, t.device_logprobs, out);
     } else {
@@ -429,51 +434,48 @@ Status GpuModelRunner::collect(uint64_t seq, BatchResult* out) {
   return {};
 }
 
-Status GpuModelRunner::enqueue(const sched::SchedulerOutput& batch,
-                               const sched::Scheduler& scheduler, const kv::KVCacheManager& kv,
-                               const BatchInputs& inputs, cuda::PinnedBuffer& results,
+Status GpuModelRunner::enqueue(const ModelInput& input, cuda::PinnedBuffer& results,
                                Ticket& ticket) {
   const int64_t hidden = model_->config.hidden_size;
-  const auto n = static_cast<int64_t>(batch.items.size());
+  const auto n = static_cast<int64_t>(input.requests.size());
   cudaStream_t stream = stream_->handle();
   std::vector<const int32_t*> dev;
-  switch (batch.stage) {
-    case sched::Stage::kPrefill:
-      return layout_ == kv::KVLayout::kShared ? prefill_waves(batch, scheduler, kv)
-                                              : prefill(batch, scheduler, kv);
-    case sched::Stage::kPrelude: {
+  switch (input.stage) {
+    case Stage::kPrefill:
+      // One pass (loop-major), or one wave per position offset under the `shared` layout.
+      for (const PassInput& pass : input.passes()) {
+        RLT_RETURN_IF_ERROR(stage_rows(pass.tokens));
+        RLT_RETURN_IF_ERROR(run_loops(pass));
+        RLT_RETURN_IF_ERROR(keep_prompt_states(pass));
+      }
+      return {};
+    case Stage::kPrelude: {
       RLT_RETURN_IF_ERROR(ensure_rows(n));
-      tokens_.clear();
       slots_.clear();
-      for (const auto& item : batch.items) {
-        tokens_.push_back(scheduler.find(item.id)->output_tokens.back());
-        RLT_ASSIGN_OR_RETURN(int32_t s, slot(item.id));
+      for (kv::RequestId id : input.requests) {
+        RLT_ASSIGN_OR_RETURN(int32_t s, slot(id));
         slots_.push_back(s);
       }
-      RLT_RETURN_IF_ERROR(upload({tokens_, slots_}, dev));
+      RLT_RETURN_IF_ERROR(upload({input.tokens, slots_}, dev));
       RLT_RETURN_IF_ERROR(core_->embed(dev[0], n, floats(h_)));
       return cuda::scatter_rows(floats(h_), dev[1], n, hidden, floats(states_), stream);
     }
-    case sched::Stage::kRecurrent:
-      return recurrent(batch, kv, results);
-    case sched::Stage::kCoda:
-      return coda(batch, scheduler, inputs, results, ticket);
-    default:
-      return internal_error(
-          fmt::format("cannot execute a {} batch", sched::stage_name(batch.stage)));
+    case Stage::kRecurrent:
+      return recurrent(input.passes()[0], results);
+    case Stage::kCoda:
+      return coda(input, results, ticket);
   }
+  return internal_error(fmt::format("cannot execute a {} batch", stage_name(input.stage)));
 }
 
-Status GpuModelRunner::coda(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
-                            const BatchInputs& inputs, cuda::PinnedBuffer& results,
-                            Ticket& ticket) {
+Status GpuModelRunner::coda(const ModelInput& input, cuda::PinnedBuffer& results, Ticket& ticket) {
   const int64_t hidden = model_->config.hidden_size, vocab = model_->config.vocab_size;
-  const auto n = static_cast<int64_t>(batch.items.size());
+  const auto n = static_cast<int64_t>(input.requests.size());
   cudaStream_t stream = stream_->handle();
   RLT_RETURN_IF_ERROR(ensure_rows(n));
   slots_.clear();
-  for (const auto& item : batch.items) {
-    RLT_ASSIGN_OR_RETURN(int32_t s, slot(item.id));
+  for (kv::RequestId id : input.requests) {
+    RLT_ASSIGN_OR_RETURN(int32_t s, slot(id));
     slots_.push_back(s);
   }
   // Rows are sampled here with the sampler's rules (penalties and logprobs included), unless the
@@ -481,20 +483,14 @@ Status GpuModelRunner::coda(const sched::SchedulerOutput& batch, const sched::Sc
   sampling::DeviceSampleRows& rows = sample_rows_;
   rows.clear();
   if (device_sampling_) {
-    for (int64_t r = 0; r < n; ++r) {
-      const auto i = static_cast<size_t>(r);
-      const SamplingParams& p = scheduler.find(batch.items[i].id)->params;
-      if (!p.greedy() && i >= inputs.uniforms.size()) {
-        return internal_error(
-            fmt::format("device sampling of {} rows got {} uniforms", n, inputs.uniforms.size()));
-      }
-      if (p.has_penalties() && i >= inputs.histories.size()) {
-        return internal_error(fmt::format("device sampling of {} rows got {} token histories", n,
-                                          inputs.histories.size()));
-      }
-      rows.add(p, i < inputs.histories.size() ? inputs.histories[i] : nullptr,
-               i < inputs.uniforms.size() ? inputs.uniforms[i] : 0.0, vocab);
+    if (input.sampling.size() != input.requests.size()) {
+      return internal_error(
+          fmt::format("device sampling of {} rows got {} sampling rows", n, input.sampling.size()));
     }
+    // A request no longer live (null params) is sampled greedily; its token is never read.
+    static const SamplingParams kGreedy;
+    for (const SamplingRow& row : input.sampling)
+      rows.add(row.params ? *row.params : kGreedy, row.history, row.uniform, vocab);
   }
   // Larger batches than one sampling call takes fall back to the host sampler.
   const bool on_device =
@@ -626,29 +622,27 @@ Status GpuModelRunner::start_device_span() {
   return start->record(stream_->handle());
 }
 
-void GpuModelRunner::add_stage_time(sched::Stage stage, const ResultSlot& slot) {
+void GpuModelRunner::add_stage_time(Stage stage, const ResultSlot& slot) {
   DeviceStageTime* time = nullptr;
   switch (stage) {
-    case sched::Stage::kPrefill:
+    case Stage::kPrefill:
       time = &stage_times_.prefill;
       break;
-    case sched::Stage::kPrelude:
+    case Stage::kPrelude:
       time = &stage_times_.prelude;
       break;
-    case sched::Stage::kRecurrent:
+    case Stage::kRecurrent:
       time = &stage_times_.recurrent;
       break;
-    case sched::Stage::kCoda:
+    case Stage::kCoda:
       time = &stage_times_.coda;
       break;
-    default:
-      return;
   }
   // Timing is best effort: a batch that ran is never failed for it.
   auto ms = cuda::Event::elapsed_ms(slot.start, slot.done);
   if (!ms.ok()) {
-    log_warn(fmt::format("device time of a {} batch: {}", sched::stage_name(stage),
-                         ms.status().to_string()));
+    log_warn(
+        fmt::format("device time of a {} batch: {}", stage_name(stage), ms.status().to_string()));
     return;
   }
   time->milliseconds += *ms;
@@ -668,22 +662,19 @@ Status GpuModelRunner::recurrent_pass(int64_t rows, const int32_t* slots) {
   return cuda::scatter_rows(floats(h_), slots, rows, hidden, floats(states_), stream);
 }
 
-Status GpuModelRunner::recurrent(const sched::SchedulerOutput& batch, const kv::KVCacheManager& kv,
-                                 cuda::PinnedBuffer& results) {
-  const auto n = static_cast<int64_t>(batch.items.size());
+Status GpuModelRunner::recurrent(const PassInput& pass, cuda::PinnedBuffer& results) {
+  const int64_t n = pass.num_rows();
   // kOn captures every size; otherwise very large batches (already launch-efficient) run eagerly.
   const bool graphs = graph_mode_ != CudaGraphMode::kOff && !graphs_disabled_ &&
                       (n <= kMaxGraphRows || graph_mode_ == CudaGraphMode::kOn);
   const int64_t rows = graphs ? next_power_of_two(n) : n;
   RLT_RETURN_IF_ERROR(ensure_rows(rows));
   slots_.clear();
-  rows_.clear();
-  for (const auto& item : batch.items) {
-    RLT_ASSIGN_OR_RETURN(int32_t s, slot(item.id));
+  for (const auto& row : pass.rows) {
+    RLT_ASSIGN_OR_RETURN(int32_t s, slot(row.request));
     slots_.push_back(s);
-    rows_.push_back({item.id, item.depth, item.position});
   }
-  RLT_RETURN_IF_ERROR(attention_->plan(rows_, {}, kv, /*packed=*/false));
+  RLT_RETURN_IF_ERROR(attention_->use(pass));
   const attention::AttentionPlan& plan = attention_->host_plan();
   // Padded to the bucket: rows past n read and write the padding block and slot.
   const int32_t width =
@@ -719,16 +710,12 @@ Status GpuModelRunner::recurrent(const sched::SchedulerOutput& batch, const kv::
   b.host_lengths = lengths.data();
   b.host_tables = tables.data();
   attention_->bind(b);
-  attention_->use_depth(0);
+  // Checked once for the eager pass and the replay alike (a graph replay skips every check).
+  RLT_RETURN_IF_ERROR(attention_->check_bound(1));
 
   const std::pair<int64_t, int32_t> key{rows, width};
   auto it = graphs ? graphs_.find(key) : graphs_.end();
   if (it != graphs_.end()) {
-    // The graph skips run_attention's checks: run them on this step's host metadata.
-    // (Every layer shares the metadata; q/out stand in for the layer buffers, never read here.)
-    const attention::AttentionParams p = attention_->params(0, floats(h_), floats(h_));
-    RLT_RETURN_IF_ERROR(
-        attention::validate_attention_params(p.host_metadata_view()).with_context("graph replay"));
     RLT_RETURN_IF_ERROR(
         check(cudaGraphLaunch(it->second->exec, stream_->handle()), "replaying a recurrent graph"));
     ++graph_replays_;
@@ -769,19 +756,18 @@ Status GpuModelRunner::recurrent(const sched::SchedulerOutput& batch, const kv::
                "reading gate logits");
 }
 
-Status GpuModelRunner::stage_rows() {
+Status GpuModelRunner::stage_rows(std::span<const int32_t> tokens) {
   std::vector<const int32_t*> dev;
-  const auto rows = static_cast<int64_t>(rows_.size());
+  const auto rows = static_cast<int64_t>(tokens.size());
   RLT_RETURN_IF_ERROR(ensure_rows(rows));
-  RLT_RETURN_IF_ERROR(upload({tokens_}, dev));
+  RLT_RETURN_IF_ERROR(upload({tokens}, dev));
   return core_->embed(dev[0], rows, floats(h_));
 }
 
-Status GpuModelRunner::keep_prompt_states(const sched::Scheduler& scheduler) {
+Status GpuModelRunner::keep_prompt_states(const PassInput& pass) {
   const int64_t hidden = model_->config.hidden_size;
-  for (size_t i = 0; i < rows_.size(); ++i) {
-    if (!ends_prompt(rows_[i], scheduler)) continue;
-    RLT_ASSIGN_OR_RETURN(int32_t s, slot(rows_[i].request));
+  for (const int32_t i : pass.keep_state) {
+    RLT_ASSIGN_OR_RETURN(int32_t s, slot(pass.rows[static_cast<size_t>(i)].request));
     RLT_RETURN_IF_ERROR(check(
         cudaMemcpyAsync(floats(states_) + s * hidden, floats(h_) + static_cast<int64_t>(i) * hidden,
                         static_cast<size_t>(hidden) * 4, cudaMemcpyDeviceToDevice,
@@ -791,32 +777,4 @@ Status GpuModelRunner::keep_prompt_states(const sched::Scheduler& scheduler) {
   return {};
 }
 
-Status GpuModelRunner::prefill(const sched::SchedulerOutput& batch,
-                               const sched::Scheduler& scheduler, const kv::KVCacheManager& kv) {
-  collect_prefill_rows(batch, scheduler, tokens_, rows_);
-  RLT_RETURN_IF_ERROR(stage_rows());
-  // Loop-major: loop t of every chunk row needs only loop-t K/V, so chunks are exact.
-  depths_.resize(static_cast<size_t>(model_->config.total_ut_steps));
-  std::iota(depths_.begin(), depths_.end(), 0);
-  RLT_RETURN_IF_ERROR(run_loops(rows_, depths_, kv, /*packed=*/true));
-  return keep_prompt_states(scheduler);
-}
-
-Status GpuModelRunner::prefill_waves(const sched::SchedulerOutput& batch,
-                                     const sched::Scheduler& scheduler,
-                                     const kv::KVCacheManager& kv) {
-  // `shared` keeps one plane that every loop overwrites, so a position finishes all its loops
-  // before the next position attends to it: one wave per position offset. (One plan, and one
-  // upload, serves a wave's loops: every depth maps to that plane.)
-  depths_.resize(static_cast<size_t>(model_->config.total_ut_steps));
-  std::iota(depths_.begin(), depths_.end(), 0);
-  for (int32_t offset = 0; offset < longest_chunk(batch); ++offset) {
-    collect_wave_rows(batch, scheduler, offset, tokens_, rows_);
-    RLT_RETURN_IF_ERROR(stage_rows());
-    RLT_RETURN_IF_ERROR(run_loops(rows_, depths_, kv, /*packed=*/false));
-    RLT_RETURN_IF_ERROR(keep_prompt_states(scheduler));
-  }
-  return {};
-}
-
-}  // namespace rlt::engine
+}  // namespace rlt::runner

@@ -1,4 +1,4 @@
-#include "engine/device_choice.h"
+#include "runner/device_choice.h"
 
 #include <fmt/format.h>
 
@@ -6,13 +6,13 @@
 
 #include "kernels/cpu/memory_probe.h"
 
-#ifdef RLT_ENGINE_HAS_CUDA
+#ifdef RLT_RUNNER_HAS_CUDA
 #include "cuda/device.h"
 #include "cuda/runtime.h"
-#include "engine/gpu_model_runner.h"
+#include "runner/gpu_model_runner.h"
 #endif
 
-namespace rlt::engine {
+namespace rlt::runner {
 
 Result<DeviceChoice> choose_device(const std::string& text) {
   DeviceChoice choice;
@@ -31,7 +31,7 @@ Result<DeviceChoice> choose_device(const std::string& text) {
           fmt::format("--device '{}': expected cpu, cuda or cuda:N (N a device index)", text));
     }
   }
-#ifdef RLT_ENGINE_HAS_CUDA
+#ifdef RLT_RUNNER_HAS_CUDA
   const cuda::DeviceList list = cuda::list_devices();
   if (list.devices.empty()) {
     return failed_precondition(fmt::format(
@@ -58,7 +58,7 @@ Result<DeviceChoice> choose_device(const std::string& text) {
 
 double copy_bandwidth_gbs(const std::string& device) {
   if (device == "cpu") return kernels::copy_bandwidth_gbs();
-#ifdef RLT_ENGINE_HAS_CUDA
+#ifdef RLT_RUNNER_HAS_CUDA
   auto choice = choose_device(device);
   if (!choice.ok() || !cuda::set_device(choice->cuda_index).ok()) return 0.0;
   return cuda::copy_bandwidth_gbs(size_t{1} << 30);
@@ -68,7 +68,7 @@ double copy_bandwidth_gbs(const std::string& device) {
 }
 
 Result<GpuMemoryInfo> gpu_memory_info(int device) {
-#ifdef RLT_ENGINE_HAS_CUDA
+#ifdef RLT_RUNNER_HAS_CUDA
   RLT_RETURN_IF_ERROR(cuda::set_device(device));
   RLT_ASSIGN_OR_RETURN(cuda::MemoryInfo m, cuda::memory_info());
   return GpuMemoryInfo{m.free, m.total};
@@ -81,18 +81,15 @@ Result<GpuMemoryInfo> gpu_memory_info(int device) {
 Result<std::unique_ptr<ModelRunner>> make_gpu_runner(
     std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
     std::unique_ptr<attention::AttentionBackend> backend,
-    const attention::BackendCapabilities& caps, kv::KVLayout layout,
-    const GpuRunnerSettings& settings) {
-#ifdef RLT_ENGINE_HAS_CUDA
-  RLT_ASSIGN_OR_RETURN(
-      auto runner, GpuModelRunner::create(std::move(model), geometry, device, std::move(backend),
-                                          caps, layout, settings));
+    const attention::BackendCapabilities& caps, const GpuRunnerSettings& settings) {
+#ifdef RLT_RUNNER_HAS_CUDA
+  RLT_ASSIGN_OR_RETURN(auto runner, GpuModelRunner::create(std::move(model), geometry, device,
+                                                           std::move(backend), caps, settings));
   return std::unique_ptr<ModelRunner>(std::move(runner));
 #else
-  (void)model, (void)geometry, (void)device, (void)backend, (void)caps, (void)layout,
-      (void)settings;
+  (void)model, (void)geometry, (void)device, (void)backend, (void)caps, (void)settings;
   return failed_precondition("this build has no CUDA: the GPU runner is not compiled in");
 #endif
 }
 
-}  // namespace rlt::engine
+}  // namespace rlt::runner

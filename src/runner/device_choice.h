@@ -8,11 +8,11 @@
 
 #include "attention/backend.h"
 #include "attention/capabilities.h"
-#include "engine/model_runner.h"
 #include "kv/kv_types.h"
 #include "model/ouro_weights.h"
+#include "runner/model_runner.h"
 
-namespace rlt::engine {
+namespace rlt::runner {
 
 struct DeviceChoice {
   bool cuda = false;
@@ -49,7 +49,6 @@ Result<GpuMemoryInfo> gpu_memory_info(int device);
 Result<std::unique_ptr<ModelRunner>> make_gpu_runner(
     std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
     std::unique_ptr<attention::AttentionBackend> backend,
-    const attention::BackendCapabilities& caps, kv::KVLayout layout,
-    const GpuRunnerSettings& settings);
+    const attention::BackendCapabilities& caps, const GpuRunnerSettings& settings);
 
-}  // namespace rlt::engine
+}  // namespace rlt::runner

@@ -1,0 +1,144 @@
+#include "engine/model_input_builder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+namespace rlt::engine {
+namespace {
+
+// Plans `pass.rows`: with `pass.depths` empty, one pass in which each row reads and writes the
+// plane of its own depth; otherwise one table set per entry of `depths` over the same rows.
+Status plan_pass(const kv::KVCacheManager& kv, bool packed, runner::PassInput& pass) {
+  Status lookup_error;
+  const attention::TableSource tables = [&](uint64_t request,
+                                            int32_t depth) -> std::span<const int32_t> {
+    auto t = kv.block_table(request, depth);
+    if (!t.ok()) {
+      if (lookup_error.ok()) lookup_error = t.status();
+      return {};
+    }
+    return *t;
+  };
+  const attention::PlannerOptions options{kv.block_size(), packed, -1};
+  Status s = pass.depths.empty()
+                 ? attention::plan_attention(pass.rows, tables, options, pass.attention)
+                 : attention::plan_attention_depths(pass.rows, pass.depths, tables, options,
+                                                    pass.attention);
+  if (!lookup_error.ok()) return lookup_error;
+  RLT_RETURN_IF_ERROR(s);
+  const int32_t bs = kv.block_size();
+  const size_t loops = pass.num_loops(), rows = pass.rows.size();
+  pass.writes.block.resize(loops * rows);
+  pass.writes.slot.resize(rows);
+  for (size_t d = 0; d < loops; ++d) {
+    for (size_t i = 0; i < rows; ++i) {
+      const attention::PlannedRow& row = pass.rows[i];
+      const int32_t depth = pass.depths.empty() ? row.depth : pass.depths[d];
+      RLT_ASSIGN_OR_RETURN(auto table, kv.block_table(row.request, depth));
+      const int32_t page = row.position / bs;
+      if (page >= static_cast<int32_t>(table.size())) {
+        return failed_precondition(fmt::format("request {} has no page for position {} at depth {}",
+                                               row.request, row.position, depth));
+      }
+      pass.writes.block[d * rows + i] = table[page];
+      pass.writes.slot[i] = row.position % bs;
+    }
+  }
+  return {};
+}
+
+// Adds the prompt row at `position` of request `r` to `pass` (and marks it when it ends the
+// prompt: its hidden state is the request's).
+void add_prompt_row(const sched::Request& r, int32_t position, runner::PassInput& pass) {
+  if (position == r.prompt_len() - 1)
+    pass.keep_state.push_back(static_cast<int32_t>(pass.rows.size()));
+  pass.tokens.push_back(r.prompt[static_cast<size_t>(position)]);
+  pass.rows.push_back({r.id, 0, position});
+}
+
+void all_loops(int32_t loops, std::vector<int32_t>& depths) {
+  depths.resize(static_cast<size_t>(loops));
+  std::iota(depths.begin(), depths.end(), 0);
+}
+
+}  // namespace
+
+Result<runner::Stage> runner_stage(sched::Stage stage) {
+  switch (stage) {
+    case sched::Stage::kPrefill:
+      return runner::Stage::kPrefill;
+    case sched::Stage::kPrelude:
+      return runner::Stage::kPrelude;
+    case sched::Stage::kRecurrent:
+      return runner::Stage::kRecurrent;
+    case sched::Stage::kCoda:
+      return runner::Stage::kCoda;
+    default:
+      return internal_error(fmt::format("cannot execute a {} batch", sched::stage_name(stage)));
+  }
+}
+
+Status build_model_input(const sched::SchedulerOutput& batch, const sched::Scheduler& scheduler,
+                         const kv::KVCacheManager& kv, const InputPlanning& how,
+                         runner::ModelInput& out) {
+  out.clear();
+  out.seq = batch.seq;
+  RLT_ASSIGN_OR_RETURN(out.stage, runner_stage(batch.stage));
+  std::vector<const sched::Request*> requests;
+  requests.reserve(batch.items.size());
+  for (const auto& item : batch.items) {
+    const sched::Request* r = scheduler.find(item.id);
+    if (r == nullptr)
+      return internal_error("batch names unknown request " + std::to_string(item.id));
+    requests.push_back(r);
+    out.requests.push_back(item.id);
+  }
+  switch (out.stage) {
+    case runner::Stage::kPrefill:
+      if (how.layout == kv::KVLayout::kShared) {
+        // `shared` keeps one plane that every loop overwrites, so a position must finish all its
+        // loops before the next position attends to it: one wave per position offset. (One plan
+        // serves a wave's loops: every depth maps to that plane.)
+        int32_t longest = 0;
+        for (const auto& item : batch.items) longest = std::max(longest, item.token_count);
+        for (int32_t offset = 0; offset < longest; ++offset) {
+          runner::PassInput& pass = out.add_pass();
+          for (size_t i = 0; i < batch.items.size(); ++i) {
+            const auto& item = batch.items[i];
+            if (offset < item.token_count)
+              add_prompt_row(*requests[i], item.token_start + offset, pass);
+          }
+          all_loops(how.loops, pass.depths);
+          RLT_RETURN_IF_ERROR(plan_pass(kv, /*packed=*/false, pass));
+        }
+      } else {
+        // Loop-major: loop t of every chunk row needs only loop-t K/V, so chunks are exact.
+        runner::PassInput& pass = out.add_pass();
+        for (size_t i = 0; i < batch.items.size(); ++i) {
+          const auto& item = batch.items[i];
+          for (int32_t p = item.token_start; p < item.token_start + item.token_count; ++p)
+            add_prompt_row(*requests[i], p, pass);
+        }
+        all_loops(how.loops, pass.depths);
+        RLT_RETURN_IF_ERROR(plan_pass(kv, how.packed_prefill, pass));
+      }
+      return {};
+    case runner::Stage::kPrelude:
+      for (const sched::Request* r : requests) out.tokens.push_back(r->output_tokens.back());
+      return {};
+    case runner::Stage::kRecurrent: {
+      runner::PassInput& pass = out.add_pass();
+      for (const auto& item : batch.items)
+        pass.rows.push_back({item.id, item.depth, item.position});
+      return plan_pass(kv, /*packed=*/false, pass);
+    }
+    case runner::Stage::kCoda:
+      return {};
+  }
+  return {};
+}
+
+}  // namespace rlt::engine

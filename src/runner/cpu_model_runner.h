@@ -1,0 +1,51 @@
+// Executes one batch on the CPU (stages as in runner/model_input.h): the model math over the
+// paged KV cache in host memory. Owns the per-request recurrent state (the hidden vector carried
+// between loops and stages).
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/cpu_kv_storage.h"
+#include "model/ouro_core.h"
+#include "runner/model_runner.h"
+#include "runner/paged_attention.h"
+
+namespace rlt::runner {
+
+class CpuModelRunner final : public ModelRunner {
+ public:
+  CpuModelRunner(std::shared_ptr<const model::OuroModel> model,
+                 std::unique_ptr<kv::CpuKVStorage> storage,
+                 std::unique_ptr<attention::AttentionBackend> backend);
+
+  // Computes the batch at once; collect() hands out its results.
+  Status submit(const ModelInput& input) override;
+  Status collect(uint64_t seq, BatchResult* out) override;
+
+  kv::CpuKVStorage& storage() override { return *storage_; }
+  void release(kv::RequestId id) override { hidden_.erase(id); }
+
+ private:
+  Status run(const ModelInput& input, BatchResult* out);
+  // Embeds the pass's tokens, runs every loop of it and keeps the states of rows ending a prompt.
+  Status prefill_pass(const PassInput& pass);
+  std::vector<float>& state(kv::RequestId id);
+
+  std::shared_ptr<const model::OuroModel> model_;
+  model::OuroCore core_;
+  std::unique_ptr<kv::CpuKVStorage> storage_;
+  PagedAttention attention_;
+  model::CoreScratch scratch_;
+  std::unordered_map<kv::RequestId, std::vector<float>> hidden_;
+  // Computed, uncollected batches, oldest first.
+  std::deque<std::pair<uint64_t, BatchResult>> done_;
+  BatchResult collected_;  // the last collected results (its logits back runner_logits)
+  // Reused per batch.
+  std::vector<float> h_;
+  std::vector<int64_t> positions_;
+};
+
+}  // namespace rlt::runner
