@@ -22,8 +22,8 @@ std::string body_of(const std::string& model, const LoadRequest& r) {
 }
 
 // Applies one SSE payload; returns false to hang up.
-bool on_event(const std::string& data, const LoadRequest& r, Clock::time_point start, Clock::time_point* last,
-              RequestResult* out) {
+bool on_event(const std::string& data, const LoadRequest& r, Clock::time_point start,
+              Clock::time_point* last, ServedResult* out) {
   if (data == "[DONE]") {
     out->done_marker = true;
     return true;
@@ -54,8 +54,9 @@ bool on_event(const std::string& data, const LoadRequest& r, Clock::time_point s
   return true;
 }
 
-RequestResult run_once(const std::string& host, int port, const std::string& model, const LoadRequest& r) {
-  RequestResult out;
+ServedResult run_once(const std::string& host, int port, const std::string& model,
+                      const LoadRequest& r) {
+  ServedResult out;
   out.index = r.index;
   httplib::Client cli(host, port);
   cli.set_tcp_nodelay(true);
@@ -107,8 +108,9 @@ constexpr auto kRetryPause = std::chrono::milliseconds(20);
 
 }  // namespace
 
-RequestResult run_request(const std::string& host, int port, const std::string& model, const LoadRequest& r) {
-  RequestResult out;
+ServedResult run_request(const std::string& host, int port, const std::string& model,
+                         const LoadRequest& r) {
+  ServedResult out;
   int retries = 0;
   for (;; ++retries) {
     out = run_once(host, port, model, r);

@@ -11,7 +11,7 @@
 
 namespace rlt::bench {
 
-struct RequestResult {
+struct ServedResult {
   int index = 0;
   int status = 0;               // HTTP status (0: no response)
   int retries = 0;              // 429 answers retried
@@ -29,6 +29,7 @@ struct RequestResult {
 };
 
 // Retries 429 (queue full) after a short pause, up to about 30 s; other errors end the request.
-RequestResult run_request(const std::string& host, int port, const std::string& model, const LoadRequest& request);
+ServedResult run_request(const std::string& host, int port, const std::string& model,
+                         const LoadRequest& request);
 
 }  // namespace rlt::bench

@@ -7,7 +7,7 @@
 namespace rlt::bench {
 namespace {
 
-void check_result(const RequestResult& r, const Reference& ref, LoadSummary* s) {
+void check_result(const ServedResult& r, const Reference& ref, LoadSummary* s) {
   auto problem = [&](const std::string& what) {
     if (s->problems.size() < 50) s->problems.push_back(fmt::format("request {}: {}", r.index, what));
   };
@@ -49,13 +49,13 @@ Percentiles percentiles(std::vector<double> v) {
   return p;
 }
 
-LoadSummary summarize(const std::vector<RequestResult>& results, const std::vector<Reference>& references,
-                      double wall_s) {
+LoadSummary summarize(const std::vector<ServedResult>& results,
+                      const std::vector<Reference>& references, double wall_s) {
   LoadSummary s;
   s.wall_s = wall_s;
   s.requests = static_cast<int>(results.size());
   std::vector<double> ttft, itl, e2e;
-  for (const RequestResult& r : results) {
+  for (const ServedResult& r : results) {
     check_result(r, references.at(static_cast<size_t>(r.index)), &s);
     s.retries_429 += r.retries;
     s.tokens += static_cast<int64_t>(r.tokens.size());

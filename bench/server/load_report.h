@@ -28,8 +28,8 @@ struct LoadSummary {
 
 // Checks every result: completed requests match their reference exactly (tokens, depths,
 // finish reason, usage, one chunk per token, [DONE]); cancelled ones received a prefix of it.
-LoadSummary summarize(const std::vector<RequestResult>& results, const std::vector<Reference>& references,
-                      double wall_s);
+LoadSummary summarize(const std::vector<ServedResult>& results,
+                      const std::vector<Reference>& references, double wall_s);
 
 std::string to_text(const LoadSummary& s);
 nlohmann::json to_json(const LoadSummary& s);

@@ -96,7 +96,7 @@ int run(Options o) {
   const double offline_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - offline_start).count();
   if (!references.ok()) return std::fprintf(stderr, "error: offline run: %s\n", references.status().to_string().c_str()), 1;
 
-  std::vector<RequestResult> results(workload.size());
+  std::vector<ServedResult> results(workload.size());
   std::atomic<size_t> next{0};
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> clients;

@@ -73,7 +73,7 @@ struct EngineConfig {
   // aborting the first batch that large; false: allocate them as batches need them.
   bool gpu_preallocate = true;
 
-  // Detokenize outputs with the folder's tokenizer.json (when it has one): RequestOutput.text.
+  // Detokenize outputs with the model's tokenizer (when it has one): RequestOutput::new_text.
   bool detokenize = true;
 
   uint64_t seed = 0;  // requests without a seed derive theirs from this and their id
@@ -103,20 +103,45 @@ struct TokenLogprobs {
   std::vector<TokenLogprob> top;  // the n most likely tokens, most likely first
 };
 
+// What one step reports for a request: only what is new since the request's previous output
+// (delta outputs), so that a step costs the same at token 10 and at token 10,000. A request's
+// whole output is the concatenation of its outputs (RequestResult gathers it).
 struct RequestOutput {
   uint64_t request_id = 0;
-  std::vector<int32_t> token_ids;      // all tokens so far (cumulative)
-  std::vector<int32_t> new_token_ids;  // tokens added by this step
-  std::vector<int32_t> exit_depths;    // loops behind each token (the first is the model depth)
-  std::vector<TokenLogprobs> logprobs; // per token, when the request asked for logprobs
-  std::string text;                    // all text so far (special tokens skipped; complete UTF-8 only)
-  std::string new_text;                // text added by this step
+  std::vector<int32_t> new_token_ids;        // tokens added by this step
+  std::vector<int32_t> new_exit_depths;      // loops behind each new token (the first is the model depth)
+  std::vector<TokenLogprobs> new_logprobs;   // per new token, when the request asked for logprobs
+  // Per new token, the text it completes (special tokens skipped, complete UTF-8 only); empty
+  // strings when the engine has no tokenizer or config.detokenize is off.
+  std::vector<std::string> new_token_texts;
+  // This step's text: the new tokens' texts, then, on the finishing output, what the detokenizer
+  // held back until the end (final_text).
+  std::string new_text;
+  std::string final_text;                    // finishing output only: the held-back text
+  int64_t num_tokens = 0;                    // tokens generated so far, this step's included
   bool finished = false;
-  std::string finish_reason;           // "stop", "length" or "abort" once finished
+  std::string finish_reason;                 // "stop", "length" or "abort" once finished
   // An "abort" the engine decided on its own (a failed batch, a broken logits row): why. Empty
   // for every other output, a caller's abort() included.
   std::string error;
   int32_t prompt_tokens = 0;
+};
+
+// A request's whole output, gathered from its delta outputs (for callers that want everything
+// at the end: the CLI, benchmarks, tests).
+struct RequestResult {
+  uint64_t request_id = 0;
+  std::vector<int32_t> token_ids;
+  std::vector<int32_t> exit_depths;
+  std::vector<TokenLogprobs> logprobs;
+  std::string text;
+  bool finished = false;
+  std::string finish_reason;
+  std::string error;
+  int32_t prompt_tokens = 0;
+
+  // Adds one output of this request (outputs in the order the engine reported them).
+  void append(const RequestOutput& output);
 };
 
 // GPU runs: the device time of one stage's batches — each batch's span on the device's timeline,

@@ -115,7 +115,7 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
     const auto now = Clock::now();
     for (const auto& o : outs) {
       Timing& t = timing.at(o.request_id);
-      if (!t.has_first && !o.token_ids.empty()) {
+      if (!t.has_first && !o.new_token_ids.empty()) {
         t.has_first = true;
         t.first_token = now;
         s.prefill_tokens += o.prompt_tokens;
@@ -129,7 +129,7 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
       ++finished;
       --in_flight;
       if (o.finish_reason == "abort") return internal_error(fmt::format("request {} was aborted", o.request_id));
-      s.decode_tokens += static_cast<int64_t>(o.token_ids.size()) - 1;
+      s.decode_tokens += o.num_tokens - 1;
       s.decode_seconds += seconds_between(t.first_token, now);
     }
   }

@@ -1,20 +1,22 @@
 // `rlt generate`: offline generation through the engine (or the dense reference model), printing
 // one JSON object per request with token ids, per-token exit depths and, when the model folder
 // has a tokenizer, the text.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <fmt/format.h>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/model_dir.h"
-#include "source/model_source.h"
 #include "model/reference_model.h"
+#include "source/model_source.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rlt::cli {
@@ -225,10 +227,13 @@ int run_engine(const std::string& dir, const GenerateOptions& opt, const std::ve
   }
   const auto start = std::chrono::steady_clock::now();
   int failures = 0;
+  std::map<uint64_t, RequestResult> results;  // gathered from the engine's delta outputs
   while ((*engine)->has_unfinished()) {
     auto outs = (*engine)->step();
     if (!outs.ok()) return report_error(outs.status());
-    for (const RequestOutput& o : *outs) {
+    for (const RequestOutput& delta : *outs) {
+      RequestResult& o = results[delta.request_id];
+      o.append(delta);
       if (!o.finished) continue;
       failures += o.finish_reason == "abort";
       double loops = 0;
@@ -247,6 +252,7 @@ int run_engine(const std::string& dir, const GenerateOptions& opt, const std::ve
       }
       if (auto text = tokenizer.text(o.token_ids)) out["text"] = *text;
       std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+      results.erase(delta.request_id);
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -84,16 +84,17 @@ Result<sched::SchedulerConfig> scheduler_config(const EngineConfig& c) {
 
 }  // namespace
 
-// Per-request state that lives outside the scheduler: the sampler's history and RNG, logprobs.
+// Per-request state that lives outside the scheduler: the sampler's history and RNG, and the
+// output processor's part — what was sampled since the request's last output (delta outputs:
+// reported once, then dropped) and the detokenizer, the only one a request's text goes through.
 struct LiveRequest {
   SamplingParams params;
   sampling::TokenHistory history;
   sampling::RngState rng;
-  std::vector<TokenLogprobs> logprobs;
   size_t emitted = 0;  // tokens already reported
   std::unique_ptr<tok::IncrementalDetokenizer> detokenizer;  // null without a tokenizer
-  std::string text;
-  size_t emitted_text = 0;  // bytes of text already reported
+  std::vector<TokenLogprobs> new_logprobs;
+  std::vector<std::string> new_texts;
 };
 
 struct Engine::Impl : public sched::PreemptionHooks {
@@ -127,19 +128,36 @@ struct Engine::Impl : public sched::PreemptionHooks {
     pending.clear();
   }
 
+  // What request `r` added since its last output (its tokens are never copied again).
   RequestOutput output_for(const sched::Request& r, LiveRequest& l) {
     RequestOutput o;
     o.request_id = r.id;
     o.prompt_tokens = r.prompt_len();
-    o.token_ids = r.output_tokens;
-    o.new_token_ids.assign(r.output_tokens.begin() + static_cast<int64_t>(l.emitted), r.output_tokens.end());
-    o.exit_depths = r.exit_depths;
-    o.logprobs = l.logprobs;
+    const auto from = static_cast<int64_t>(std::min(l.emitted, r.output_tokens.size()));
+    o.new_token_ids.assign(r.output_tokens.begin() + from, r.output_tokens.end());
+    if (static_cast<int64_t>(r.exit_depths.size()) >= from)
+      o.new_exit_depths.assign(r.exit_depths.begin() + from, r.exit_depths.end());
+    o.new_logprobs = std::move(l.new_logprobs);
+    l.new_logprobs.clear();
+    // One text per new token: each sampled token pushed exactly one piece (a piece without its
+    // token would be a bug; its text still goes out, with the last token).
+    o.new_token_texts = std::move(l.new_texts);
+    l.new_texts.clear();
+    while (o.new_token_texts.size() > std::max<size_t>(o.new_token_ids.size(), 1)) {
+      std::string extra = std::move(o.new_token_texts.back());
+      o.new_token_texts.pop_back();
+      o.new_token_texts.back() += extra;
+    }
+    if (o.new_token_ids.empty() && !o.new_token_texts.empty()) {
+      o.final_text = std::move(o.new_token_texts.front());
+      o.new_token_texts.clear();
+    }
+    o.new_token_texts.resize(o.new_token_ids.size());
+    for (const std::string& piece : o.new_token_texts) o.new_text += piece;
+    if (l.detokenizer && r.finished()) o.final_text += l.detokenizer->flush();
+    o.new_text += o.final_text;
     l.emitted = r.output_tokens.size();
-    if (l.detokenizer && r.finished()) l.text += l.detokenizer->flush();
-    o.text = l.text;
-    o.new_text = l.text.substr(l.emitted_text);
-    l.emitted_text = l.text.size();
+    o.num_tokens = static_cast<int64_t>(r.output_tokens.size());
     o.finished = r.finished();
     o.finish_reason = std::string(sched::finish_reason_name(r.finish));
     return o;
@@ -465,11 +483,11 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
       const sampling::SampledToken& st = *sampled[i];
       ro.sampled.push_back(st.token);
       l.history.append(st.token);
-      if (l.detokenizer) l.text += l.detokenizer->push(st.token);
+      l.new_texts.push_back(l.detokenizer ? l.detokenizer->push(st.token) : std::string());
       if (requests[i]->params.logprobs) {
         TokenLogprobs lp{st.token, st.logprob, {}};
         for (const auto& t : st.top_logprobs) lp.top.push_back(TokenLogprob{t.token, t.logprob});
-        l.logprobs.push_back(std::move(lp));
+        l.new_logprobs.push_back(std::move(lp));
       }
     }
   }
@@ -576,6 +594,18 @@ Result<std::vector<RequestOutput>> Engine::step() {
     return m.no_progress_error();
   }
   return outputs;
+}
+
+void RequestResult::append(const RequestOutput& o) {
+  request_id = o.request_id;
+  token_ids.insert(token_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+  exit_depths.insert(exit_depths.end(), o.new_exit_depths.begin(), o.new_exit_depths.end());
+  logprobs.insert(logprobs.end(), o.new_logprobs.begin(), o.new_logprobs.end());
+  text += o.new_text;
+  finished = o.finished;
+  finish_reason = o.finish_reason;
+  error = o.error;
+  prompt_tokens = o.prompt_tokens;
 }
 
 const std::string& Engine::attention_info() const { return impl_->attention_json; }

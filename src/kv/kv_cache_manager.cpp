@@ -101,18 +101,26 @@ Result<KVCacheManager::PlanDetail> KVCacheManager::plan_admission(
   if (config_.enable_prefix_caching && !r.prompt.empty()) {
     d.publishable_pages = std::min(cacheable_pages(r.prompt.size()), d.max_pages);
     const Digest root = request_root(r.cache_salt);
+    const bool given = r.page_digests.size() >= static_cast<size_t>(d.publishable_pages);
     if (digests != nullptr) {
       digests->clear();
-      Digest parent = root;
-      for (int32_t page = 0; page < d.publishable_pages; ++page) {
-        parent = page_digest(parent, r.prompt.subspan(static_cast<size_t>(page) * bs, bs));
-        digests->push_back(parent);
+      if (given) {
+        digests->assign(r.page_digests.begin(), r.page_digests.begin() + d.publishable_pages);
+      } else {
+        Digest parent = root;
+        for (int32_t page = 0; page < d.publishable_pages; ++page) {
+          parent = page_digest(parent, r.prompt.subspan(static_cast<size_t>(page) * bs, bs));
+          digests->push_back(parent);
+        }
       }
     }
-    p.cached_pages = match_prefix(
-        r.prompt, root, d.max_pages,
-        digests != nullptr ? std::span<const Digest>(*digests) : std::span<const Digest>(), hits,
-        &p.exclusive_prefix_blocks);
+    std::span<const Digest> keys;
+    if (given)
+      keys = r.page_digests;
+    else if (digests != nullptr)
+      keys = *digests;
+    p.cached_pages =
+        match_prefix(r.prompt, root, d.max_pages, keys, hits, &p.exclusive_prefix_blocks);
   }
   const int32_t initial = r.initial_tokens == 0 ? r.capacity_tokens : r.initial_tokens;
   p.cached_tokens = p.cached_pages * bs;

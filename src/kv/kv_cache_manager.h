@@ -45,6 +45,9 @@ struct AllocateRequest {
   std::string_view cache_salt;
   // Blocks the scheduler holds back on top (e.g. growth it promised running requests).
   int32_t reserved_blocks = 0;
+  // prompt_page_digests(prompt, cache_salt) when the caller keeps them (so that a request tried
+  // many times is hashed once); empty: computed here.
+  std::span<const Digest> page_digests;
 };
 
 // The pure answer to "would allocate succeed now, and at what price?".
@@ -142,9 +145,14 @@ class KVCacheManager {
   ReleaseOutcome free(RequestId id);
 
   // ---- prefix cache ---------------------------------------------------------------------------
-  // Pure lookup of the cached pages of `prompt` (never covering its last token).
-  PrefixMatch lookup_prefix(std::span<const TokenId> prompt,
-                            std::string_view cache_salt = {}) const;
+  // Pure lookup of the cached pages of `prompt` (never covering its last token). `page_digests`:
+  // as AllocateRequest::page_digests.
+  PrefixMatch lookup_prefix(std::span<const TokenId> prompt, std::string_view cache_salt = {},
+                            std::span<const Digest> page_digests = {}) const;
+  // The prefix keys of `prompt`'s cacheable pages, chained from the salted root (empty without
+  // prefix caching): what admission would compute, for callers that hash a prompt once.
+  std::vector<Digest> prompt_page_digests(std::span<const TokenId> prompt,
+                                          std::string_view cache_salt = {}) const;
   // Blocks of `match` only the cache holds now: claiming the match makes them non-evictable, so
   // admission pays for them. kFailedPrecondition when the match went stale.
   Result<int32_t> exclusive_prefix_blocks(const PrefixMatch& match) const;

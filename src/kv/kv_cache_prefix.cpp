@@ -40,13 +40,31 @@ int32_t KVCacheManager::match_prefix(std::span<const TokenId> prompt, const Dige
   return pages;
 }
 
+std::vector<Digest> KVCacheManager::prompt_page_digests(std::span<const TokenId> prompt,
+                                                        std::string_view cache_salt) const {
+  std::vector<Digest> digests;
+  if (!config_.enable_prefix_caching) return digests;
+  const int32_t bs = block_size();
+  const int32_t pages = cacheable_pages(prompt.size());
+  digests.reserve(static_cast<size_t>(pages));
+  Digest parent = request_root(cache_salt);
+  for (int32_t page = 0; page < pages; ++page) {
+    parent = page_digest(parent, prompt.subspan(static_cast<size_t>(page) * bs, bs));
+    digests.push_back(parent);
+  }
+  return digests;
+}
+
 PrefixMatch KVCacheManager::lookup_prefix(std::span<const TokenId> prompt,
-                                          std::string_view cache_salt) const {
+                                          std::string_view cache_salt,
+                                          std::span<const Digest> page_digests) const {
   PrefixMatch match;
   if (!config_.enable_prefix_caching || prompt.empty()) return match;
   std::vector<int32_t> hits;
+  // Given digests must cover every cacheable page, or they are not used.
+  if (page_digests.size() < static_cast<size_t>(cacheable_pages(prompt.size()))) page_digests = {};
   match.pages = match_prefix(prompt, request_root(cache_salt), std::numeric_limits<int32_t>::max(),
-                             {}, &hits, nullptr);
+                             page_digests, &hits, nullptr);
   match.cached_tokens = match.pages * block_size();
   match.entries.reserve(hits.size());
   for (int32_t e : hits) match.entries.push_back({e, cache_.generation(e)});

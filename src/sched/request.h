@@ -10,6 +10,7 @@
 
 #include "kv/kv_snapshot.h"
 #include "kv/kv_types.h"
+#include "kv/prefix_digest.h"
 #include "model/exit_rule.h"
 #include "rlt/sampling_params.h"
 
@@ -34,6 +35,10 @@ struct Suspended {
 struct Request {
   RequestId id = 0;
   std::vector<int32_t> prompt;
+  // The prompt's prefix-cache page keys (with prefix caching), computed at its first admission
+  // try and reused by every later one: a prompt is hashed once.
+  std::vector<kv::Digest> page_digests;
+  bool page_digests_ready = false;
   SamplingParams params;
   model::ExitParams exit;  // resolved against the model's depth
   std::vector<int32_t> exit_trace;  // exit mode `trace`: the depth of every output, first = model depth

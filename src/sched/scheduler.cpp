@@ -41,7 +41,7 @@ Status Scheduler::add_request(Request r) {
                                             r.exit.min_loops, r.exit.max_loops));
   }
   r.arrival = next_arrival_++;
-  r.stage = Stage::kWaiting;
+  r.stage = Stage::kWaiting;  // not counted yet: it enters the map below
   const RequestId id = r.id;
   requests_.emplace(id, std::make_unique<Request>(std::move(r)));
   queue(Stage::kWaiting).push_back(id);
@@ -67,11 +67,10 @@ bool Scheduler::has_unfinished() const {
   return false;
 }
 
-int32_t Scheduler::num_running() const {
-  int32_t n = 0;
-  for (const auto& [_, r] : requests_)
-    if (r->stage != Stage::kWaiting && !r->finished()) ++n;
-  return n;
+void Scheduler::set_stage(Request& r, Stage stage) {
+  auto running = [](Stage s) { return s != Stage::kWaiting && s != Stage::kFinished; };
+  running_ += static_cast<int32_t>(running(stage)) - static_cast<int32_t>(running(r.stage));
+  r.stage = stage;
 }
 
 int32_t Scheduler::num_suspended() const {
@@ -92,7 +91,7 @@ void Scheduler::finish(Request& r, FinishReason reason) {
     r.suspended.reset();
   }
   r.finish = reason;
-  r.stage = Stage::kFinished;
+  set_stage(r, Stage::kFinished);
 }
 
 Status Scheduler::abort(RequestId id) {
@@ -187,20 +186,25 @@ Result<bool> Scheduler::try_admit(Request& r, int32_t reserved_blocks) {
     Status s = hooks_->resume_kv(r.id, r.suspended->kv);
     if (s.code() == ErrorCode::kResourceExhausted) return false;
     RLT_RETURN_IF_ERROR(s);
-    r.stage = r.suspended->stage;
+    set_stage(r, r.suspended->stage);
     suspended_bytes_ -= static_cast<int64_t>(r.suspended->host_bytes);
     r.suspended.reset();
     ++counters_.resumptions;
     queue(r.stage).push_back(r.id);
     return true;
   }
+  if (!r.page_digests_ready) {
+    r.page_digests = kv_.prompt_page_digests(r.prompt);
+    r.page_digests_ready = true;
+  }
   kv::AllocateRequest ask;
   ask.id = r.id;
   ask.capacity_tokens = r.capacity_tokens();
   ask.prompt = r.prompt;
+  ask.page_digests = r.page_digests;
   ask.reserved_blocks = reserved_blocks;
   if (config_.incremental_kv) {
-    const kv::PrefixMatch match = kv_.lookup_prefix(r.prompt);
+    const kv::PrefixMatch match = kv_.lookup_prefix(r.prompt, {}, r.page_digests);
     ask.initial_tokens = std::min(r.prompt_len(), match.cached_tokens + config_.prefill_chunk_size);
     // The request's own growth is promised as the running requests' is: otherwise several
     // requests that each fit their first chunk could together leave none of them room to finish.
@@ -213,7 +217,7 @@ Result<bool> Scheduler::try_admit(Request& r, int32_t reserved_blocks) {
   if (!plan.fits) return false;
   RLT_ASSIGN_OR_RETURN(kv::Admission admitted, kv_.allocate(ask));
   r.num_prefilled = admitted.cached_tokens;
-  r.stage = Stage::kPrefill;
+  set_stage(r, Stage::kPrefill);
   queue(Stage::kPrefill).push_back(r.id);
   return true;
 }
@@ -352,7 +356,7 @@ Result<bool> Scheduler::preempt_for(const Request& requester, const std::vector<
   kv_.free(victim->id);
   victim->suspended = std::make_unique<Suspended>(Suspended{victim->stage, std::move(snap), bytes});
   suspended_bytes_ += static_cast<int64_t>(bytes);
-  victim->stage = Stage::kWaiting;
+  set_stage(*victim, Stage::kWaiting);
   queue(Stage::kWaiting).push_front(victim->id);
   ++counters_.preemptions;
   return true;
@@ -381,7 +385,7 @@ bool Scheduler::exit_now(Request& r, float gate_logit) {
 
 void Scheduler::apply_prefill(Request& r, const ScheduledItem& item) {
   r.num_prefilled = item.token_start + item.token_count;
-  r.stage = r.num_prefilled == r.prompt_len() ? Stage::kCoda : Stage::kPrefill;
+  set_stage(r, r.num_prefilled == r.prompt_len() ? Stage::kCoda : Stage::kPrefill);
   r.loops_done = depth_;  // the prompt's last token ran every loop
   queue(r.stage).push_back(r.id);
 }
@@ -392,7 +396,7 @@ void Scheduler::start_token(Request& r) {
   r.pending_exit_depth = 0;
   r.signals_applied = 0;
   r.awaiting_decision = false;
-  r.stage = Stage::kRecurrent;
+  set_stage(r, Stage::kRecurrent);
   queue(Stage::kRecurrent).push_back(r.id);
 }
 
@@ -402,7 +406,7 @@ Status Scheduler::exit_loop(Request& r, int32_t position, StepUpdate& update) {
     RLT_RETURN_IF_ERROR(kv_.plan_finalize(r.id, position, r.loops_done - 1, &update.finalize_copies));
     update.exited.push_back({r.id, position, r.loops_done});
   }
-  r.stage = Stage::kCoda;
+  set_stage(r, Stage::kCoda);
   queue(Stage::kCoda).push_back(r.id);
   return {};
 }
@@ -530,7 +534,7 @@ Result<StepUpdate> Scheduler::update_from_output(const SchedulerOutput& batch, c
           finish(r, stop ? FinishReason::kStop : FinishReason::kLength);
           update.finished.push_back(r.id);
         } else {
-          r.stage = Stage::kPrelude;
+          set_stage(r, Stage::kPrelude);
           queue(Stage::kPrelude).push_back(r.id);
         }
         break;

@@ -114,7 +114,7 @@ class Scheduler {
   std::optional<Request> take_finished(RequestId id);
   bool has_unfinished() const;
   int32_t num_waiting() const { return static_cast<int32_t>(queue(Stage::kWaiting).size()); }
-  int32_t num_running() const;
+  int32_t num_running() const { return running_; }
   int32_t num_suspended() const;
   const SchedulerCounters& counters() const { return counters_; }
   const SchedulerConfig& config() const { return config_; }
@@ -137,6 +137,8 @@ class Scheduler {
   // Suspends one eligible victim for `requester`; false when none qualifies.
   Result<bool> preempt_for(const Request& requester, const std::vector<RequestId>& excluded, bool priority_only);
   void remove_from_queues(RequestId id);
+  // Every stage change goes through here: it keeps the running count (not waiting, not finished).
+  void set_stage(Request& r, Stage stage);
   void finish(Request& r, FinishReason reason);
   bool exit_now(Request& r, float gate_logit);
   void apply_prefill(Request& r, const ScheduledItem& item);
@@ -162,6 +164,7 @@ class Scheduler {
   uint32_t tried_stages_ = 0;  // bit per Stage: came back empty in this schedule() call
   enum class Phase : uint8_t { kFill, kCore, kCoda } phase_ = Phase::kFill;  // no-refill cohorts
   int64_t suspended_bytes_ = 0;
+  int32_t running_ = 0;  // requests neither waiting nor finished
   SchedulerCounters counters_;
 };
 

@@ -2,20 +2,28 @@
 
 namespace rlt::server {
 
-void Channel::push(size_t choice, int32_t prompt_tokens, std::span<const int32_t> tokens,
-                   std::span<const int32_t> exit_depths, std::span<const TokenLogprobs> logprobs, bool finished,
-                   const std::string& finish_reason, const std::string& error) {
+void Channel::push(size_t choice, RequestOutput o) {
   {
     std::lock_guard lock(mutex_);
     TokenBatch& b = pending_.at(choice);
-    b.prompt_tokens = prompt_tokens;
-    b.tokens.insert(b.tokens.end(), tokens.begin(), tokens.end());
-    b.exit_depths.insert(b.exit_depths.end(), exit_depths.begin(), exit_depths.end());
-    b.logprobs.insert(b.logprobs.end(), logprobs.begin(), logprobs.end());
-    if (finished) {
+    b.prompt_tokens = o.prompt_tokens;
+    auto append = [](auto& to, auto& from) {
+      if (to.empty()) {
+        to = std::move(from);
+      } else {
+        to.insert(to.end(), std::make_move_iterator(from.begin()),
+                  std::make_move_iterator(from.end()));
+      }
+    };
+    append(b.tokens, o.new_token_ids);
+    append(b.exit_depths, o.new_exit_depths);
+    append(b.logprobs, o.new_logprobs);
+    append(b.texts, o.new_token_texts);
+    if (o.finished) {
       b.finished = true;
-      b.finish_reason = finish_reason;
-      b.error = error;
+      b.final_text = std::move(o.final_text);
+      b.finish_reason = std::move(o.finish_reason);
+      b.error = std::move(o.error);
     }
     dirty_ = true;
   }

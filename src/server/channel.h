@@ -27,6 +27,8 @@ struct TokenBatch {
   std::vector<int32_t> tokens;
   std::vector<int32_t> exit_depths;       // one per token
   std::vector<TokenLogprobs> logprobs;    // one per token when logprobs were asked for
+  std::vector<std::string> texts;         // one per token: the engine's detokenized text
+  std::string final_text;                 // with `finished`: text the detokenizer held back
   bool finished = false;                  // the engine's final output is in this batch
   std::string finish_reason;              // the engine's: "stop", "length" or "abort"
   std::string error;                      // why the engine aborted the request on its own
@@ -40,9 +42,8 @@ class Channel {
   explicit Channel(size_t choices) : pending_(choices), request_ids_(choices) {}
 
   // --- engine thread ---
-  void push(size_t choice, int32_t prompt_tokens, std::span<const int32_t> tokens, std::span<const int32_t> exit_depths,
-            std::span<const TokenLogprobs> logprobs, bool finished, const std::string& finish_reason,
-            const std::string& error);
+  // Appends an engine output (a delta) to choice `choice`'s pending batch.
+  void push(size_t choice, RequestOutput output);
   // Ends the request with an error (engine failure, shutdown, refused admission).
   void fail(ApiError error);
 

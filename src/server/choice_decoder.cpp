@@ -2,9 +2,7 @@
 
 namespace rlt::server {
 
-ChoiceDecoder::ChoiceDecoder(std::shared_ptr<const tok::Tokenizer> tokenizer, std::vector<std::string> stops)
-    // Special tokens (EOS, the chat template's end-of-turn marker) are never shown as text.
-    : detok_(std::move(tokenizer), /*skip_special_tokens=*/true), matcher_(std::move(stops)) {}
+ChoiceDecoder::ChoiceDecoder(std::vector<std::string> stops) : matcher_(std::move(stops)) {}
 
 std::vector<TokenPiece> ChoiceDecoder::consume(const TokenBatch& batch) {
   std::vector<TokenPiece> pieces;
@@ -12,7 +10,7 @@ std::vector<TokenPiece> ChoiceDecoder::consume(const TokenBatch& batch) {
   prompt_tokens_ = batch.prompt_tokens;
   auto finish = [&](TokenPiece& p, const std::string& reason) {
     if (!matcher_.stopped()) {
-      p.text += matcher_.feed(detok_.flush()).text;
+      p.text += matcher_.feed(batch.final_text).text;
       p.text += matcher_.finish();
     }
     p.last = true;
@@ -26,7 +24,7 @@ std::vector<TokenPiece> ChoiceDecoder::consume(const TokenBatch& batch) {
     p.token = batch.tokens[k];
     p.exit_depth = k < batch.exit_depths.size() ? batch.exit_depths[k] : 0;
     if (k < batch.logprobs.size()) p.logprobs = batch.logprobs[k];
-    StopMatcher::Result r = matcher_.feed(detok_.push(p.token));
+    StopMatcher::Result r = matcher_.feed(k < batch.texts.size() ? batch.texts[k] : std::string());
     p.text = std::move(r.text);
     if (r.stopped) finish(p, "stop");
     else if (batch.finished && k + 1 == batch.tokens.size()) finish(p, batch.finish_reason);

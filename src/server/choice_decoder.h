@@ -1,6 +1,7 @@
-// Turns one choice's engine tokens into what the client sees: incremental text (never split
-// inside a UTF-8 character, special tokens hidden), stop strings applied, and the per-token
-// record (ids, exit depths, logprobs) the response formats need. The same decoder serves the
+// Turns one choice's engine outputs into what the client sees: the engine's incremental text
+// (detokenized once, by the engine: never split inside a UTF-8 character, special tokens hidden)
+// with stop strings applied, and the per-token record (ids, exit depths, logprobs) the response
+// formats need. The same decoder serves the
 // streaming and the non-streaming paths, so both return identical text.
 //
 // Not thread-safe: one decoder per choice, used by its HTTP thread.
@@ -14,7 +15,6 @@
 
 #include "server/channel.h"
 #include "server/stop_matcher.h"
-#include "tokenizer/decode_stream.h"
 
 namespace rlt::server {
 
@@ -31,7 +31,7 @@ struct TokenPiece {
 
 class ChoiceDecoder {
  public:
-  ChoiceDecoder(std::shared_ptr<const tok::Tokenizer> tokenizer, std::vector<std::string> stops);
+  explicit ChoiceDecoder(std::vector<std::string> stops);
 
   // One piece per token until the choice ends; tokens after a stop string are dropped.
   std::vector<TokenPiece> consume(const TokenBatch& batch);
@@ -51,7 +51,6 @@ class ChoiceDecoder {
   const std::vector<size_t>& text_offsets() const { return text_offsets_; }  // one per token
 
  private:
-  tok::IncrementalDetokenizer detok_;
   StopMatcher matcher_;
   bool finished_ = false;
   std::string finish_reason_;

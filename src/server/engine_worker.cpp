@@ -135,39 +135,31 @@ void EngineWorker::admit(Submission& s) {
       ch.fail(invalid_request("the engine refused the request: " + st.message()));
       return;
     }
-    live_[id] = Live{s.channel, i, 0, s.arrival, s.arrival};
+    live_[id] = Live{s.channel, i, s.arrival, s.arrival};
     ++added;
   }
 }
 
-void EngineWorker::distribute(const RequestOutput& o) {
+void EngineWorker::distribute(RequestOutput o) {
   auto it = live_.find(o.request_id);
   if (it == live_.end()) return;
   Live& l = it->second;
-  const size_t total = o.token_ids.size();
-  const size_t from = std::min(l.forwarded, total);
   const auto now = Clock::now();
-  for (size_t k = from; k < total; ++k) {
+  const int64_t before = o.num_tokens - static_cast<int64_t>(o.new_token_ids.size());
+  for (int64_t k = before; k < o.num_tokens; ++k) {
     if (k == 0) metrics_->observe_ttft(seconds(now - l.arrival));
     else metrics_->observe_itl(seconds(now - l.last_token));
   }
-  if (total > from) l.last_token = now;
-  auto tail = [&](const auto& v) {
-    using T = typename std::decay_t<decltype(v)>::value_type;
-    if (v.size() < total) return std::span<const T>();
-    return std::span<const T>(v.data() + from, total - from);
-  };
+  if (!o.new_token_ids.empty()) l.last_token = now;
   const std::shared_ptr<Channel> channel = l.channel;
   const size_t choice = l.choice;
-  l.forwarded = total;
   if (o.finished) {
     // Free the slot before the client can see the end: its next request must find it free.
     metrics_->observe_e2e(seconds(now - l.arrival));
     live_.erase(it);
     release_one();
   }
-  channel->push(choice, o.prompt_tokens, tail(o.token_ids), tail(o.exit_depths), tail(o.logprobs), o.finished,
-                o.finish_reason, o.error);
+  channel->push(choice, std::move(o));
 }
 
 void EngineWorker::fail_everything(const ApiError& error) {
@@ -239,7 +231,7 @@ void EngineWorker::run() {
         fail_everything(unavailable("engine_unavailable", "the engine failed: " + outputs.status().message(), 0));
         failed = true;
       } else {
-        for (const RequestOutput& o : *outputs) distribute(o);
+        for (RequestOutput& o : *outputs) distribute(std::move(o));
       }
     }
     publish_metrics();

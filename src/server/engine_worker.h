@@ -74,7 +74,6 @@ class EngineWorker {
   struct Live {
     std::shared_ptr<Channel> channel;
     size_t choice = 0;
-    size_t forwarded = 0;  // tokens already pushed to the channel
     Clock::time_point arrival;
     Clock::time_point last_token;
   };
@@ -82,7 +81,8 @@ class EngineWorker {
   void run();
   bool load();
   void admit(Submission& s);
-  void distribute(const RequestOutput& o);
+  // Forwards one engine output (a delta) to its choice's channel.
+  void distribute(RequestOutput o);
   void fail_everything(const ApiError& error);
   void publish_metrics();
   void release_one();

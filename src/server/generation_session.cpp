@@ -20,7 +20,7 @@ GenerationSession::GenerationSession(EngineWorker& worker, Metrics& metrics, con
       probe_(probe),
       cancelled_(channel_->choices(), false) {
   decoders_.reserve(channel_->choices());
-  for (size_t i = 0; i < channel_->choices(); ++i) decoders_.emplace_back(model.tokenizer, request.stop);
+  for (size_t i = 0; i < channel_->choices(); ++i) decoders_.emplace_back(request.stop);
 }
 
 GenerationSession::~GenerationSession() {

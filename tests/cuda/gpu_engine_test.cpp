@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "attention/registry.h"
 #include "common/log.h"
@@ -160,12 +161,15 @@ Generation generate(const std::string& dir, const RunSettings& run_settings) {
   run.depths.resize(prompts.size());
   run.logprobs.resize(prompts.size());
   size_t finished = 0;
+  std::map<uint64_t, RequestResult> gathered;  // from the engine's delta outputs
   for (int step = 0; step < 10000 && finished < prompts.size(); ++step) {
     if (step == s.arrival_step && s.first_wave < prompts.size()) add(s.first_wave, SIZE_MAX);
     auto outputs = (*engine)->step();
     EXPECT_TRUE(outputs.ok()) << outputs.status().to_string();
     if (!outputs.ok()) break;
-    for (const auto& o : *outputs) {
+    for (const auto& delta : *outputs) {
+      RequestResult& o = gathered[delta.request_id];
+      o.append(delta);
       if (!o.finished) continue;
       run.tokens[o.request_id - 10] = o.token_ids;
       run.depths[o.request_id - 10] = o.exit_depths;

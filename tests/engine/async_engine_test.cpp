@@ -71,7 +71,7 @@ std::vector<Planned> plan_mix(uint32_t seed, int requests) {
 }
 
 struct MixResult {
-  std::map<uint64_t, RequestOutput> finals;
+  std::map<uint64_t, RequestResult> finals;
   std::set<uint64_t> aborted;
   EngineMetrics metrics;
 };
@@ -85,6 +85,7 @@ MixResult run_mix(const EngineConfig& config, const std::vector<Planned>& plan,
   if (!engine.ok()) return out;
   std::mt19937 rng(seed);
   std::map<uint64_t, int> final_count;
+  std::map<uint64_t, RequestResult> gathered;  // from the engine's delta outputs
   size_t next = 0;
   for (int step = 0; step < 20000; ++step) {
     while (next < plan.size() && plan[next].arrival_step <= step) {
@@ -100,9 +101,11 @@ MixResult run_mix(const EngineConfig& config, const std::vector<Planned>& plan,
     EXPECT_TRUE(outs.ok()) << outs.status().to_string();
     if (!outs.ok()) return out;
     for (auto& o : *outs) {
+      gathered[o.request_id].append(o);
       if (!o.finished) continue;
       ++final_count[o.request_id];
-      out.finals[o.request_id] = o;
+      out.finals[o.request_id] = std::move(gathered[o.request_id]);
+      gathered.erase(o.request_id);
     }
     if (next == plan.size() && !(*engine)->has_unfinished()) break;
   }
@@ -121,7 +124,7 @@ void expect_same_outputs(const MixResult& sync, const MixResult& async) {
       continue;
     }
     SCOPED_TRACE(::testing::Message() << "request " << id);
-    const RequestOutput& s = sync.finals.at(id);
+    const RequestResult& s = sync.finals.at(id);
     EXPECT_EQ(o.token_ids, s.token_ids);
     EXPECT_EQ(o.exit_depths, s.exit_depths);
     EXPECT_EQ(o.finish_reason, s.finish_reason);
@@ -199,12 +202,11 @@ TEST(AsyncEngine, ReusingACancelledIdWhileItsBatchIsInFlight) {
   auto alone = Engine::create(c);
   ASSERT_TRUE(alone.ok());
   ASSERT_TRUE((*alone)->add_request(1, second, p).ok());
-  RequestOutput expected;
+  RequestResult expected;
   while ((*alone)->has_unfinished()) {
     auto outs = (*alone)->step();
     ASSERT_TRUE(outs.ok());
-    for (auto& o : *outs)
-      if (o.finished) expected = o;
+    for (auto& o : *outs) expected.append(o);
   }
   for (int abort_at = 0; abort_at < 14; ++abort_at) {
     SCOPED_TRACE(::testing::Message() << "abort before step " << abort_at);
@@ -212,7 +214,7 @@ TEST(AsyncEngine, ReusingACancelledIdWhileItsBatchIsInFlight) {
     ASSERT_TRUE(engine.ok());
     ASSERT_TRUE((*engine)->add_request(1, first, p).ok());
     int aborted = 0, finished = 0;
-    RequestOutput last;
+    RequestResult last, current;
     for (int step = 0; step < 200 && (step <= abort_at || (*engine)->has_unfinished()); ++step) {
       if (step == abort_at && (*engine)->abort(1).ok()) {
         ASSERT_TRUE((*engine)->add_request(1, second, p).ok());
@@ -220,13 +222,15 @@ TEST(AsyncEngine, ReusingACancelledIdWhileItsBatchIsInFlight) {
       auto outs = (*engine)->step();
       ASSERT_TRUE(outs.ok()) << outs.status().to_string();
       for (auto& o : *outs) {
+        current.append(o);
         if (!o.finished) continue;
         if (o.finish_reason == "abort") {
           ++aborted;
         } else {
           ++finished;
-          last = o;
+          last = current;
         }
+        current = RequestResult();  // the id may start over as a new request
       }
     }
     if (aborted == 0) continue;  // the first request had finished before the abort

@@ -34,16 +34,21 @@ std::unique_ptr<Engine> make_engine(const std::string& backend = "cpu_reference"
   return std::move(e).value();
 }
 
-std::map<uint64_t, RequestOutput> drain(Engine& e) {
-  std::map<uint64_t, RequestOutput> finals;
+// Steps until the engine drained; the whole output of every request that finished (`gathered`:
+// what earlier steps already reported).
+std::map<uint64_t, RequestResult> drain(Engine& e,
+                                        std::map<uint64_t, RequestResult> gathered = {}) {
+  std::map<uint64_t, RequestResult> finals;
   for (int i = 0; i < 10000 && e.has_unfinished(); ++i) {
     auto outs = e.step();
     EXPECT_TRUE(outs.ok()) << outs.status().to_string();
     if (!outs.ok()) break;
     for (auto& o : *outs) {
+      gathered[o.request_id].append(o);
       if (o.finished) {
         EXPECT_FALSE(finals.count(o.request_id)) << "a second final output for " << o.request_id;
-        finals[o.request_id] = o;
+        finals[o.request_id] = std::move(gathered[o.request_id]);
+        gathered.erase(o.request_id);
       }
     }
   }
@@ -69,7 +74,7 @@ TEST(EngineApi, SeededRequestIsIdenticalAloneOrInAnyBatch) {
     const std::vector<int32_t> prompt = {20, 30, 40, 50, 60, 70, 80};
     auto alone = make_engine(backend);
     ASSERT_TRUE(alone->add_request(1, prompt, sampled(7)).ok());
-    const RequestOutput solo = drain(*alone)[1];
+    const RequestResult solo = drain(*alone)[1];
     ASSERT_EQ(solo.token_ids.size(), 10u);
     for (int chunk : {1, 4, 128}) {
       auto busy = make_engine(backend, chunk);
@@ -134,10 +139,15 @@ TEST(EngineApi, AbortProducesExactlyOneFinalOutputAndFreesPages) {
   p.ignore_eos = true;
   ASSERT_TRUE(e->add_request(1, {5, 6, 7}, p).ok());
   ASSERT_TRUE(e->add_request(2, {8, 9}, p).ok());
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(e->step().ok());
+  std::map<uint64_t, RequestResult> early;
+  for (int i = 0; i < 8; ++i) {
+    auto outs = e->step();
+    ASSERT_TRUE(outs.ok());
+    for (const auto& o : *outs) early[o.request_id].append(o);
+  }
   ASSERT_TRUE(e->abort(1).ok());
   EXPECT_EQ(e->abort(1).code(), ErrorCode::kNotFound);
-  auto finals = drain(*e);
+  auto finals = drain(*e, early);
   EXPECT_EQ(finals[1].finish_reason, "abort");
   EXPECT_EQ(finals[1].error, "") << "a caller's abort is not an engine failure";
   EXPECT_EQ(finals[2].finish_reason, "length");
@@ -192,16 +202,22 @@ TEST(EngineApi, StreamsTextThatJoinsToTheFullDecode) {
   SamplingParams p = sampled(11);
   p.max_tokens = 40;
   ASSERT_TRUE(e->add_request(1, {60, 61, 62}, p).ok());
-  std::string streamed;
-  RequestOutput last;
+  std::string streamed, pieces;
+  RequestResult last;
   for (int i = 0; i < 2000 && e->has_unfinished(); ++i) {
     auto outs = e->step();
     ASSERT_TRUE(outs.ok());
     for (auto& o : *outs) {
       streamed += o.new_text;
-      if (o.finished) last = o;
+      ASSERT_EQ(o.new_token_texts.size(), o.new_token_ids.size()) << "one text per token";
+      for (const std::string& t : o.new_token_texts) pieces += t;
+      pieces += o.final_text;
+      EXPECT_EQ(o.num_tokens, static_cast<int64_t>(last.token_ids.size() + o.new_token_ids.size()));
+      last.append(o);
     }
   }
+  EXPECT_TRUE(last.finished);
+  EXPECT_EQ(pieces, streamed) << "the token texts and the final text make up the step texts";
   auto tokenizer = tok::Tokenizer::from_file(demo_dir() + "/tokenizer.json");
   ASSERT_TRUE(tokenizer.ok());
   const std::string full = *(*tokenizer)->decode(last.token_ids, /*skip_special_tokens=*/true);
@@ -217,7 +233,7 @@ TEST(EngineApi, LogprobsComeWithEveryToken) {
   p.ignore_eos = true;
   p.logprobs = 3;
   ASSERT_TRUE(e->add_request(1, {5, 6}, p).ok());
-  const RequestOutput o = drain(*e)[1];
+  const RequestResult o = drain(*e)[1];
   ASSERT_EQ(o.logprobs.size(), 4u);
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(o.logprobs[i].token, o.token_ids[i]);

@@ -90,7 +90,7 @@ EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantic
     p.arrival_step = static_cast<int>(rng() % 12);
     plan.push_back(std::move(p));
   }
-  std::map<uint64_t, RequestOutput> finals;
+  std::map<uint64_t, RequestResult> finals, gathered;
   std::map<uint64_t, int> final_count;
   std::set<uint64_t> aborted;
   size_t next = 0;
@@ -109,9 +109,11 @@ EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantic
     EXPECT_TRUE(outs.ok()) << outs.status().to_string();
     if (!outs.ok()) return {};
     for (auto& o : *outs) {
+      gathered[o.request_id].append(o);
       if (!o.finished) continue;
       ++final_count[o.request_id];
-      finals[o.request_id] = o;
+      finals[o.request_id] = std::move(gathered[o.request_id]);
+      gathered.erase(o.request_id);
     }
     if (next == plan.size() && !(*engine)->has_unfinished()) break;
   }
@@ -122,7 +124,7 @@ EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantic
     SCOPED_TRACE(::testing::Message() << "request " << p.id << " prompt " << p.prompt.size() << " max_tokens "
                                       << p.params.max_tokens << " threshold " << p.params.exit_threshold);
     EXPECT_EQ(final_count[p.id], 1) << "every request ends with exactly one final output";
-    const RequestOutput& o = finals[p.id];
+    const RequestResult& o = finals[p.id];
     if (aborted.count(p.id)) {
       EXPECT_EQ(o.finish_reason, "abort");
       continue;

@@ -122,6 +122,43 @@ TEST(KvPrefixCache, CacheSaltIsolatesTenants) {
   EXPECT_EQ(m.lookup_prefix(prompt).pages, 0);
 }
 
+// A caller that hashes a prompt once and passes the keys back gets exactly the admissions,
+// hits and publications of a caller that lets the manager hash every time.
+TEST(KvPrefixCache, GivenPageDigestsActAsComputedOnes) {
+  KVCacheManager hashing = cache_manager(200), given = cache_manager(200);
+  EXPECT_TRUE(make_manager(make_config(30, 2, 3, KVLayout::kLastExited, /*prefix=*/false))
+                  .prompt_page_digests(std::vector<TokenId>{1, 2, 3, 4, 5})
+                  .empty());
+  const std::vector<std::vector<TokenId>> prompts = {{1, 2, 3, 4, 5}, {1, 2, 3, 4, 9, 9, 9},
+                                                     {1, 2, 3, 4, 5}, {7, 7},
+                                                     {1, 2, 8, 8, 8}, {1, 2, 3, 4, 9, 9, 9, 1}};
+  RequestId id = 1;
+  for (const auto& prompt : prompts) {
+    SCOPED_TRACE(::testing::Message() << "request " << id);
+    const std::vector<Digest> keys = given.prompt_page_digests(prompt, "salt");
+    EXPECT_EQ(keys.size(), (prompt.size() - 1) / 2);
+    EXPECT_EQ(given.lookup_prefix(prompt, "salt", keys).pages,
+              hashing.lookup_prefix(prompt, "salt").pages);
+    AllocateRequest a = request(id, static_cast<int32_t>(prompt.size()) + 2, prompt);
+    a.cache_salt = "salt";
+    AllocateRequest b = a;
+    b.page_digests = keys;
+    auto ha = hashing.allocate(a);
+    auto gb = given.allocate(b);
+    ASSERT_TRUE(ha.ok() && gb.ok());
+    EXPECT_EQ(ha->cached_tokens, gb->cached_tokens);
+    EXPECT_EQ(ha->new_blocks, gb->new_blocks);
+    const auto n = static_cast<int32_t>(prompt.size());
+    ASSERT_TRUE(
+        hashing.record_written_all_depths(id, ha->cached_tokens, n - ha->cached_tokens).ok());
+    ASSERT_TRUE(given.record_written_all_depths(id, gb->cached_tokens, n - gb->cached_tokens).ok());
+    EXPECT_EQ(hashing.num_prefix_entries(), given.num_prefix_entries());
+    ++id;
+  }
+  EXPECT_GT(given.prefix_stats().hit_pages, 0u);
+  EXPECT_EQ(given.prefix_stats().hit_pages, hashing.prefix_stats().hit_pages);
+}
+
 TEST(KvPrefixCache, PagesArePublishedOnlyOnceWrittenInEveryPlane) {
   KVCacheManager m = cache_manager();
   std::vector<TokenId> prompt = {1, 2, 3, 4, 5};

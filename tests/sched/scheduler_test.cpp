@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
+
+#include "kv/cpu_kv_storage.h"
 
 namespace rlt::sched {
 namespace {
@@ -250,6 +253,66 @@ TEST(Scheduler, IncrementalAdmissionPromisesEveryRequestItsWholeLife) {
   }
   EXPECT_EQ(finished, 3);
   EXPECT_EQ(kv.num_used_blocks(), 0);
+}
+
+// Preemption as the engine does it, over host storage.
+class HostPreemption : public PreemptionHooks {
+ public:
+  HostPreemption(kv::KVCacheManager& kv, kv::CpuKVStorage& storage) : kv_(kv), storage_(storage) {}
+  Result<kv::KVSnapshot> snapshot_kv(RequestId id) override { return kv_.snapshot(id, storage_); }
+  Status resume_kv(RequestId id, const kv::KVSnapshot& s) override {
+    return kv_.resume(id, s, storage_);
+  }
+
+ private:
+  kv::KVCacheManager& kv_;
+  kv::CpuKVStorage& storage_;
+};
+
+// The running count the admission loop reads is kept as stages change (admission, preemption,
+// resumption, exits, finishing, aborts in any stage): it equals a walk over the requests.
+TEST(Scheduler, RunningCountEqualsAWalkUnderRandomTraffic) {
+  for (const bool preemption : {false, true}) {
+    SCOPED_TRACE(preemption ? "preemption" : "no preemption");
+    auto kv = make_kv(40, 4, kv::KVLayout::kLastExited);
+    auto storage = std::move(kv::CpuKVStorage::create(kv.config().geometry)).value();
+    HostPreemption hooks(kv, *storage);
+    SchedulerConfig cfg;
+    cfg.max_num_seqs = 3;
+    cfg.prefill_chunk_size = 4;
+    cfg.max_num_batched_tokens = 8;
+    cfg.enable_preemption = preemption;
+    cfg.policy = QueuePolicy::kPriority;
+    Scheduler s(cfg, kv, 4, {0}, preemption ? &hooks : nullptr);
+    std::mt19937 rng(5);
+    std::vector<RequestId> ids;
+    RequestId next_id = 1;
+    for (int step = 0; step < 600; ++step) {
+      if (rng() % 4 == 0 && next_id < 40) {
+        ASSERT_TRUE(s.add_request(make_request(next_id, 1 + static_cast<int32_t>(rng() % 9),
+                                               1 + rng() % 6, static_cast<int>(rng() % 3)))
+                        .ok());
+        ids.push_back(next_id++);
+      }
+      if (rng() % 9 == 0 && !ids.empty()) (void)s.abort(ids[rng() % ids.size()]);
+      auto b = s.schedule();
+      ASSERT_TRUE(b.ok()) << b.status().to_string();
+      if (b->has_value()) {
+        StepUpdate u = apply(s, **b, rng() % 2 ? 10.0f : -10.0f);
+        ASSERT_TRUE(s.confirm_finalized(u.exited).ok());
+      }
+      int32_t walked = 0;
+      for (RequestId id : ids) {
+        const Request* r = s.find(id);
+        walked += r != nullptr && r->stage != Stage::kWaiting && !r->finished();
+      }
+      ASSERT_EQ(s.num_running(), walked) << "step " << step;
+      for (RequestId id : ids)
+        if (const Request* r = s.find(id); r && r->finished()) (void)s.take_finished(id);
+    }
+    EXPECT_GT(next_id, 30u);
+    if (preemption) EXPECT_GT(s.counters().preemptions, 0);
+  }
 }
 
 TEST(Scheduler, RefusesImpossibleRequests) {

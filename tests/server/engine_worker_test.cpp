@@ -99,14 +99,14 @@ TEST(EngineWorker, SameTokensAsTheEngineRunDirectly) {
   auto engine = Engine::create(options().engine);
   ASSERT_TRUE(engine.ok());
   ASSERT_TRUE((*engine)->add_request(1, {7, 8, 9}, p).ok());
-  std::vector<int32_t> direct;
+  RequestResult direct;
   for (int i = 0; i < 1000 && (*engine)->has_unfinished(); ++i) {
     auto outputs = (*engine)->step();
     ASSERT_TRUE(outputs.ok());
-    for (const auto& o : *outputs)
-      if (o.finished) direct = o.token_ids;
+    for (const auto& o : *outputs) direct.append(o);
   }
-  EXPECT_EQ(served, direct);
+  EXPECT_TRUE(direct.finished);
+  EXPECT_EQ(served, direct.token_ids);
 }
 
 TEST(EngineWorker, QueueLimitAnswers429) {

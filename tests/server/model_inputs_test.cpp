@@ -7,6 +7,7 @@
 #include "server/model_context.h"
 #include "server/prompt_builder.h"
 #include "server/request_parser.h"
+#include "tokenizer/decode_stream.h"
 
 namespace rlt::server {
 namespace {
@@ -79,25 +80,34 @@ TEST(PromptBuilder, ModelDependentChecksAreRefusedWith400) {
   refuse(R"({"model": "m", "prompt": "x", "presence_penalty": 3})", "presence_penalty");
 }
 
-TokenBatch batch(std::vector<int32_t> tokens, bool finished = false, std::string reason = "") {
-  TokenBatch b;
-  b.exit_depths.assign(tokens.size(), 4);
-  b.tokens = std::move(tokens);
-  b.finished = finished;
-  b.finish_reason = std::move(reason);
-  b.prompt_tokens = 3;
-  return b;
-}
+// Batches as the engine's output processor sends them: each token's text from the request's one
+// detokenizer, the held-back rest with the finishing batch.
+struct EngineOutputs {
+  tok::IncrementalDetokenizer detokenizer{demo().tokenizer, /*skip_special_tokens=*/true};
+
+  TokenBatch batch(std::vector<int32_t> tokens, bool finished = false, std::string reason = "") {
+    TokenBatch b;
+    b.exit_depths.assign(tokens.size(), 4);
+    for (int32_t t : tokens) b.texts.push_back(detokenizer.push(t));
+    b.tokens = std::move(tokens);
+    b.finished = finished;
+    if (finished) b.final_text = detokenizer.flush();
+    b.finish_reason = std::move(reason);
+    b.prompt_tokens = 3;
+    return b;
+  }
+};
 
 TEST(ChoiceDecoder, OnePiecePerTokenAndUtf8NeverSplit) {
-  ChoiceDecoder d(demo().tokenizer, {});
+  EngineOutputs engine;
+  ChoiceDecoder d({});
   const auto ids = encode("aé");  // 'a', then two byte tokens for é
   ASSERT_EQ(ids.size(), 3u);
-  auto pieces = d.consume(batch({ids[0], ids[1]}));
+  auto pieces = d.consume(engine.batch({ids[0], ids[1]}));
   ASSERT_EQ(pieces.size(), 2u);
   EXPECT_EQ(pieces[0].text, "a");
   EXPECT_EQ(pieces[1].text, "");  // half a character is held back
-  pieces = d.consume(batch({ids[2]}, true, "length"));
+  pieces = d.consume(engine.batch({ids[2]}, true, "length"));
   ASSERT_EQ(pieces.size(), 1u);
   EXPECT_EQ(pieces[0].text, "é");
   EXPECT_TRUE(pieces[0].last);
@@ -108,10 +118,11 @@ TEST(ChoiceDecoder, OnePiecePerTokenAndUtf8NeverSplit) {
 }
 
 TEST(ChoiceDecoder, SpecialTokensAreHidden) {
-  ChoiceDecoder d(demo().tokenizer, {});
+  EngineOutputs engine;
+  ChoiceDecoder d({});
   auto ids = encode("ok");
   ids.push_back(2);  // <|im_end|>
-  auto pieces = d.consume(batch(ids, true, "stop"));
+  auto pieces = d.consume(engine.batch(ids, true, "stop"));
   EXPECT_EQ(d.text(), "ok");
   EXPECT_EQ(pieces.back().token, 2);
   EXPECT_EQ(pieces.back().text, "");
@@ -120,22 +131,24 @@ TEST(ChoiceDecoder, SpecialTokensAreHidden) {
 }
 
 TEST(ChoiceDecoder, StopStringEndsTheChoiceAndDropsLaterTokens) {
-  ChoiceDecoder d(demo().tokenizer, {"cd"});
-  auto pieces = d.consume(batch(encode("abcdef")));
+  EngineOutputs engine;
+  ChoiceDecoder d({"cd"});
+  auto pieces = d.consume(engine.batch(encode("abcdef")));
   ASSERT_EQ(pieces.size(), 4u);  // a, b, c, d: the stop completes on 'd'
   EXPECT_TRUE(pieces.back().last);
   EXPECT_EQ(pieces.back().finish_reason, "stop");
   EXPECT_EQ(d.text(), "ab");
   EXPECT_TRUE(d.stopped_by_string());
-  EXPECT_TRUE(d.consume(batch(encode("gh"), true, "length")).empty());
+  EXPECT_TRUE(d.consume(engine.batch(encode("gh"), true, "length")).empty());
   EXPECT_EQ(d.completion_tokens(), 4);
 }
 
 TEST(ChoiceDecoder, FinishWithoutATokenStillEndsTheChoice) {
-  ChoiceDecoder d(demo().tokenizer, {"zz"});
-  d.consume(batch(encode("az")));
+  EngineOutputs engine;
+  ChoiceDecoder d({"zz"});
+  d.consume(engine.batch(encode("az")));
   EXPECT_EQ(d.text(), "a");  // "z" could start "zz"
-  auto pieces = d.consume(batch({}, true, "length"));
+  auto pieces = d.consume(engine.batch({}, true, "length"));
   ASSERT_EQ(pieces.size(), 1u);
   EXPECT_EQ(pieces[0].token, -1);
   EXPECT_EQ(pieces[0].text, "z");
