@@ -177,6 +177,9 @@ struct EngineMetrics {
   int64_t device_sampled_batches = 0;  // GPU runs: CODA batches sampled on the device
   int64_t lookahead_batches = 0;   // asynchronous scheduling: batches submitted while one ran
   DeviceStageTimes device_time;    // GPU runs: device time by stage (zeros on the CPU)
+  // CPU runs: wall time spent in attention (K/V writes and the backend's kernels), so that host
+  // overhead can be told apart from attention, which grows with the context by nature.
+  double attention_seconds = 0.0;
 };
 
 // What one generated token reads, for rooflines: the linear weights of one loop of the core (all

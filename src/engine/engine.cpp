@@ -653,6 +653,7 @@ EngineMetrics Engine::metrics() const {
   x.device_sampled_batches = m.runner->device_sampled_batches();
   x.device_time = m.runner->device_stage_times();
   x.lookahead_batches = m.lookahead_batches;
+  x.attention_seconds = m.runner->attention_seconds();
   return x;
 }
 

@@ -24,58 +24,144 @@ void CoreScratch::ensure(const io::ModelConfig& c, int64_t rows) {
 }
 
 OuroCore::OuroCore(const OuroModel& model)
-    : model_(model), rope_(rope_inv_freq(model.config)) {}
+    : model_(model),
+      rope_(rope_inv_freq(model.config)),
+      program_(core_loop_program(model.config)) {}
 
 void OuroCore::embed(const int32_t* tokens, int64_t rows, float* h) const {
   const int64_t hidden = model_.config.hidden_size;
   for (int64_t r = 0; r < rows; ++r) kernels::embedding_row(model_.weights.embed_tokens, tokens[r], h + r * hidden);
 }
 
-void OuroCore::run_loop(float* h, const int64_t* positions, int64_t rows, CoreAttention& attention,
-                        CoreScratch& s, float* gate_logits) const {
-  const io::ModelConfig& c = model_.config;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const int64_t hidden = c.hidden_size;
-  s.ensure(c, rows);
-  const int64_t qd = c.q_dim(), kvd = c.kv_dim(), qkvd = qd + 2 * kvd;
-  // The residual add of a sub-block: Ouro normalizes the sub-block output first (sandwich).
-  auto residual = [&](const std::vector<float>& out_norm) {
-    if (c.sandwich_norms()) {
-      kernels::add_rms_norm(h, s.proj.data(), out_norm.data(), rows, hidden, eps);
-    } else {
-      kernels::add_in_place(h, s.proj.data(), rows * hidden);
+namespace {
+
+// The loop program's ops on the CPU kernels. Its kernels fuse inside (gate/up with SwiGLU, the
+// sandwich residual with its norm), so the CPU runs the unfused program.
+class CpuLoopExecutor final : public LoopExecutor {
+ public:
+  CpuLoopExecutor(const OuroModel& model, const kernels::Rope& rope, float* h,
+                  const int64_t* positions, int64_t rows, CoreAttention& attention,
+                  CoreScratch& scratch, float* gate_logits, const OuroCore& core)
+      : model_(model),
+        c_(model.config),
+        rope_(rope),
+        h_(h),
+        positions_(positions),
+        rows_(rows),
+        attention_(attention),
+        s_(scratch),
+        gate_logits_(gate_logits),
+        core_(core) {}
+
+  Status execute(const LoopOp& op) override {
+    const float eps = static_cast<float>(c_.rms_norm_eps);
+    const int64_t hidden = c_.hidden_size;
+    switch (op.kind) {
+      case LoopOpKind::kNorm:
+        kernels::rms_norm(h_, norm(op.norm, op.layer), rows_, hidden, eps, s_.normed.data());
+        return {};
+      case LoopOpKind::kProject:
+        project(op);
+        return {};
+      case LoopOpKind::kAttend:
+        attend(op.layer);
+        return {};
+      case LoopOpKind::kResidual:
+        // Ouro normalizes the sub-block output first (sandwich); Llama adds it as it is.
+        if (op.norm == NormWeight::kNone) {
+          kernels::add_in_place(h_, s_.proj.data(), rows_ * hidden);
+        } else {
+          kernels::add_rms_norm(h_, s_.proj.data(), norm(op.norm, op.layer), rows_, hidden, eps);
+        }
+        return {};
+      case LoopOpKind::kLoopNorm:
+        kernels::rms_norm(h_, norm(NormWeight::kFinal, 0), rows_, hidden, eps, h_);
+        return {};
+      case LoopOpKind::kGate:
+        // Without a gate there is nothing to exit on: a hazard of sigmoid(-inf) = 0 never fires.
+        for (int64_t r = 0; r < rows_; ++r)
+          gate_logits_[r] = c_.has_exit_gate() ? core_.gate_logit(h_ + r * hidden)
+                                               : -std::numeric_limits<float>::infinity();
+        return {};
+      case LoopOpKind::kResidualNorm:
+      case LoopOpKind::kResidualNormProject:
+        break;
     }
-  };
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const OuroLayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
-    // Attention block: pre-norm, one pass for q/k/v, RoPE, attention, o_proj, residual.
-    kernels::rms_norm(h, w.input_norm.data(), rows, hidden, eps, s.normed.data());
-    kernels::linear(s.normed.data(), rows, w.qkv, s.qkv.data());
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* src = s.qkv.data() + r * qkvd;
-      float* q = s.q.data() + r * qd;
-      float* k = s.k.data() + r * kvd;
+    return internal_error("the CPU runs the unfused loop program: no fused ops");
+  }
+
+ private:
+  const float* norm(NormWeight which, int32_t layer) const {
+    if (which == NormWeight::kFinal) return model_.weights.final_norm.data();
+    const OuroLayerWeights& w = model_.weights.layers[static_cast<size_t>(layer)];
+    switch (which) {
+      case NormWeight::kInput:
+        return w.input_norm.data();
+      case NormWeight::kAttnOut:
+        return w.attn_out_norm.data();
+      case NormWeight::kPostAttn:
+        return w.post_attn_norm.data();
+      case NormWeight::kMlpOut:
+        return w.mlp_out_norm.data();
+      default:
+        return nullptr;
+    }
+  }
+
+  void project(const LoopOp& op) {
+    const OuroLayerWeights& w = model_.weights.layers[static_cast<size_t>(op.layer)];
+    switch (op.proj) {
+      case Projection::kQkv:
+        kernels::linear(s_.normed.data(), rows_, w.qkv, s_.qkv.data());
+        return;
+      case Projection::kOProj:
+        kernels::linear(s_.attn.data(), rows_, w.o_proj, s_.proj.data());
+        return;
+      case Projection::kGateUp:  // the fused gate/up matrix applies the SwiGLU
+        kernels::linear(s_.normed.data(), rows_, w.gate_up, s_.act.data());
+        return;
+      case Projection::kDown:
+        kernels::linear(s_.act.data(), rows_, w.down_proj, s_.proj.data());
+        return;
+    }
+  }
+
+  // Splits q/k/v, applies RoPE at each row's position, and delegates attention.
+  void attend(int32_t layer) {
+    const int64_t qd = c_.q_dim(), kvd = c_.kv_dim(), qkvd = qd + 2 * kvd;
+    for (int64_t r = 0; r < rows_; ++r) {
+      const float* src = s_.qkv.data() + r * qkvd;
+      float* q = s_.q.data() + r * qd;
+      float* k = s_.k.data() + r * kvd;
       std::copy(src, src + qd, q);
       std::copy(src + qd, src + qd + kvd, k);
-      std::copy(src + qd + kvd, src + qkvd, s.v.data() + r * kvd);
-      rope_.apply(q, c.num_heads, positions[r]);
-      rope_.apply(k, c.num_kv_heads, positions[r]);
+      std::copy(src + qd + kvd, src + qkvd, s_.v.data() + r * kvd);
+      rope_.apply(q, c_.num_heads, positions_[r]);
+      rope_.apply(k, c_.num_kv_heads, positions_[r]);
     }
-    attention.attend(l, s.q.data(), s.k.data(), s.v.data(), rows, s.attn.data());
-    kernels::linear(s.attn.data(), rows, w.o_proj, s.proj.data());
-    residual(w.attn_out_norm);
-    // MLP block: pre-norm, fused gate/up + SwiGLU, down_proj, residual.
-    kernels::rms_norm(h, w.post_attn_norm.data(), rows, hidden, eps, s.normed.data());
-    kernels::linear(s.normed.data(), rows, w.gate_up, s.act.data());
-    kernels::linear(s.act.data(), rows, w.down_proj, s.proj.data());
-    residual(w.mlp_out_norm);
+    attention_.attend(layer, s_.q.data(), s_.k.data(), s_.v.data(), rows_, s_.attn.data());
   }
-  // The loop norm replaces h: it is both the next loop's input and the lm head's input.
-  kernels::rms_norm(h, model_.weights.final_norm.data(), rows, hidden, eps, h);
-  if (gate_logits != nullptr)
-    // Without a gate there is nothing to exit on: a hazard of sigmoid(-inf) = 0 never fires.
-    for (int64_t r = 0; r < rows; ++r)
-      gate_logits[r] = c.has_exit_gate() ? gate_logit(h + r * hidden) : -std::numeric_limits<float>::infinity();
+
+  const OuroModel& model_;
+  const io::ModelConfig& c_;
+  const kernels::Rope& rope_;
+  float* h_;
+  const int64_t* positions_;
+  int64_t rows_;
+  CoreAttention& attention_;
+  CoreScratch& s_;
+  float* gate_logits_;
+  const OuroCore& core_;
+};
+
+}  // namespace
+
+void OuroCore::run_loop(float* h, const int64_t* positions, int64_t rows, CoreAttention& attention,
+                        CoreScratch& s, float* gate_logits) const {
+  s.ensure(model_.config, rows);
+  CpuLoopExecutor executor(model_, rope_, h, positions, rows, attention, s, gate_logits, *this);
+  // CPU ops cannot fail (attention keeps its own status).
+  (void)run_loop_program(program_, executor, gate_logits != nullptr);
 }
 
 void OuroCore::lm_head(const float* h, int64_t rows, float* logits) const {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "model/loop_program.h"
 #include "model/ouro_weights.h"
 
 namespace rlt::model {
@@ -39,9 +40,10 @@ class OuroCore {
   // Prelude: h[rows, hidden] = embedding rows of `tokens`.
   void embed(const int32_t* tokens, int64_t rows, float* h) const;
 
-  // One loop of the core, in place on h[rows, hidden]: every layer, then model.norm. Writes the
-  // exit gate's logit of each row to gate_logits[rows] when it is not null (0 for a model
-  // without a gate, whose single loop always exits).
+  // One loop of the core, in place on h[rows, hidden]: the model's loop program
+  // (model/loop_program.h) on the CPU kernels — every layer, then model.norm. Writes the exit
+  // gate's logit of each row to gate_logits[rows] when it is not null (-inf for a model without
+  // a gate: it never exits early).
   void run_loop(float* h, const int64_t* positions, int64_t rows, CoreAttention& attention,
                 CoreScratch& scratch, float* gate_logits) const;
 
@@ -54,6 +56,7 @@ class OuroCore {
  private:
   const OuroModel& model_;
   kernels::Rope rope_;
+  LoopProgram program_;
 };
 
 }  // namespace rlt::model

@@ -27,6 +27,7 @@ class CpuModelRunner final : public ModelRunner {
 
   kv::CpuKVStorage& storage() override { return *storage_; }
   void release(kv::RequestId id) override { hidden_.erase(id); }
+  double attention_seconds() const override { return attention_.seconds(); }
 
  private:
   Status run(const ModelInput& input, BatchResult* out);

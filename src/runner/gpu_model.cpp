@@ -165,107 +165,180 @@ Status GpuCore::embed(const int32_t* tokens, int64_t rows, float* h) {
                           stream_);
 }
 
+// The loop program's ops on the GPU for one pass (rows and input rounding fixed for the pass).
+class GpuCore::Executor final : public model::LoopExecutor {
+ public:
+  Executor(GpuCore& core, float* h, int64_t rows, GpuCoreAttention& attention, float* gate_logits,
+           bool rounded)
+      : core_(core),
+        c_(core.model_.config),
+        h_(h),
+        rows_(rows),
+        attention_(attention),
+        gate_logits_(gate_logits),
+        rounded_(rounded),
+        input_type_(rounded ? core.layers_[0].qkv.type : cuda::ElementType::kF32),
+        normed_(rounded ? core.linear_->input_scratch() : f(core.normed_)),
+        act_(rounded ? core.linear_->input_scratch() : f(core.act_)),
+        eps_(static_cast<float>(c_.rms_norm_eps)) {}
+
+  Status execute(const model::LoopOp& op) override {
+    const int64_t hidden = c_.hidden_size;
+    cuda::StreamHandle stream = core_.stream_;
+    switch (op.kind) {
+      case model::LoopOpKind::kNorm:
+        return cuda::rms_norm_to(h_, norm(op.norm, op.layer), rows_, hidden, eps_, normed_,
+                                 input_type_, stream);
+      case model::LoopOpKind::kProject:
+        return project(op.proj, op.layer);
+      case model::LoopOpKind::kAttend:
+        return attention_.attend(op.layer, f(core_.qkv_), rows_, f(core_.q_), f(core_.attn_));
+      case model::LoopOpKind::kResidual:
+        if (op.norm == model::NormWeight::kNone)
+          return cuda::add_in_place(h_, f(core_.proj_), rows_ * hidden, stream);
+        return cuda::add_rms_norm(h_, f(core_.proj_), norm(op.norm, op.layer), rows_, hidden, eps_,
+                                  stream);
+      case model::LoopOpKind::kLoopNorm:
+        return cuda::rms_norm(h_, norm(model::NormWeight::kFinal, 0), rows_, hidden, eps_, h_,
+                              stream);
+      case model::LoopOpKind::kResidualNorm: {
+        // The norm opening the next sublayer writes the next GEMM's input; the loop norm
+        // replaces h (the next loop's input and the lm head's input).
+        const bool loop_end = op.next_norm == model::NormWeight::kFinal;
+        void* y = loop_end ? static_cast<void*>(h_) : normed_;
+        const cuda::ElementType y_type = loop_end ? cuda::ElementType::kF32 : input_type_;
+        const float* next = norm(op.next_norm, op.next_layer);
+        if (op.norm != model::NormWeight::kNone) {
+          return cuda::add_rms_norm_then_norm(h_, f(core_.proj_), norm(op.norm, op.layer), next,
+                                              rows_, hidden, eps_, y, y_type, stream);
+        }
+        RLT_RETURN_IF_ERROR(cuda::add_in_place(h_, f(core_.proj_), rows_ * hidden, stream));
+        return cuda::rms_norm_to(h_, next, rows_, hidden, eps_, y, y_type, stream);
+      }
+      case model::LoopOpKind::kResidualNormProject: {
+        const cuda::ResidualNorm fused{h_,
+                                       f(core_.proj_),
+                                       norm(op.norm, op.layer),
+                                       norm(op.next_norm, op.next_layer),
+                                       eps_,
+                                       static_cast<unsigned*>(core_.done_blocks_.data())};
+        const GpuLayer& w = core_.layers_[static_cast<size_t>(op.next_layer)];
+        if (op.proj == model::Projection::kQkv) {
+          return cuda::gemv_bf16_residual_norm(static_cast<const uint16_t*>(w.qkv.data()),
+                                               w.qkv.rows, w.qkv.cols, fused, f(core_.qkv_),
+                                               stream);
+        }
+        if (op.proj == model::Projection::kGateUp) {
+          return cuda::gemv_bf16_residual_norm_swiglu(
+              static_cast<const uint16_t*>(w.gate_up.data()), w.gate_up.rows / 2, w.gate_up.cols,
+              fused, static_cast<float*>(act_), stream);
+        }
+        return internal_error(
+            "a fused residual-norm GEMV feeds the qkv or the gate/up projection only");
+      }
+      case model::LoopOpKind::kGate:
+        if (!c_.has_exit_gate()) {
+          // Never acted on: the engine runs a gate-less model's tokens to max_loops (threshold 1).
+          return cuda::cuda_status(
+              cudaMemsetAsync(gate_logits_, 0, static_cast<size_t>(rows_) * sizeof(float), stream),
+              "exit gate");
+        }
+        return cuda::gate_logits(h_, f(core_.gate_weight_), core_.model_.weights.exit_gate_bias,
+                                 rows_, hidden, gate_logits_, stream);
+    }
+    return internal_error("unknown loop op");
+  }
+
+ private:
+  const float* norm(model::NormWeight which, int32_t layer) const {
+    if (which == model::NormWeight::kFinal)
+      return static_cast<const float*>(core_.final_norm_.data());
+    // Per layer, f32 [4, hidden]: input, attn_out, post_attn, mlp_out.
+    const auto* norms =
+        static_cast<const float*>(core_.layers_[static_cast<size_t>(layer)].norms.data());
+    const int64_t hidden = c_.hidden_size;
+    switch (which) {
+      case model::NormWeight::kInput:
+        return norms;
+      case model::NormWeight::kAttnOut:
+        return norms + hidden;
+      case model::NormWeight::kPostAttn:
+        return norms + 2 * hidden;
+      case model::NormWeight::kMlpOut:
+        return norms + 3 * hidden;
+      default:
+        return nullptr;
+    }
+  }
+
+  // A projection whose input a norm or the SwiGLU wrote (rounded to the weight type when the
+  // GEMMs round their input, else f32).
+  Status project_rounded(const cuda::DeviceMatrix& w, const void* x, float* y) {
+    if (rounded_) return core_.linear_->run_rounded(w, rows_, y);
+    return core_.linear_->run(w, static_cast<const float*>(x), rows_, y);
+  }
+
+  Status project(model::Projection which, int32_t layer) {
+    const GpuLayer& w = core_.layers_[static_cast<size_t>(layer)];
+    switch (which) {
+      case model::Projection::kQkv:
+        return project_rounded(w.qkv, normed_, f(core_.qkv_));
+      case model::Projection::kOProj:  // the attention output is f32
+        return core_.linear_->run(w.o_proj, f(core_.attn_), rows_, f(core_.proj_));
+      case model::Projection::kGateUp:
+        if (core_.linear_->uses_gemv(w.gate_up, rows_)) {
+          // One decode row: the GEMV applies the SwiGLU itself. Its input and output are f32 here
+          // (a GEMV never takes rounded input, so `rounded` is false).
+          return cuda::gemv_bf16_swiglu(
+              static_cast<const uint16_t*>(w.gate_up.data()), static_cast<const float*>(normed_),
+              static_cast<float*>(act_), w.gate_up.rows / 2, w.gate_up.cols, core_.stream_);
+        }
+        RLT_RETURN_IF_ERROR(project_rounded(w.gate_up, normed_, f(core_.gate_up_)));
+        return cuda::silu_mul(f(core_.gate_up_), rows_, c_.intermediate_size, act_, input_type_,
+                              core_.stream_);
+      case model::Projection::kDown:
+        return project_rounded(w.down_proj, act_, f(core_.proj_));
+    }
+    return internal_error("unknown projection");
+  }
+
+  GpuCore& core_;
+  const io::ModelConfig& c_;
+  float* h_;
+  int64_t rows_;
+  GpuCoreAttention& attention_;
+  float* gate_logits_;
+  bool rounded_;
+  cuda::ElementType input_type_;
+  void* normed_;
+  void* act_;
+  float eps_;
+};
+
+const model::LoopProgram& GpuCore::plan(bool gemv_fusions) {
+  // Two plans, each made once: every residual fused with the norm after it, and for one bf16
+  // decode row of a sandwich-norm model those fused into the next GEMV as well.
+  model::LoopProgram& p = gemv_fusions ? gemv_plan_ : plan_;
+  if (p.empty()) {
+    p = model::fuse_residual_norms(model::core_loop_program(model_.config));
+    if (gemv_fusions) p = model::fuse_residual_norm_projections(p);
+  }
+  return p;
+}
+
 Status GpuCore::run_loop(float* h, int64_t rows, GpuCoreAttention& attention, float* gate_logits) {
   const io::ModelConfig& c = model_.config;
   RLT_RETURN_IF_ERROR(reserve(rows));
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const int64_t hidden = c.hidden_size;
   // Inputs of the q/k/v, gate/up and down projections: when the linear layers round their input
   // to the 16-bit weight type (GEMMs), their producers (the norms, SwiGLU) store it rounded
   // straight into the GEMM input scratch, saving a conversion kernel per projection; otherwise
   // (f32 weights, bf16 GEMV rows) they write f32.
   const bool rounded = linear_->rounds_input(layers_[0].qkv, rows) && uniform_weight_type_;
-  const cuda::ElementType input_type = rounded ? layers_[0].qkv.type : cuda::ElementType::kF32;
-  void* normed = rounded ? linear_->input_scratch() : f(normed_);
-  void* act = rounded ? linear_->input_scratch() : f(act_);
-  auto project = [&](const cuda::DeviceMatrix& w, const void* x, float* y) -> Status {
-    if (rounded) return linear_->run_rounded(w, rows, y);
-    return linear_->run(w, static_cast<const float*>(x), rows, y);
-  };
-  // A residual closes each sublayer and a norm opens the next (or ends the loop): for sandwich
-  // models one fused kernel does both; the norm that opens the first layer runs on its own.
-  auto residual_then_norm = [&](const float* out_norm, const float* next_norm, void* y,
-                                cuda::ElementType y_type) -> Status {
-    if (c.sandwich_norms()) {
-      return cuda::add_rms_norm_then_norm(h, f(proj_), out_norm, next_norm, rows, hidden, eps, y,
-                                          y_type, stream_);
-    }
-    RLT_RETURN_IF_ERROR(cuda::add_in_place(h, f(proj_), rows * hidden, stream_));
-    return cuda::rms_norm_to(h, next_norm, rows, hidden, eps, y, y_type, stream_);
-  };
-  // One decode row of a sandwich-norm model with bf16 weights: each sublayer's residual and the
-  // next norm run inside the next sublayer's first GEMV (bit-identical, two launches fewer per
-  // layer); the norm that opens the first layer and the loop norm still run on their own.
-  const bool fused_norms = c.sandwich_norms() && uniform_weight_type_ &&
-                           linear_->uses_gemv(layers_[0].qkv, rows) &&
-                           cuda::gemv_residual_norm_supported(hidden);
-  auto fused = [&](const float* out_norm, const float* next_norm) {
-    return cuda::ResidualNorm{h,         f(proj_), out_norm,
-                              next_norm, eps,      static_cast<unsigned*>(done_blocks_.data())};
-  };
-  const float* pending_out_norm = nullptr;  // a residual the next qkv GEMV applies
-  RLT_RETURN_IF_ERROR(cuda::rms_norm_to(h, static_cast<const float*>(layers_[0].norms.data()), rows,
-                                        hidden, eps, normed, input_type, stream_));
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const GpuLayer& w = layers_[static_cast<size_t>(l)];
-    const float* norms = static_cast<const float*>(w.norms.data());
-    const auto* qkv_w = static_cast<const uint16_t*>(w.qkv.data());
-    const auto* gate_up_w = static_cast<const uint16_t*>(w.gate_up.data());
-    if (pending_out_norm != nullptr) {
-      RLT_RETURN_IF_ERROR(cuda::gemv_bf16_residual_norm(
-          qkv_w, w.qkv.rows, w.qkv.cols, fused(pending_out_norm, norms), f(qkv_), stream_));
-      pending_out_norm = nullptr;
-    } else {
-      RLT_RETURN_IF_ERROR(project(w.qkv, normed, f(qkv_)));
-    }
-    RLT_RETURN_IF_ERROR(attention.attend(l, f(qkv_), rows, f(q_), f(attn_)));
-    RLT_RETURN_IF_ERROR(linear_->run(w.o_proj, f(attn_), rows, f(proj_)));
-    if (fused_norms) {
-      RLT_RETURN_IF_ERROR(cuda::gemv_bf16_residual_norm_swiglu(
-          gate_up_w, w.gate_up.rows / 2, w.gate_up.cols, fused(norms + hidden, norms + 2 * hidden),
-          static_cast<float*>(act), stream_));
-      RLT_RETURN_IF_ERROR(project(w.down_proj, act, f(proj_)));
-      if (l + 1 < c.num_layers) {
-        pending_out_norm = norms + 3 * hidden;
-      } else {
-        RLT_RETURN_IF_ERROR(
-            residual_then_norm(norms + 3 * hidden, f(final_norm_), h, cuda::ElementType::kF32));
-      }
-      continue;
-    }
-    RLT_RETURN_IF_ERROR(residual_then_norm(norms + hidden, norms + 2 * hidden, normed, input_type));
-    if (linear_->uses_gemv(w.gate_up, rows)) {
-      // One decode row: the GEMV applies the SwiGLU itself. Its input and output are f32 here
-      // (a GEMV never takes rounded input, so `rounded` is false).
-      RLT_RETURN_IF_ERROR(cuda::gemv_bf16_swiglu(gate_up_w, static_cast<const float*>(normed),
-                                                 static_cast<float*>(act), w.gate_up.rows / 2,
-                                                 w.gate_up.cols, stream_));
-    } else {
-      RLT_RETURN_IF_ERROR(project(w.gate_up, normed, f(gate_up_)));
-      RLT_RETURN_IF_ERROR(
-          cuda::silu_mul(f(gate_up_), rows, c.intermediate_size, act, input_type, stream_));
-    }
-    RLT_RETURN_IF_ERROR(project(w.down_proj, act, f(proj_)));
-    // The next layer's input norm, or after the last layer the loop norm, which replaces h: the
-    // next loop's input and the lm head's input.
-    if (l + 1 == c.num_layers) {
-      RLT_RETURN_IF_ERROR(
-          residual_then_norm(norms + 3 * hidden, f(final_norm_), h, cuda::ElementType::kF32));
-    } else {
-      const auto* next =
-          static_cast<const float*>(layers_[static_cast<size_t>(l + 1)].norms.data());
-      RLT_RETURN_IF_ERROR(residual_then_norm(norms + 3 * hidden, next, normed, input_type));
-    }
-  }
-  if (gate_logits == nullptr) return {};
-  if (!c.has_exit_gate()) {
-    // Never acted on: the engine runs a gate-less model's tokens to max_loops (threshold 1).
-    return cuda::cuda_status(
-        cudaMemsetAsync(gate_logits, 0, static_cast<size_t>(rows) * sizeof(float), stream_),
-        "exit gate");
-  }
-  return cuda::gate_logits(h, f(gate_weight_), model_.weights.exit_gate_bias, rows, hidden,
-                           gate_logits, stream_);
+  const bool gemv_fusions = c.sandwich_norms() && uniform_weight_type_ &&
+                            linear_->uses_gemv(layers_[0].qkv, rows) &&
+                            cuda::gemv_residual_norm_supported(c.hidden_size);
+  Executor executor(*this, h, rows, attention, gate_logits, rounded);
+  return model::run_loop_program(plan(gemv_fusions), executor, gate_logits != nullptr);
 }
 
 Status GpuCore::lm_head(const float* h, int64_t rows, float* logits) {

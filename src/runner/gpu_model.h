@@ -10,6 +10,7 @@
 #include "cuda/linear.h"
 #include "cuda/model_kernels.h"
 #include "cuda/runtime.h"
+#include "model/loop_program.h"
 #include "model/ouro_weights.h"
 
 namespace rlt::runner {
@@ -44,15 +45,18 @@ class GpuCore {
   Status reserve(int64_t rows);
   // h[rows, hidden] = embedding rows of tokens (device int32).
   Status embed(const int32_t* tokens, int64_t rows, float* h);
-  // One loop in place on h (device); gate logits to gate_logits[rows] (device) when not null.
+  // One loop in place on h (device): the model's loop program with the GPU's fusions for this
+  // pass's shape (planned once per shape); gate logits to gate_logits[rows] (device) when not null.
   Status run_loop(float* h, int64_t rows, GpuCoreAttention& attention, float* gate_logits);
   // logits[rows, vocab] = h · lm_headᵀ (device).
   Status lm_head(const float* h, int64_t rows, float* logits);
 
  private:
+  class Executor;
   GpuCore(const model::OuroModel& model, cuda::StreamHandle stream)
       : model_(model), stream_(stream) {}
   Status upload(const io::ModelConfig& c);
+  const model::LoopProgram& plan(bool gemv_fusions);
 
   const model::OuroModel& model_;
   cuda::StreamHandle stream_;
@@ -67,6 +71,7 @@ class GpuCore {
   bool uniform_weight_type_ = true;
   int64_t capacity_rows_ = 0;
   cuda::DeviceAllocation normed_, qkv_, q_, attn_, proj_, gate_up_, act_;
+  model::LoopProgram plan_, gemv_plan_;
 };
 
 }  // namespace rlt::runner

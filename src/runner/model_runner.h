@@ -66,6 +66,8 @@ class ModelRunner {
   virtual int64_t device_sampled_batches() const { return 0; }
   // Device time of the collected batches, by stage (device runners).
   virtual DeviceStageTimes device_stage_times() const { return {}; }
+  // Host runners: wall time spent in attention so far (0 where attention runs on a device).
+  virtual double attention_seconds() const { return 0.0; }
 };
 
 }  // namespace rlt::runner

@@ -1,5 +1,6 @@
 #include "runner/paged_attention.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "common/half.h"
@@ -56,6 +57,7 @@ void PagedAttention::attend(int64_t layer, const float* q, const float* k, const
     status_ = internal_error("attention ran without a bound pass");
     return;
   }
+  const auto start = std::chrono::steady_clock::now();
   const kv::KVGeometry& g = storage_.geometry();
   const int64_t kv_dim = int64_t{g.num_kv_heads} * g.head_dim;
   const auto l = static_cast<int32_t>(layer);
@@ -72,6 +74,7 @@ void PagedAttention::attend(int64_t layer, const float* q, const float* k, const
   p.q = q;
   p.out = out;
   status_ = attention::run_checked_attention(*backend_, p);
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace rlt::runner

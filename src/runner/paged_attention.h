@@ -28,6 +28,8 @@ class PagedAttention final : public model::CoreAttention {
               float* out) override;
   // The first error an attend() call hit in this pass (attend cannot return one).
   const Status& status() const { return status_; }
+  // Wall time spent in attend() so far.
+  double seconds() const { return seconds_; }
 
  private:
   attention::AttentionParams layer_params(int32_t layer, const PassInput& pass,
@@ -39,6 +41,7 @@ class PagedAttention final : public model::CoreAttention {
   const PassInput* pass_ = nullptr;
   size_t depth_index_ = 0;
   Status status_;
+  double seconds_ = 0.0;
 };
 
 }  // namespace rlt::runner

@@ -180,7 +180,7 @@ void handle_generation(ServingState& s, Endpoint endpoint, const httplib::Reques
 
   auto probe = ConnectionProbe::find(req.local_port, req.remote_addr, req.remote_port);
   probe.limit_writes(s.options.write_timeout_s, kSendBufferBytes);
-  auto session = std::make_shared<GenerationSession>(s.worker, s.metrics, model, request, channel, probe);
+  auto session = std::make_shared<GenerationSession>(s.worker, s.metrics, request, channel, probe);
   session->set_deadline(arrival + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(s.options.request_timeout_s)));
   ResponseMeta meta;

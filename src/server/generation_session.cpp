@@ -10,9 +10,9 @@ constexpr auto kProbeInterval = std::chrono::milliseconds(50);
 
 }  // namespace
 
-GenerationSession::GenerationSession(EngineWorker& worker, Metrics& metrics, const ModelContext& model,
-                                     const GenerationRequest& request, std::shared_ptr<Channel> channel,
-                                     ConnectionProbe probe)
+GenerationSession::GenerationSession(EngineWorker& worker, Metrics& metrics,
+                                     const GenerationRequest& request,
+                                     std::shared_ptr<Channel> channel, ConnectionProbe probe)
     : worker_(worker),
       metrics_(metrics),
       endpoint_(request.endpoint == Endpoint::kChat ? "chat" : "completions"),

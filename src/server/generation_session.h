@@ -25,7 +25,7 @@ namespace rlt::server {
 
 class GenerationSession {
  public:
-  GenerationSession(EngineWorker& worker, Metrics& metrics, const ModelContext& model, const GenerationRequest& request,
+  GenerationSession(EngineWorker& worker, Metrics& metrics, const GenerationRequest& request,
                     std::shared_ptr<Channel> channel, ConnectionProbe probe);
   ~GenerationSession();
   GenerationSession(const GenerationSession&) = delete;

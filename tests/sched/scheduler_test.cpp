@@ -311,7 +311,9 @@ TEST(Scheduler, RunningCountEqualsAWalkUnderRandomTraffic) {
         if (const Request* r = s.find(id); r && r->finished()) (void)s.take_finished(id);
     }
     EXPECT_GT(next_id, 30u);
-    if (preemption) EXPECT_GT(s.counters().preemptions, 0);
+    if (preemption) {
+      EXPECT_GT(s.counters().preemptions, 0);
+    }
   }
 }
 

@@ -1,0 +1,155 @@
+#include "model/loop_program.h"
+
+#include <fmt/format.h>
+
+namespace rlt::model {
+
+LoopProgram core_loop_program(const io::ModelConfig& c) {
+  LoopProgram p;
+  const bool sandwich = c.sandwich_norms();
+  for (int32_t l = 0; l < static_cast<int32_t>(c.num_layers); ++l) {
+    LoopOp op;
+    op.layer = l;
+    auto add = [&](LoopOpKind kind, NormWeight norm = NormWeight::kNone,
+                   Projection proj = Projection::kQkv) {
+      op.kind = kind;
+      op.norm = norm;
+      op.proj = proj;
+      p.push_back(op);
+    };
+    add(LoopOpKind::kNorm, NormWeight::kInput);
+    add(LoopOpKind::kProject, NormWeight::kNone, Projection::kQkv);
+    add(LoopOpKind::kAttend);
+    add(LoopOpKind::kProject, NormWeight::kNone, Projection::kOProj);
+    add(LoopOpKind::kResidual, sandwich ? NormWeight::kAttnOut : NormWeight::kNone);
+    add(LoopOpKind::kNorm, NormWeight::kPostAttn);
+    add(LoopOpKind::kProject, NormWeight::kNone, Projection::kGateUp);
+    add(LoopOpKind::kProject, NormWeight::kNone, Projection::kDown);
+    add(LoopOpKind::kResidual, sandwich ? NormWeight::kMlpOut : NormWeight::kNone);
+  }
+  p.push_back({LoopOpKind::kLoopNorm, 0, NormWeight::kFinal});
+  p.push_back({LoopOpKind::kGate});
+  return p;
+}
+
+LoopProgram fuse_residual_norms(const LoopProgram& program) {
+  LoopProgram out;
+  for (size_t i = 0; i < program.size(); ++i) {
+    const LoopOp& op = program[i];
+    const bool next_is_norm =
+        i + 1 < program.size() &&
+        (program[i + 1].kind == LoopOpKind::kNorm || program[i + 1].kind == LoopOpKind::kLoopNorm);
+    if (op.kind == LoopOpKind::kResidual && next_is_norm) {
+      LoopOp fused = op;
+      fused.kind = LoopOpKind::kResidualNorm;
+      fused.next_norm = program[i + 1].norm;
+      fused.next_layer = program[i + 1].layer;
+      out.push_back(fused);
+      ++i;
+      continue;
+    }
+    out.push_back(op);
+  }
+  return out;
+}
+
+LoopProgram fuse_residual_norm_projections(const LoopProgram& program) {
+  LoopProgram out;
+  for (size_t i = 0; i < program.size(); ++i) {
+    const LoopOp& op = program[i];
+    if (op.kind == LoopOpKind::kResidualNorm && op.next_norm != NormWeight::kFinal &&
+        i + 1 < program.size() && program[i + 1].kind == LoopOpKind::kProject) {
+      LoopOp fused = op;
+      fused.kind = LoopOpKind::kResidualNormProject;
+      fused.proj = program[i + 1].proj;
+      out.push_back(fused);
+      ++i;
+      continue;
+    }
+    out.push_back(op);
+  }
+  return out;
+}
+
+namespace {
+
+const char* norm_name(NormWeight n) {
+  switch (n) {
+    case NormWeight::kNone:
+      return "none";
+    case NormWeight::kInput:
+      return "input";
+    case NormWeight::kAttnOut:
+      return "attn_out";
+    case NormWeight::kPostAttn:
+      return "post_attn";
+    case NormWeight::kMlpOut:
+      return "mlp_out";
+    case NormWeight::kFinal:
+      return "final";
+  }
+  return "?";
+}
+
+const char* projection_name(Projection p) {
+  switch (p) {
+    case Projection::kQkv:
+      return "qkv";
+    case Projection::kOProj:
+      return "o_proj";
+    case Projection::kGateUp:
+      return "gate_up";
+    case Projection::kDown:
+      return "down";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string describe(const LoopProgram& program) {
+  std::string s;
+  for (const LoopOp& op : program) {
+    if (!s.empty()) s += "; ";
+    switch (op.kind) {
+      case LoopOpKind::kNorm:
+        s += fmt::format("norm({}, {})", norm_name(op.norm), op.layer);
+        break;
+      case LoopOpKind::kProject:
+        s += fmt::format("project({}, {})", projection_name(op.proj), op.layer);
+        break;
+      case LoopOpKind::kAttend:
+        s += fmt::format("attend({})", op.layer);
+        break;
+      case LoopOpKind::kResidual:
+        s += fmt::format("residual({}, {})", norm_name(op.norm), op.layer);
+        break;
+      case LoopOpKind::kLoopNorm:
+        s += "loop_norm";
+        break;
+      case LoopOpKind::kGate:
+        s += "gate";
+        break;
+      case LoopOpKind::kResidualNorm:
+        s += fmt::format("residual_norm({}, {} -> {}, {})", norm_name(op.norm), op.layer,
+                         norm_name(op.next_norm), op.next_layer);
+        break;
+      case LoopOpKind::kResidualNormProject:
+        s += fmt::format("residual_norm_project({}, {} -> {}, {} -> {}, {})", norm_name(op.norm),
+                         op.layer, norm_name(op.next_norm), op.next_layer, projection_name(op.proj),
+                         op.next_layer);
+        break;
+    }
+  }
+  return s;
+}
+
+Status run_loop_program(std::span<const LoopOp> program, LoopExecutor& executor, bool gate) {
+  for (const LoopOp& op : program) {
+    if (op.kind == LoopOpKind::kGate && !gate) continue;
+    RLT_RETURN_IF_ERROR(executor.execute(op));
+  }
+  return {};
+}
+
+}  // namespace rlt::model
