@@ -180,6 +180,9 @@ struct EngineMetrics {
   // CPU runs: wall time spent in attention (K/V writes and the backend's kernels), so that host
   // overhead can be told apart from attention, which grows with the context by nature.
   double attention_seconds = 0.0;
+  // Wall time inside the model runner (submit and collect: the model's compute on the CPU, the
+  // wait for the device on a GPU); the rest of a step is the engine's own host work.
+  double runner_seconds = 0.0;
 };
 
 // What one generated token reads, for rooflines: the linear weights of one loop of the core (all

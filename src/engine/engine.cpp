@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <deque>
 #include <filesystem>
 #include <unordered_map>
@@ -180,6 +181,8 @@ struct Engine::Impl : public sched::PreemptionHooks {
   Status prepare_input(const sched::SchedulerOutput& batch);
   // prepare_input, then submits `input` to the runner.
   Status submit(const sched::SchedulerOutput& batch);
+  Status collect(uint64_t seq, runner::BatchResult* result);
+  double runner_seconds = 0.0;  // wall time inside the runner's submit and collect
 };
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -530,7 +533,17 @@ Status Engine::Impl::prepare_input(const sched::SchedulerOutput& batch) {
 
 Status Engine::Impl::submit(const sched::SchedulerOutput& batch) {
   RLT_RETURN_IF_ERROR(prepare_input(batch));
-  return runner->submit(input);
+  const auto start = std::chrono::steady_clock::now();
+  Status s = runner->submit(input);
+  runner_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
+}
+
+Status Engine::Impl::collect(uint64_t seq, runner::BatchResult* result) {
+  const auto start = std::chrono::steady_clock::now();
+  Status s = runner->collect(seq, result);
+  runner_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
 }
 
 Status Engine::Impl::no_progress_error() const {
@@ -551,7 +564,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
     }
     runner::BatchResult result;
     Status ran = m.submit(*batch);
-    if (ran.ok()) ran = m.runner->collect(batch->seq, &result);
+    if (ran.ok()) ran = m.collect(batch->seq, &result);
     if (!ran.ok()) {
       m.fail_batch(*batch, ran, outputs);
       return outputs;
@@ -582,7 +595,7 @@ Result<std::vector<RequestOutput>> Engine::step() {
     const sched::SchedulerOutput done = std::move(m.in_flight.front());
     m.in_flight.pop_front();
     runner::BatchResult result;
-    Status ran = m.runner->collect(done.seq, &result);
+    Status ran = m.collect(done.seq, &result);
     if (!ran.ok()) {
       m.fail_batch(done, ran, outputs);
       continue;
@@ -654,6 +667,7 @@ EngineMetrics Engine::metrics() const {
   x.device_time = m.runner->device_stage_times();
   x.lookahead_batches = m.lookahead_batches;
   x.attention_seconds = m.runner->attention_seconds();
+  x.runner_seconds = m.runner_seconds;
   return x;
 }
 
