@@ -32,43 +32,52 @@ LoopProgram core_loop_program(const io::ModelConfig& c) {
   return p;
 }
 
-LoopProgram fuse_residual_norms(const LoopProgram& program) {
+namespace {
+
+// Replaces every pair (op, next) that `fuses` accepts by fuse(op, next).
+template <typename Accept, typename Fuse>
+LoopProgram fuse_pairs(const LoopProgram& program, Accept fuses, Fuse fuse) {
   LoopProgram out;
   for (size_t i = 0; i < program.size(); ++i) {
-    const LoopOp& op = program[i];
-    const bool next_is_norm =
-        i + 1 < program.size() &&
-        (program[i + 1].kind == LoopOpKind::kNorm || program[i + 1].kind == LoopOpKind::kLoopNorm);
-    if (op.kind == LoopOpKind::kResidual && next_is_norm) {
-      LoopOp fused = op;
-      fused.kind = LoopOpKind::kResidualNorm;
-      fused.next_norm = program[i + 1].norm;
-      fused.next_layer = program[i + 1].layer;
-      out.push_back(fused);
+    if (i + 1 < program.size() && fuses(program[i], program[i + 1])) {
+      out.push_back(fuse(program[i], program[i + 1]));
       ++i;
-      continue;
+    } else {
+      out.push_back(program[i]);
     }
-    out.push_back(op);
   }
   return out;
 }
 
+}  // namespace
+
+LoopProgram fuse_residual_norms(const LoopProgram& program) {
+  return fuse_pairs(
+      program,
+      [](const LoopOp& op, const LoopOp& next) {
+        return op.kind == LoopOpKind::kResidual &&
+               (next.kind == LoopOpKind::kNorm || next.kind == LoopOpKind::kLoopNorm);
+      },
+      [](LoopOp op, const LoopOp& next) {
+        op.kind = LoopOpKind::kResidualNorm;
+        op.next_norm = next.norm;
+        op.next_layer = next.layer;
+        return op;
+      });
+}
+
 LoopProgram fuse_residual_norm_projections(const LoopProgram& program) {
-  LoopProgram out;
-  for (size_t i = 0; i < program.size(); ++i) {
-    const LoopOp& op = program[i];
-    if (op.kind == LoopOpKind::kResidualNorm && op.next_norm != NormWeight::kFinal &&
-        i + 1 < program.size() && program[i + 1].kind == LoopOpKind::kProject) {
-      LoopOp fused = op;
-      fused.kind = LoopOpKind::kResidualNormProject;
-      fused.proj = program[i + 1].proj;
-      out.push_back(fused);
-      ++i;
-      continue;
-    }
-    out.push_back(op);
-  }
-  return out;
+  return fuse_pairs(
+      program,
+      [](const LoopOp& op, const LoopOp& next) {
+        return op.kind == LoopOpKind::kResidualNorm && op.next_norm != NormWeight::kFinal &&
+               next.kind == LoopOpKind::kProject;
+      },
+      [](LoopOp op, const LoopOp& next) {
+        op.kind = LoopOpKind::kResidualNormProject;
+        op.proj = next.proj;
+        return op;
+      });
 }
 
 namespace {

@@ -42,17 +42,10 @@ INSTANTIATE_TEST_SUITE_P(ImplementedBackends, BackendEquivalence,
                          ::testing::Values("cpu_flash", "cpu_reference"),
                          [](const auto& info) { return info.param; });
 
-TEST(AttentionContract, EmptyBatchIsValidAndBadInputIsRefused) {
-  auto backend = make_cpu_flash_backend();
-  AttentionParams empty;
-  EXPECT_TRUE(run_attention(*backend, empty).ok());
-  std::mt19937 rng(1);
-  PagedPools pools(DType::kF32, 4, 4, 1, 8, rng);
-  std::vector<float> q(8), out(8);
-  std::vector<int32_t> table = {0, 9}, lengths = {6};
+// One single-query row over a two-column table of `pools` (q and out left null).
+AttentionParams one_row(const PagedPools& pools, const std::vector<int32_t>& table,
+                        const std::vector<int32_t>& lengths) {
   AttentionParams p;
-  p.q = q.data();
-  p.out = out.data();
   p.rows = 1;
   p.num_q_heads = 1;
   p.k = pools.k;
@@ -61,6 +54,20 @@ TEST(AttentionContract, EmptyBatchIsValidAndBadInputIsRefused) {
   p.table_width = 2;
   p.context_lengths = lengths.data();
   p.num_seqs = 1;
+  return p;
+}
+
+TEST(AttentionContract, EmptyBatchIsValidAndBadInputIsRefused) {
+  auto backend = make_cpu_flash_backend();
+  AttentionParams empty;
+  EXPECT_TRUE(run_attention(*backend, empty).ok());
+  std::mt19937 rng(1);
+  PagedPools pools(DType::kF32, 4, 4, 1, 8, rng);
+  std::vector<float> q(8), out(8);
+  std::vector<int32_t> table = {0, 9}, lengths = {6};
+  AttentionParams p = one_row(pools, table, lengths);
+  p.q = q.data();
+  p.out = out.data();
   Status s = run_attention(*backend, p);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("reads block id 9 at table column 1, outside the pool's [0, 4)"),
@@ -83,15 +90,7 @@ TEST(AttentionContract, CheckedPassRunsAsRunAttention) {
   PagedPools pools(DType::kF32, 4, 4, 1, 8, rng);
   std::vector<float> q(8, 0.5f), out_checked(8), out_direct(8);
   std::vector<int32_t> table = {2, 9}, lengths = {6};
-  AttentionParams p;
-  p.rows = 1;
-  p.num_q_heads = 1;
-  p.k = pools.k;
-  p.v = pools.v;
-  p.block_tables = table.data();
-  p.table_width = 2;
-  p.context_lengths = lengths.data();
-  p.num_seqs = 1;
+  AttentionParams p = one_row(pools, table, lengths);
   // No q/out at planning; the bad block is still found.
   Status s = check_attention_pass(*backend, p);
   EXPECT_NE(s.message().find("reads block id 9"), std::string::npos) << s.message();
