@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
+#include "common/utf8.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/unicode.h"
-#include "tokenizer/utf8.h"
 
 namespace rlt::tok {
 

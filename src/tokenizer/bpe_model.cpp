@@ -7,7 +7,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace rlt::tok {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace rlt::tok::byte_level {
 namespace {

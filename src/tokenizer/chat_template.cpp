@@ -1,7 +1,5 @@
 #include "tokenizer/chat_template.h"
 
-#include "tokenizer/tokenizer.h"
-
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -9,8 +7,9 @@
 #include <optional>
 #include <sstream>
 
-#include "tokenizer/jinja_interpreter.h"
-#include "tokenizer/jinja_parser.h"
+#include "jinja/interpreter.h"
+#include "jinja/parser.h"
+#include "tokenizer/tokenizer.h"
 
 namespace rlt::tok {
 namespace {

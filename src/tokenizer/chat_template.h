@@ -15,11 +15,11 @@
 
 #include "common/status.h"
 
-namespace rlt::tok {
-
-namespace jinja {
+namespace rlt::jinja {
 struct Template;
-}
+}  // namespace rlt::jinja
+
+namespace rlt::tok {
 
 class ChatTemplate {
  public:

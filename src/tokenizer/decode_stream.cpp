@@ -1,8 +1,8 @@
 #include "tokenizer/decode_stream.h"
 
+#include "common/utf8.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
 
 namespace rlt::tok {
 

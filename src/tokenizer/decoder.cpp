@@ -1,8 +1,8 @@
 #include "tokenizer/decoder.h"
 
+#include "common/utf8.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/normalizer.h"
-#include "tokenizer/utf8.h"
 
 namespace rlt::tok {
 namespace {

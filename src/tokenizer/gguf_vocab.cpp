@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "common/utf8.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
 
 namespace rlt::tok {
 namespace {

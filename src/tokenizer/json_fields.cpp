@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace rlt::tok::json_fields {
 namespace {

@@ -1,6 +1,6 @@
 #include "tokenizer/normalizer.h"
 
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace rlt::tok {
 

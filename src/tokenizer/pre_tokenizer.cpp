@@ -4,9 +4,9 @@
 #include <functional>
 #include <optional>
 
+#include "common/utf8.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/unicode.h"
-#include "tokenizer/utf8.h"
 
 namespace rlt::tok {
 

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <pcre2.h>
 
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace rlt::tok {
 namespace {

@@ -5,9 +5,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/utf8.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
 
 namespace rlt::tok {
 namespace {

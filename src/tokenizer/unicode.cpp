@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 
+#include "common/utf8.h"
 #include "tokenizer/regex.h"
-#include "tokenizer/utf8.h"
 
 namespace rlt::tok::unicode {
 namespace {

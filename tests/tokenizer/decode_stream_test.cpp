@@ -6,7 +6,7 @@
 
 #include <random>
 
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace rlt::tok {
 namespace {

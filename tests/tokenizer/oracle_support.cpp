@@ -10,9 +10,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/utf8.h"
 #include "tokenizer/decode_stream.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
 
 namespace rlt::tok::testing {
 

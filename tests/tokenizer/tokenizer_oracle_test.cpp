@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/utf8.h"
 #include "oracle_support.h"
 #include "tokenizer/decode_stream.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
 
 namespace rlt::tok {
 namespace {

@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
 #include <fmt/format.h>
 #include <utf8proc.h>
@@ -7,9 +7,9 @@
 #include <charconv>
 #include <cmath>
 
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 
 const Value* Dict::find(std::string_view key) const {
   for (const auto& [k, v] : items) {
@@ -458,4 +458,4 @@ Value from_json_at(const nlohmann::ordered_json& j, int depth) {
 
 }  // namespace
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

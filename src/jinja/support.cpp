@@ -1,5 +1,5 @@
 // Python string and number semantics shared by the Jinja built-ins.
-#include "tokenizer/jinja_support.h"
+#include "jinja/support.h"
 
 #include <fmt/format.h>
 #include <utf8proc.h>
@@ -9,11 +9,11 @@
 #include <ctime>
 #include <map>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
+#include "jinja/builtins.h"
+#include "jinja/lexer.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 
 [[noreturn]] void type_error(const std::string& msg) {
   throw TemplateError(msg);
@@ -387,4 +387,4 @@ std::string indent(const std::string& s_in, const Value* width, bool first, bool
 
 // select / reject / selectattr / rejectattr.
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

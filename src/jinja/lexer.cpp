@@ -1,11 +1,11 @@
-#include "tokenizer/jinja_lexer.h"
+#include "jinja/lexer.h"
 
 #include <fmt/format.h>
 
-#include "tokenizer/jinja_value.h"
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
+#include "jinja/value.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 namespace {
 
 bool is_name_start(char c) {
@@ -395,4 +395,4 @@ LexedTemplate lex(std::string_view source) {
   return Lexer(std::move(s)).run();
 }
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

@@ -6,9 +6,9 @@
 #include <functional>
 #include <string>
 
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 
 // Applies a filter by name; `apply_named` lets map/select call other filters and tests.
 Value apply_filter(const std::string& name, const Value& v, CallArgs& args);
@@ -38,4 +38,4 @@ Value global_function(const std::string& name);
 // Throws the jinja2-style error for using an undefined value.
 [[noreturn]] void undefined_error(const Value& v);
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

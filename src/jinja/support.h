@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 
 [[noreturn]] void type_error(const std::string& msg);
 // Argument `index` (positional) or `name` (keyword), or nullptr.
@@ -42,4 +42,4 @@ Value bound(std::string name, Function f);
 // jinja2's attribute getter for filters: "a.b" or "0" paths.
 Value attribute_path(const Value& v, const std::string& path);
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 
 struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
@@ -89,4 +89,4 @@ struct Template {
   Body body;
 };
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

@@ -7,12 +7,12 @@
 #include <ctime>
 #include <map>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_support.h"
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
+#include "jinja/builtins.h"
+#include "jinja/lexer.h"
+#include "jinja/support.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 namespace {
 
 Value select_filter(const Value& seq, CallArgs& a, bool by_attr, bool keep) {
@@ -420,4 +420,4 @@ bool apply_test(const std::string& name, const Value& v, CallArgs& args) {
   return it->second(v, args);
 }
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

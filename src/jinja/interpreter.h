@@ -4,12 +4,12 @@
 
 #include <string>
 
-#include "tokenizer/jinja_ast.h"
+#include "jinja/ast.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 
 // Renders `tmpl` with the template variables `variables`. Throws TemplateError (with a
 // position) on any error, including raise_exception().
 std::string render(const Template& tmpl, const Dict& variables);
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

@@ -1,6 +1,6 @@
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
-namespace rlt::tok::utf8 {
+namespace rlt::utf8 {
 namespace {
 
 // Allowed range of the second byte for a lead byte (Unicode Table 3-7); {0, 0} = invalid lead.
@@ -161,4 +161,4 @@ void LossyDecoder::finish(std::string& out) {
   pending_len_ = 0;
 }
 
-}  // namespace rlt::tok::utf8
+}  // namespace rlt::utf8

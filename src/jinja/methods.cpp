@@ -8,12 +8,12 @@
 #include <ctime>
 #include <map>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_support.h"
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
+#include "jinja/builtins.h"
+#include "jinja/lexer.h"
+#include "jinja/support.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 namespace {
 
 Value string_method(const Value& obj, const std::string& name) {
@@ -337,4 +337,4 @@ Value slice(const Value& obj, const Value& start_v, const Value& stop_v, const V
   return Value::from_list(std::move(l_out), obj.is_tuple);
 }
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

@@ -8,12 +8,12 @@
 #include <ctime>
 #include <map>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_support.h"
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
+#include "jinja/builtins.h"
+#include "jinja/lexer.h"
+#include "jinja/support.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 
 Value global_function(const std::string& name) {
   if (name == "range") {
@@ -71,4 +71,4 @@ Value global_function(const std::string& name) {
   return Value::undefined(name);
 }
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

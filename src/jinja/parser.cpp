@@ -1,13 +1,13 @@
-#include "tokenizer/jinja_parser.h"
+#include "jinja/parser.h"
 
 #include <fmt/format.h>
 
 #include <charconv>
 #include <set>
 
-#include "tokenizer/jinja_lexer.h"
+#include "jinja/lexer.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 namespace {
 
 using T = Token::Type;
@@ -650,4 +650,4 @@ Template parse(std::string_view source) {
   return Parser(lex(source)).run();
 }
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

@@ -1,11 +1,11 @@
-#include "tokenizer/jinja_interpreter.h"
+#include "jinja/interpreter.h"
 
 #include <fmt/format.h>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
+#include "jinja/builtins.h"
+#include "jinja/lexer.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 namespace {
 
 // An error that already names its position in the template.
@@ -347,4 +347,4 @@ std::string render(const Template& tmpl, const Dict& variables) {
   return Renderer(tmpl, variables).run();
 }
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

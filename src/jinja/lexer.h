@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 
 struct Token {
   enum class Type {
@@ -42,4 +42,4 @@ std::string describe_position(const std::string& source, size_t pos);
 // Python str.isspace for one code point.
 bool py_isspace(char32_t c);
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

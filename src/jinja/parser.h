@@ -5,11 +5,11 @@
 
 #include <string_view>
 
-#include "tokenizer/jinja_ast.h"
+#include "jinja/ast.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 
 // Throws TemplateError.
 Template parse(std::string_view source);
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

@@ -7,12 +7,12 @@
 #include <ctime>
 #include <map>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_support.h"
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
+#include "jinja/builtins.h"
+#include "jinja/lexer.h"
+#include "jinja/support.h"
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 
 [[noreturn]] void undefined_error(const Value& v) {
   throw TemplateError(v.s.empty() ? std::string("UndefinedError: undefined value used")
@@ -187,4 +187,4 @@ int64_t length(const Value& v) {
   }
 }
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace rlt::tok::utf8 {
+namespace rlt::utf8 {
 
 inline constexpr char32_t kReplacement = 0xFFFD;
 inline constexpr std::string_view kReplacementUtf8 = "\xEF\xBF\xBD";
@@ -77,4 +77,4 @@ class LossyDecoder {
   size_t needed_ = 0;  // total length of the sequence being collected
 };
 
-}  // namespace rlt::tok::utf8
+}  // namespace rlt::utf8

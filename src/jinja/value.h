@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace rlt::tok::jinja {
+namespace rlt::jinja {
 
 // A template error (syntax, undefined access, type error, raise_exception). Thrown inside the
 // interpreter and turned into a Status by ChatTemplate; it never crosses the module's API.
@@ -154,4 +154,4 @@ std::string to_json(const Value& v, const JsonOptions& options);
 
 Value from_json(const nlohmann::ordered_json& j);
 
-}  // namespace rlt::tok::jinja
+}  // namespace rlt::jinja

@@ -1,10 +1,10 @@
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-namespace rlt::tok::utf8 {
+namespace rlt::utf8 {
 namespace {
 
 const std::string kFffd(kReplacementUtf8);
@@ -63,4 +63,4 @@ TEST(Utf8, LossyDecoderMatchesRepairForEveryChunking) {
 }
 
 }  // namespace
-}  // namespace rlt::tok::utf8
+}  // namespace rlt::utf8
