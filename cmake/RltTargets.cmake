@@ -7,18 +7,35 @@ function(rlt_target_defaults target)
   # profilers name source lines.
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
                                            $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra -lineinfo>)
-  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/include)
   if(RLT_SANITIZE)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${RLT_SANITIZER_FLAGS}>)
     target_link_options(${target} PUBLIC -fsanitize=address,undefined)
   endif()
 endfunction()
 
-# rlt_module(NAME SOURCES... DEPS ...) — one static library per module folder.
+# rlt_source_folder_include(TARGET VISIBILITY) — makes the headers of the src/ folder this
+# CMakeLists.txt sits in reachable as "<folder>/x.h", and only them: the include root holds one
+# link, to this folder. Modules publish theirs (PUBLIC), so a module's headers are reachable
+# exactly from the targets that link it, and an #include across the layering fails to build.
+function(rlt_source_folder_include target visibility)
+  file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
+  set(root ${CMAKE_BINARY_DIR}/module_include/${target})
+  get_filename_component(parent ${root}/${folder} DIRECTORY)
+  file(MAKE_DIRECTORY ${parent})
+  if(NOT EXISTS ${root}/${folder})
+    file(CREATE_LINK ${CMAKE_CURRENT_SOURCE_DIR} ${root}/${folder} SYMBOLIC)
+  endif()
+  target_include_directories(${target} ${visibility} ${root})
+endfunction()
+
+# rlt_module(NAME SOURCES... DEPS ...) — one static library per module folder; DEPS are the
+# modules (and packages) whose headers it may include.
 function(rlt_module name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_library(rlt_${name} STATIC ${ARG_SOURCES})
   rlt_target_defaults(rlt_${name})
+  rlt_source_folder_include(rlt_${name} PUBLIC)
   target_link_libraries(rlt_${name} PUBLIC ${ARG_DEPS})
 endfunction()
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
 #include "load_workload.h"
 #include "rlt/engine.h"
+#include "rlt/status.h"
 
 namespace rlt::bench {
 

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
 #include "rlt/sampling_params.h"
+#include "rlt/status.h"
 
 namespace rlt {
 

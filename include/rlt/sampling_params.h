@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt {
 

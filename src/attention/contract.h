@@ -22,8 +22,8 @@
 
 #include <cstdint>
 
-#include "common/status.h"
 #include "kv/layer_view.h"
+#include "rlt/status.h"
 
 namespace rlt::attention {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt::attention::cudnn_library {
 

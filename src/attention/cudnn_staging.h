@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "common/status.h"
 #include "cuda/model_kernels.h"
+#include "rlt/status.h"
 
 struct CUstream_st;
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "attention/contract.h"
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt::attention {
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt::cli {
 

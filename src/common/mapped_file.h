@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt {
 

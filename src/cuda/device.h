@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt::cuda {
 

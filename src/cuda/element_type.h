@@ -4,8 +4,8 @@
 #include <string_view>
 
 #include "common/dtype.h"
-#include "common/status.h"
 #include "cuda/model_kernels.h"
+#include "rlt/status.h"
 
 namespace rlt::cuda {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "common/status.h"
+#include "rlt/status.h"
 
 struct CUstream_st;
 

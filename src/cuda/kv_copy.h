@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "common/status.h"
+#include "rlt/status.h"
 
 struct CUstream_st;
 

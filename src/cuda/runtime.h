@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "rlt/status.h"
 
 struct CUstream_st;
 struct CUevent_st;

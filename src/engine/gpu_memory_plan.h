@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "common/status.h"
 #include "io/model_config.h"
+#include "rlt/status.h"
 
 namespace rlt::engine {
 

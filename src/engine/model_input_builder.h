@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-#include "common/status.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_types.h"
+#include "rlt/status.h"
 #include "runner/model_input.h"
 #include "sched/scheduler.h"
 

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "common/mapped_file.h"
-#include "common/status.h"
 #include "quant/ggml_type.h"
+#include "rlt/status.h"
 
 namespace rlt::io {
 

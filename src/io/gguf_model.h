@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "common/dtype.h"
-#include "common/status.h"
 #include "io/gguf_file.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "rlt/status.h"
 
 namespace rlt::io {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
 #include "io/gguf_file.h"
 #include "quant/ggml_type.h"
+#include "rlt/status.h"
 
 namespace rlt::io {
 

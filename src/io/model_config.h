@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt::io {
 

@@ -15,7 +15,7 @@
 
 #include "common/dtype.h"
 #include "common/mapped_file.h"
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt::io {
 

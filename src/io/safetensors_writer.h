@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/dtype.h"
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt::io {
 

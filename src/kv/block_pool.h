@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/status.h"
 #include "kv/kv_types.h"
+#include "rlt/status.h"
 
 namespace rlt::kv {
 

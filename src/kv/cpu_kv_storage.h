@@ -6,9 +6,9 @@
 #include <cstddef>
 #include <memory>
 
-#include "common/status.h"
 #include "kv/kv_storage.h"
 #include "kv/layer_view.h"
+#include "rlt/status.h"
 
 namespace rlt::kv {
 

@@ -20,13 +20,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/status.h"
 #include "kv/allocation.h"
 #include "kv/block_pool.h"
 #include "kv/kv_snapshot.h"
 #include "kv/kv_storage.h"
 #include "kv/kv_types.h"
 #include "kv/prefix_cache.h"
+#include "rlt/status.h"
 
 namespace rlt::kv {
 

@@ -12,8 +12,8 @@
 #include <cstddef>
 #include <span>
 
-#include "common/status.h"
 #include "kv/kv_types.h"
+#include "rlt/status.h"
 
 namespace rlt::kv {
 

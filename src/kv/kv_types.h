@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "common/dtype.h"
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt::kv {
 

@@ -18,10 +18,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/status.h"
 #include "kv/block_pool.h"
 #include "kv/kv_types.h"
 #include "kv/prefix_digest.h"
+#include "rlt/status.h"
 
 namespace rlt::kv {
 

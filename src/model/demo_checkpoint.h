@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt::model {
 

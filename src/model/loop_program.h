@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
 #include "io/model_config.h"
+#include "rlt/status.h"
 
 namespace rlt::model {
 

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "kernels/cpu/packed_matrix.h"
 #include "kernels/cpu/weight_matrix.h"
+#include "rlt/status.h"
 #include "source/model_source.h"
 
 namespace rlt::model {

@@ -8,9 +8,9 @@
 #include <span>
 #include <vector>
 
-#include "common/status.h"
 #include "model/exit_rule.h"
 #include "model/ouro_core.h"
+#include "rlt/status.h"
 
 namespace rlt::model {
 

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "common/status.h"
 #include "quant/ggml_type.h"
+#include "rlt/status.h"
 
 namespace rlt::quant {
 

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "attention/metadata_planner.h"
-#include "common/status.h"
 #include "kv/kv_types.h"
 #include "rlt/sampling_params.h"
+#include "rlt/status.h"
 #include "sampling/history.h"
 
 namespace rlt::runner {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
 #include "kv/kv_storage.h"
 #include "rlt/engine.h"
+#include "rlt/status.h"
 #include "runner/model_input.h"
 #include "sampling/sampler.h"
 

@@ -6,6 +6,9 @@
 
 #include "sampling/sampler.h"
 
+static_assert(rlt::sampling::kMaxDeviceLogprobs == rlt::SamplingParams::kMaxLogprobs,
+              "a device sampler returns as many logprobs as a request may ask for");
+
 namespace rlt::sampling {
 
 void DeviceSampleRows::clear() {
@@ -18,7 +21,7 @@ void DeviceSampleRows::clear() {
 
 void DeviceSampleRows::add(const SamplingParams& p, const TokenHistory* history, double uniform,
                            int64_t vocab) {
-  cuda::DeviceSampleParams& d = params.emplace_back();
+  DeviceSampleParams& d = params.emplace_back();
   if (p.logprobs) {
     d.logprobs = *p.logprobs;
     any_logprobs = true;

@@ -7,14 +7,14 @@
 #include <cstdint>
 #include <vector>
 
-#include "cuda/sampling.h"
 #include "rlt/sampling_params.h"
+#include "sampling/device_params.h"
 #include "sampling/history.h"
 
 namespace rlt::sampling {
 
 struct DeviceSampleRows {
-  std::vector<cuda::DeviceSampleParams> params;
+  std::vector<DeviceSampleParams> params;
   // The penalties' id lists of every row, back to back (DeviceSampleParams ranges index them);
   // counts are the generated counts (0 in the repetition ranges).
   std::vector<int32_t> history_ids, history_counts;

@@ -20,8 +20,8 @@
 #include <span>
 #include <vector>
 
-#include "common/status.h"
 #include "rlt/sampling_params.h"
+#include "rlt/status.h"
 #include "sampling/history.h"
 #include "sampling/rng.h"
 

@@ -7,8 +7,8 @@
 
 #include <memory>
 
-#include "common/status.h"
 #include "rlt/engine.h"
+#include "rlt/status.h"
 #include "server/server_options.h"
 
 namespace rlt::server {

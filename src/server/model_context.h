@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "rlt/status.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 

@@ -11,7 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/status.h"
+#include "rlt/status.h"
 #include "tokenizer/added_token.h"
 
 namespace rlt::tok {

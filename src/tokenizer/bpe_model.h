@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt::tok {
 

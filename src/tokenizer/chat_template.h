@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt::jinja {
 struct Template;

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/status.h"
+#include "rlt/status.h"
 
 namespace rlt::tok::json_fields {
 

@@ -1,4 +1,4 @@
-#include "common/status.h"
+#include "rlt/status.h"
 
 #include <gtest/gtest.h>
 

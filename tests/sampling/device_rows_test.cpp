@@ -30,7 +30,7 @@ TEST(DeviceSampleRows, CarriesTheHostSamplersValues) {
   greedy.temperature = 0.0;
   rows.add(greedy, nullptr, 0.75, 1000);
   ASSERT_EQ(rows.params.size(), 3u);
-  const cuda::DeviceSampleParams& a = rows.params[0];
+  const DeviceSampleParams& a = rows.params[0];
   EXPECT_EQ(a.temperature, temperature_f32(0.7));
   EXPECT_EQ(a.top_k, 40);
   EXPECT_EQ(a.top_p, 0.9);
@@ -66,8 +66,8 @@ TEST(DeviceSampleRows, ListsEachRowsHistoryForItsPenalties) {
   SamplingParams none;
   rows.add(none, &second, 0.0, 100);
   rows.add(both, nullptr, 0.0, 100);  // a request no longer live: nothing to penalize
-  const cuda::DeviceSampleParams &a = rows.params[0], &b = rows.params[1], &c = rows.params[2],
-                                 &d = rows.params[3];
+  const DeviceSampleParams &a = rows.params[0], &b = rows.params[1], &c = rows.params[2],
+                           &d = rows.params[3];
   EXPECT_EQ(a.repetition, repetition_penalty_f32(1.3));
   EXPECT_EQ(a.frequency, 0.5f);
   EXPECT_EQ(a.presence, -0.25f);
@@ -89,7 +89,7 @@ TEST(DeviceSampleRows, ListsEachRowsHistoryForItsPenalties) {
   EXPECT_EQ(rows.history_ids[static_cast<size_t>(b.generated_begin)], 3);
   EXPECT_EQ(rows.history_counts[static_cast<size_t>(b.generated_begin)], 1);
   // Rows 2 and 3: nothing.
-  for (const cuda::DeviceSampleParams* r : {&c, &d}) {
+  for (const DeviceSampleParams* r : {&c, &d}) {
     EXPECT_EQ(r->repetition, 1.0f);
     EXPECT_EQ(r->frequency, 0.0f);
     EXPECT_EQ(r->repeated_begin, r->repeated_end);

@@ -12,16 +12,16 @@ namespace rlt {
 
 enum class ErrorCode {
   kOk = 0,
-  kInvalidArgument,    // the caller's input is malformed or out of range
-  kNotFound,           // a named file, tensor or entry does not exist
-  kAlreadyExists,      // a name is defined twice
-  kOutOfRange,         // an offset or index lies outside its container
-  kResourceExhausted,  // not enough capacity (KV pages, memory, queue slots)
-  kFailedPrecondition, // the object is not in a state that allows the call
-  kUnimplemented,      // a valid but unsupported feature (e.g. a config value rlt refuses)
-  kDataLoss,           // a file is truncated or corrupt
-  kIo,                 // the operating system refused (open, mmap, read)
-  kInternal,           // an invariant broke: a bug in rlt
+  kInvalidArgument,     // the caller's input is malformed or out of range
+  kNotFound,            // a named file, tensor or entry does not exist
+  kAlreadyExists,       // a name is defined twice
+  kOutOfRange,          // an offset or index lies outside its container
+  kResourceExhausted,   // not enough capacity (KV pages, memory, queue slots)
+  kFailedPrecondition,  // the object is not in a state that allows the call
+  kUnimplemented,       // a valid but unsupported feature (e.g. a config value rlt refuses)
+  kDataLoss,            // a file is truncated or corrupt
+  kIo,                  // the operating system refused (open, mmap, read)
+  kInternal,            // an invariant broke: a bug in rlt
 };
 
 std::string_view error_code_name(ErrorCode code);
@@ -46,26 +46,42 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status invalid_argument(std::string m) { return {ErrorCode::kInvalidArgument, std::move(m)}; }
-inline Status not_found(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }
-inline Status already_exists(std::string m) { return {ErrorCode::kAlreadyExists, std::move(m)}; }
-inline Status out_of_range(std::string m) { return {ErrorCode::kOutOfRange, std::move(m)}; }
+inline Status invalid_argument(std::string m) {
+  return {ErrorCode::kInvalidArgument, std::move(m)};
+}
+inline Status not_found(std::string m) {
+  return {ErrorCode::kNotFound, std::move(m)};
+}
+inline Status already_exists(std::string m) {
+  return {ErrorCode::kAlreadyExists, std::move(m)};
+}
+inline Status out_of_range(std::string m) {
+  return {ErrorCode::kOutOfRange, std::move(m)};
+}
 inline Status resource_exhausted(std::string m) {
   return {ErrorCode::kResourceExhausted, std::move(m)};
 }
 inline Status failed_precondition(std::string m) {
   return {ErrorCode::kFailedPrecondition, std::move(m)};
 }
-inline Status unimplemented(std::string m) { return {ErrorCode::kUnimplemented, std::move(m)}; }
-inline Status data_loss(std::string m) { return {ErrorCode::kDataLoss, std::move(m)}; }
-inline Status io_error(std::string m) { return {ErrorCode::kIo, std::move(m)}; }
-inline Status internal_error(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
+inline Status unimplemented(std::string m) {
+  return {ErrorCode::kUnimplemented, std::move(m)};
+}
+inline Status data_loss(std::string m) {
+  return {ErrorCode::kDataLoss, std::move(m)};
+}
+inline Status io_error(std::string m) {
+  return {ErrorCode::kIo, std::move(m)};
+}
+inline Status internal_error(std::string m) {
+  return {ErrorCode::kInternal, std::move(m)};
+}
 
 // Either a value or a non-ok Status.
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : data_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : data_(std::move(status)) {  // NOLINT: implicit by design
     assert(!std::get<Status>(data_).ok() && "Result built from an ok Status");
   }
@@ -93,9 +109,9 @@ class [[nodiscard]] Result {
 #define RLT_CONCAT(a, b) RLT_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` (a Status) is not ok.
-#define RLT_RETURN_IF_ERROR(expr)            \
-  do {                                       \
-    ::rlt::Status rlt_status_ = (expr);      \
+#define RLT_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::rlt::Status rlt_status_ = (expr);        \
     if (!rlt_status_.ok()) return rlt_status_; \
   } while (0)
 
