@@ -87,7 +87,10 @@ int run(Options o) {
   EngineConfig ec;
   ec.model = o.model_dir;
   ec.attention_backend = o.attention_backend;
-  ec.kv_dtype = o.kv_dtype;
+  auto kv_dtype = parse_kv_dtype(o.kv_dtype);
+  if (!kv_dtype.ok())
+    return std::fprintf(stderr, "error: %s\n", kv_dtype.status().to_string().c_str()), 1;
+  ec.kv_dtype = *kv_dtype;
   ec.threads = o.threads;
   ec.max_num_seqs = o.offline_max_num_seqs;
   ec.max_num_batched_tokens = std::max(ec.max_num_batched_tokens, o.offline_max_num_seqs);

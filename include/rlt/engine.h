@@ -9,88 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include "rlt/config.h"
 #include "rlt/sampling_params.h"
 #include "rlt/status.h"
 
 namespace rlt {
-
-// Every engine knob with its default (documented in docs/scheduling.md and docs/kv-cache.md).
-struct EngineConfig {
-  // A Hugging Face model folder or a .gguf file.
-  std::string model;
-  // GGUF files: the dtype quantized weights are dequantized into at load: "bf16", "f32", "f16".
-  std::string dtype = "bf16";
-
-  // KV cache
-  int32_t block_size = 16;                       // tokens per page
-  int64_t num_kv_blocks = 0;                     // 0: as many as kv_cache_bytes holds
-  // K + V pools; 0: 1 GiB on the CPU, and on a GPU what gpu_memory_utilization leaves.
-  int64_t kv_cache_bytes = 0;
-  // GPU runs without kv_cache_bytes: the share of the device's memory the run may take (weights,
-  // activations and workspaces included); the KV cache gets the rest, as vLLM sizes it.
-  double gpu_memory_utilization = 0.9;
-  std::string kv_layout = "last_exited";         // or "shared"
-  std::string kv_dtype = "auto";                 // auto (= weights), f32, bf16, f16
-  bool enable_prefix_caching = false;
-  double watermark = 0.01;                       // admission headroom, share of the pool
-
-  // Scheduler. The batch budgets' 0 is the device's default: 8 / 128 / 128 on the CPU; 256 /
-  // 8192 / 2048 on a GPU, whose batches need many rows to use it (vLLM's scale).
-  int32_t max_num_seqs = 0;
-  int32_t max_num_batched_tokens = 0;
-  int32_t prefill_chunk_size = 0;
-  int32_t max_prefill_batches_before_decode = 1;
-  int32_t admission_scan_limit = 64;
-  int32_t max_admission_bypasses = 8;
-  std::string batch_mode = "refill";             // or "no_refill"
-  std::string policy = "fcfs";                   // or "priority"
-  std::string exit_policy = "ouro";              // or "ouro_delayed", "trace"
-  bool incremental_kv = true;
-  bool enable_preemption = false;
-  int64_t preemption_host_bytes = int64_t{4} << 30;
-
-  // Attention
-  std::string attention_backend = "auto";
-  bool require_deterministic_attention = false;
-  bool require_packed_prefill = false;       // attention must declare packed_prefill
-  // Asynchronous scheduling: the next batch is scheduled and submitted before the previous one's
-  // results are back (one-step lookahead), so host work overlaps device work. Needs exit_policy
-  // "ouro_delayed" or "trace"; on CUDA the attention backend must never synchronize with the host.
-  bool async_scheduling = false;
-  // CUDA graphs for the recurrent core (GPU runs): "auto" (capture per batch bucket, run eagerly
-  // if capture fails), "on" (required: the attention backend must be graph-safe and a failed
-  // capture is an error), "off".
-  std::string cuda_graphs = "auto";
-  // Programmatic dependent launch (GPU runs on sm_90+): each of rlt's kernels may begin launching
-  // while the one before it finishes, hiding most of the gap between short kernels. Off by
-  // default until measured; a GPU below sm_90 refuses it.
-  bool programmatic_launch = false;
-  // GPU runs: sample on the device (the host sampler's rules, penalties and logprobs included),
-  // or copy every logits row to the host sampler (the reference path).
-  bool device_sampling = true;
-  // GPU runs: allocate the activations, logits, sampling and request-state buffers of the largest
-  // batch at startup, so that a batch budget the device cannot hold fails there rather than
-  // aborting the first batch that large; false: allocate them as batches need them.
-  bool gpu_preallocate = true;
-
-  // Detokenize outputs with the model's tokenizer (when it has one): RequestOutput::new_text.
-  bool detokenize = true;
-
-  uint64_t seed = 0;  // requests without a seed derive theirs from this and their id
-  int threads = 0;    // CPU kernel threads (0 = all cores)
-  // Activations entering the linear layers: "f32" (exact f32 products), or "bf16" for bf16
-  // weights on CPUs with AVX512_BF16 (rounded to bf16 as a bf16 PyTorch model computes; about
-  // twice the prefill rate).
-  std::string activation_dtype = "f32";
-  // Where the model runs: "cpu", or "cuda" / "cuda:N" (CUDA builds, device N; weights in their
-  // stored dtype, KV pools and attention on the GPU).
-  std::string device = "cpu";
-};
-
-// The configuration with its device's defaults in place of the knobs left at 0 (a GPU's KV cache
-// size comes later, from its free memory). Engine::create applies it; whoever sizes something by
-// the engine's batch (the server's request limit) can ask what the engine will use.
-EngineConfig with_device_defaults(EngineConfig config);
 
 struct TokenLogprob {
   int32_t token = 0;

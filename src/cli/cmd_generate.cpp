@@ -181,12 +181,9 @@ json trace_json(const model::StepResult& s) {
 // The dense reference model: one request, greedy, with an optional per-step trace.
 int run_reference(const std::string& dir, const GenerateOptions& opt, const std::vector<Job>& jobs,
                   LazyTokenizer& tokenizer) {
-  auto load = model::parse_activation_dtype(opt.engine.config.activation_dtype);
-  if (!load.ok()) return report_error(load.status());
-  auto quantized_to = source::parse_weight_dtype(opt.engine.config.dtype);
-  if (!quantized_to.ok()) return report_error(quantized_to.status());
-  load->quantized_dtype = *quantized_to;
-  auto loaded = model::load_ouro_model(dir, *load);
+  model::LoadOptions load = model::load_options(opt.engine.config.activation_dtype);
+  load.quantized_dtype = source::weight_dtype(opt.engine.config.dtype);
+  auto loaded = model::load_ouro_model(dir, load);
   if (!loaded.ok()) return report_error(loaded.status());
   if (auto t = tokenizer.get(); !t.ok()) return report_error(t.status());  // outside the timing
   for (const Job& job : jobs) {

@@ -1,10 +1,12 @@
 // `rlt info`: what a model folder or GGUF file holds and what serving it costs, without running it.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/model_dir.h"
 #include "io/gguf_model.h"
 #include "io/model_config.h"
@@ -22,7 +24,7 @@ namespace {
 
 struct InfoOptions {
   std::string model;
-  std::string dtype = "bf16";
+  WeightDType dtype = WeightDType::kBF16;
   bool json = false;
 };
 
@@ -116,13 +118,12 @@ std::string tokenizer_summary(const source::ModelSource& src) {
 int run_info(const InfoOptions& opt) {
   auto path = resolve_model_dir(opt.model);
   if (!path.ok()) return report_error(path.status());
-  auto quantized_to = source::parse_weight_dtype(opt.dtype);
-  if (!quantized_to.ok()) return report_error(quantized_to.status());
+  const DType quantized_to = source::weight_dtype(opt.dtype);
   auto src = source::ModelSource::open(*path);
   if (!src.ok()) return report_error(src.status());
   const io::ModelConfig& c = src->config();
   // Weights are optional: a folder with only config.json still gets its sizes reported.
-  const WeightReport w = check_weights(*src, *quantized_to);
+  const WeightReport w = check_weights(*src, quantized_to);
   const int64_t kv_elem_bytes = w.dtype == "f32" ? 4 : 2;
   const int64_t plane_bytes = c.kv_values_per_token_per_depth() * kv_elem_bytes;
   const int64_t last_exited = plane_bytes * c.total_ut_steps;
@@ -205,8 +206,8 @@ void add_info_command(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<InfoOptions>();
   CLI::App* cmd = app.add_subcommand("info", "Describe a model folder or GGUF file: shape, parameters, weight and KV sizes, tokenizer, validation");
   cmd->add_option("--model", opt->model, kModelFlagHelp);
-  cmd->add_option("--dtype", opt->dtype, "GGUF files: the dtype quantized weights are dequantized into (f32, bf16, f16)")
-      ->capture_default_str();
+  add_enum_option(*cmd, "--dtype", opt->dtype, parse_weight_dtype,
+                  "GGUF files: the dtype quantized weights are dequantized into (f32, bf16, f16)");
   cmd->add_flag("--json", opt->json, "Print JSON instead of text");
   cmd->callback([opt, exit_code] { *exit_code = run_info(*opt); });
 }

@@ -4,6 +4,7 @@
 // half of each chunk is scored, each token by the log-softmax the position before it gives it.
 // A tokenizer that adds BOS gets it before the text and at the start of every chunk, as there.
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -14,9 +15,8 @@
 #include <optional>
 #include <sstream>
 
-#include <omp.h>
-
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/model_dir.h"
 #include "model/ouro_weights.h"
 #include "model/reference_model.h"
@@ -32,7 +32,7 @@ struct PerplexityOptions {
   std::string dump_ids;
   int64_t ctx = 512;
   int64_t max_chunks = 0;
-  std::string dtype = "bf16";
+  WeightDType dtype = WeightDType::kBF16;
   int threads = 0;
 };
 
@@ -95,9 +95,7 @@ int run_perplexity(const PerplexityOptions& opt) {
   }
   if (opt.threads > 0) omp_set_num_threads(opt.threads);
   model::LoadOptions load;
-  auto dtype = source::parse_weight_dtype(opt.dtype);
-  if (!dtype.ok()) return report_error(dtype.status());
-  load.quantized_dtype = *dtype;
+  load.quantized_dtype = source::weight_dtype(opt.dtype);
   auto model = model::load_ouro_model(*src, load);
   if (!model.ok()) return report_error(model.status());
   const int64_t vocab = (*model)->config.vocab_size;
@@ -153,8 +151,8 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--dump-ids", opt->dump_ids, "Write the token ids used as a JSON array");
   cmd->add_option("--ctx", opt->ctx, "Tokens per chunk; the second half of each is scored")->capture_default_str();
   cmd->add_option("--max-chunks", opt->max_chunks, "Score at most this many chunks (0 = all)")->capture_default_str();
-  cmd->add_option("--dtype", opt->dtype, "GGUF files: the dtype quantized weights are dequantized into")
-      ->capture_default_str();
+  add_enum_option(*cmd, "--dtype", opt->dtype, parse_weight_dtype,
+                  "GGUF files: the dtype quantized weights are dequantized into (f32, bf16, f16)");
   cmd->add_option("--threads", opt->threads, "CPU kernel threads (0 = all cores)")->capture_default_str();
   cmd->callback([opt, exit_code] { *exit_code = run_perplexity(*opt); });
 }

@@ -1,8 +1,28 @@
 #include "cli/engine_flags.h"
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 
 namespace rlt::cli {
+
+template <typename E>
+void add_enum_option(CLI::App& cmd, const std::string& flag, E& value,
+                     Result<E> (*parse)(std::string_view), const std::string& description) {
+  cmd.add_option_function<std::string>(
+         flag,
+         [&value, parse](const std::string& text) {
+           Result<E> parsed = parse(text);
+           if (!parsed.ok()) throw CLI::ValidationError(parsed.status().message());
+           value = *parsed;
+         },
+         description)
+      ->default_str(std::string(name(value)));
+}
+
+template void add_enum_option<WeightDType>(CLI::App&, const std::string&, WeightDType&,
+                                           Result<WeightDType> (*)(std::string_view),
+                                           const std::string&);
 
 EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
   EngineConfig c = config;
@@ -15,7 +35,8 @@ EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
   c.require_deterministic_attention = attention.deterministic;
   c.require_packed_prefill = attention.packed_prefill;
   c.async_scheduling = attention.async_scheduling;
-  c.cuda_graphs = attention.cuda_graphs ? "on" : (no_cuda_graphs ? "off" : "auto");
+  c.cuda_graphs = attention.cuda_graphs ? CudaGraphs::kOn
+                                        : (no_cuda_graphs ? CudaGraphs::kOff : CudaGraphs::kAuto);
   c.device_sampling = !host_sampling;
   return c;
 }
@@ -31,23 +52,38 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
                  "use; the KV cache gets what weights, activations and workspaces leave of it")
       ->capture_default_str();
   cmd.add_option("--num-kv-blocks", c.num_kv_blocks, "KV pages (overrides --kv-cache-gib; 0 = from it)")->capture_default_str();
-  cmd.add_option("--kv-layout", c.kv_layout, "last_exited (one plane per loop) or shared (one plane)")->capture_default_str();
-  cmd.add_option("--dtype", c.dtype, "GGUF files: the dtype quantized weights are dequantized into at load (f32, bf16, f16)")
-      ->capture_default_str();
-  cmd.add_option("--kv-dtype", c.kv_dtype, "K/V cache dtype: auto (= weights), f32, bf16, f16")->capture_default_str();
+  add_enum_option(cmd, "--kv-layout", c.kv_layout, parse_kv_layout,
+                  "last_exited (one plane per loop) or shared (one plane)");
+  add_enum_option(
+      cmd, "--dtype", c.dtype, parse_weight_dtype,
+      "GGUF files: the dtype quantized weights are dequantized into at load (f32, bf16, f16)");
+  add_enum_option(cmd, "--kv-dtype", c.kv_dtype, parse_kv_dtype,
+                  "K/V cache dtype: auto (= weights), f32, bf16, f16");
   cmd.add_flag("--enable-prefix-caching", c.enable_prefix_caching, "Share full prompt pages between requests");
   cmd.add_option("--watermark", c.watermark, "Share of the pool admission keeps free for growth")->capture_default_str();
-  cmd.add_option("--max-num-seqs", c.max_num_seqs, "Admitted requests, and rows per batch (default: 8 on the CPU, 256 on a GPU)");
-  cmd.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "Rows per batch (default: 128 on the CPU, 8192 on a GPU)");
-  cmd.add_option("--prefill-chunk-size", c.prefill_chunk_size,
-                 "Prompt tokens per request per prefill batch (default: 128 on the CPU, 2048 on a GPU)");
+  auto per_device = [](int64_t cpu, int64_t gpu) {
+    return fmt::format(" (default: {} on the CPU, {} on a GPU)", cpu, gpu);
+  };
+  cmd.add_option("--max-num-seqs", c.max_num_seqs,
+                 "Admitted requests, and rows per batch" +
+                     per_device(kCpuScheduling.max_num_seqs, kGpuScheduling.max_num_seqs));
+  cmd.add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
+                 "Rows per batch" + per_device(kCpuScheduling.max_num_batched_tokens,
+                                               kGpuScheduling.max_num_batched_tokens));
+  cmd.add_option(
+      "--prefill-chunk-size", c.prefill_chunk_size,
+      "Prompt tokens per request per prefill batch" +
+          per_device(kCpuScheduling.prefill_chunk_size, kGpuScheduling.prefill_chunk_size));
   cmd.add_option("--max-prefill-batches-before-decode", c.max_prefill_batches_before_decode,
                  "Prefill batches allowed before a due recurrent batch")->capture_default_str();
   cmd.add_option("--admission-scan-limit", c.admission_scan_limit, "Waiting requests examined per admission pass")->capture_default_str();
   cmd.add_option("--max-admission-bypasses", c.max_admission_bypasses, "How often a deferred request may be overtaken")->capture_default_str();
-  cmd.add_option("--batch-mode", c.batch_mode, "refill (Continuous Depth Batching) or no_refill (cohorts)")->capture_default_str();
-  cmd.add_option("--policy", c.policy, "fcfs or priority (lower priority values first)")->capture_default_str();
-  cmd.add_option("--exit-policy", c.exit_policy, "ouro, ouro_delayed or trace")->capture_default_str();
+  add_enum_option(cmd, "--batch-mode", c.batch_mode, parse_batch_mode,
+                  "refill (Continuous Depth Batching) or no_refill (cohorts)");
+  add_enum_option(cmd, "--policy", c.policy, parse_queue_policy,
+                  "fcfs or priority (lower priority values first)");
+  add_enum_option(cmd, "--exit-policy", c.exit_policy, parse_exit_policy,
+                  "ouro, ouro_delayed or trace");
   cmd.add_flag("--no-incremental-kv", f.no_incremental_kv, "Claim a request's whole KV at admission");
   cmd.add_flag("--enable-preemption", c.enable_preemption, "Suspend requests to host memory when KV runs out");
   cmd.add_option("--preemption-host-gib", f.preemption_host_gib, "Host memory for suspended requests")->capture_default_str();
@@ -62,10 +98,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_flag("--host-sampling", f.host_sampling,
                "GPU runs: copy the logits to the host sampler instead of sampling on the device");
   cmd.add_option("--device", c.device, "Where the model runs: cpu, or cuda / cuda:N (CUDA builds)")->capture_default_str();
-  cmd.add_option("--activation-dtype", c.activation_dtype,
-                 "Linear-layer activations: f32, or bf16 (bf16 weights on AVX512_BF16 CPUs: ~2x prefill)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
+  add_enum_option(
+      cmd, "--activation-dtype", c.activation_dtype, parse_activation_dtype,
+      "Linear-layer activations: f32, or bf16 (bf16 weights on AVX512_BF16 CPUs: ~2x prefill)");
 }
 
 SamplingParams SamplingFlags::resolve() const {

@@ -37,6 +37,11 @@ struct SamplingFlags {
 };
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags);
+// An option whose value is one of an enum's names (rlt/config.h): parsed once, here; a wrong
+// name is a usage error listing the accepted ones. Shows the current value as the default.
+template <typename E>
+void add_enum_option(CLI::App& cmd, const std::string& flag, E& value,
+                     Result<E> (*parse)(std::string_view), const std::string& description);
 void add_sampling_flags(CLI::App& cmd, SamplingFlags& flags);
 
 }  // namespace rlt::cli

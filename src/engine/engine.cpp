@@ -31,12 +31,18 @@
 namespace rlt {
 namespace {
 
-Result<DType> resolve_kv_dtype(const std::string& name, DType weights) {
-  if (name == "auto") return weights;
-  if (name == "f32") return DType::kF32;
-  if (name == "bf16") return DType::kBF16;
-  if (name == "f16") return DType::kF16;
-  return invalid_argument(fmt::format("unknown kv dtype '{}' (accepted: auto, f32, bf16, f16)", name));
+DType resolve_kv_dtype(KVDType kv, DType weights) {
+  switch (kv) {
+    case KVDType::kF32:
+      return DType::kF32;
+    case KVDType::kBF16:
+      return DType::kBF16;
+    case KVDType::kF16:
+      return DType::kF16;
+    case KVDType::kAuto:
+      break;
+  }
+  return weights;
 }
 
 runner::GpuRunnerSettings gpu_runner_settings(const EngineConfig& c) {
@@ -56,9 +62,10 @@ runner::GpuRunnerSettings gpu_runner_settings(const EngineConfig& c) {
 EngineConfig with_device_defaults(EngineConfig c) {
   const bool cuda = c.device != "cpu";  // choose_device has vetted (or will reject) the name
   if (c.kv_cache_bytes == 0 && !cuda) c.kv_cache_bytes = int64_t{1} << 30;
-  if (c.max_num_seqs == 0) c.max_num_seqs = cuda ? 256 : 8;
-  if (c.max_num_batched_tokens == 0) c.max_num_batched_tokens = cuda ? 8192 : 128;
-  if (c.prefill_chunk_size == 0) c.prefill_chunk_size = cuda ? 2048 : 128;
+  const SchedulingDefaults& d = cuda ? kGpuScheduling : kCpuScheduling;
+  if (c.max_num_seqs == 0) c.max_num_seqs = d.max_num_seqs;
+  if (c.max_num_batched_tokens == 0) c.max_num_batched_tokens = d.max_num_batched_tokens;
+  if (c.prefill_chunk_size == 0) c.prefill_chunk_size = d.prefill_chunk_size;
   return c;
 }
 
@@ -72,9 +79,9 @@ Result<sched::SchedulerConfig> scheduler_config(const EngineConfig& c) {
   s.max_prefill_batches_before_decode = c.max_prefill_batches_before_decode;
   s.admission_scan_limit = c.admission_scan_limit;
   s.max_admission_bypasses = c.max_admission_bypasses;
-  RLT_ASSIGN_OR_RETURN(s.mode, sched::parse_batch_mode(c.batch_mode));
-  RLT_ASSIGN_OR_RETURN(s.policy, sched::parse_queue_policy(c.policy));
-  RLT_ASSIGN_OR_RETURN(s.exit_mode, sched::parse_exit_mode(c.exit_policy));
+  s.mode = c.batch_mode;
+  s.policy = c.policy;
+  s.exit_mode = c.exit_policy;
   s.incremental_kv = c.incremental_kv;
   s.enable_preemption = c.enable_preemption;
   s.preemption_host_bytes = c.preemption_host_bytes;
@@ -217,13 +224,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   if (config.threads > 0) omp_set_num_threads(config.threads);
-  RLT_ASSIGN_OR_RETURN(model::LoadOptions load, model::parse_activation_dtype(config.activation_dtype));
+  model::LoadOptions load = model::load_options(config.activation_dtype);
   if (device.cuda && load.bf16_activations) {
     return invalid_argument("--activation-dtype bf16 selects the CPU kernels' activations; GPU runs round "
                             "activations to the weight type inside their GEMMs already: drop it with --device cuda");
   }
   load.pack_for_cpu = !device.cuda;  // the GPU uploads the checkpoint's tensors itself
-  RLT_ASSIGN_OR_RETURN(load.quantized_dtype, source::parse_weight_dtype(config.dtype));
+  load.quantized_dtype = source::weight_dtype(config.dtype);
   RLT_ASSIGN_OR_RETURN(source::ModelSource source, source::ModelSource::open(config.model));
   for (const std::string& note : source.notes()) log_warn(fmt::format("{}: {}", config.model, note));
   RLT_ASSIGN_OR_RETURN(impl->model, model::load_ouro_model(source, load));
@@ -240,9 +247,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
       return tokenizer.status();
     }
   }
-  auto layout = kv::layout_from_name(config.kv_layout);
-  if (!layout) return invalid_argument(fmt::format("unknown kv layout '{}' (accepted: last_exited, shared)", config.kv_layout));
-  RLT_ASSIGN_OR_RETURN(DType kv_dtype, resolve_kv_dtype(config.kv_dtype, impl->model->weight_dtype()));
+  const kv::KVLayout layout = config.kv_layout;
+  const DType kv_dtype = resolve_kv_dtype(config.kv_dtype, impl->model->weight_dtype());
 
   // Attention first: the chosen backend's constraints (page size, dtype) must hold before the
   // cache is sized.
@@ -258,10 +264,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   sel.requirements.packed_prefill = config.require_packed_prefill;
   // On the CPU the host runs attention itself: only device backends can break asynchrony.
   sel.requirements.async_scheduling = config.async_scheduling && device.cuda;
-  sel.requirements.cuda_graphs = config.cuda_graphs == "on";
-  if (config.cuda_graphs != "auto" && config.cuda_graphs != "on" && config.cuda_graphs != "off") {
-    return invalid_argument(fmt::format("cuda_graphs '{}': expected auto, on or off", config.cuda_graphs));
-  }
+  sel.requirements.cuda_graphs = config.cuda_graphs == CudaGraphs::kOn;
   if (config.programmatic_launch && !device.cuda) {
     return invalid_argument("programmatic dependent launch (--pdl) applies to GPU runs; this run is on the CPU: "
                             "use --device cuda or drop --pdl");
@@ -300,7 +303,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   }
   kc.geometry.num_blocks = static_cast<int32_t>(blocks);
   kc.depth = static_cast<int32_t>(mc.total_ut_steps);
-  kc.layout = *layout;
+  kc.layout = layout;
   kc.watermark_ratio = config.watermark;
   kc.enable_prefix_caching = config.enable_prefix_caching;
   kc.model_salt = config.model;
@@ -316,13 +319,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
     impl->runner =
         std::make_unique<runner::CpuModelRunner>(impl->model, std::move(storage), entry->create());
   }
-  impl->planning = {*layout, entry->caps.packed_prefill, kc.depth};
+  impl->planning = {layout, entry->caps.packed_prefill, kc.depth};
   std::vector<int32_t> eos;
   for (int64_t id : impl->model->eos_token_ids()) eos.push_back(static_cast<int32_t>(id));
   impl->scheduler = std::make_unique<sched::Scheduler>(sc, *impl->kv, kc.depth, eos, impl.get());
-  log_info(fmt::format("kv cache: {} blocks of {} tokens ({} layout, {}), {:.1f} MiB", kc.geometry.num_blocks,
-                       kc.geometry.block_size, config.kv_layout, dtype_name(kv_dtype),
-                       static_cast<double>(kc.geometry.num_blocks) * static_cast<double>(kc.geometry.bytes_per_block()) / (1 << 20)));
+  log_info(fmt::format("kv cache: {} blocks of {} tokens ({} layout, {}), {:.1f} MiB",
+                       kc.geometry.num_blocks, kc.geometry.block_size, name(config.kv_layout),
+                       dtype_name(kv_dtype),
+                       static_cast<double>(kc.geometry.num_blocks) *
+                           static_cast<double>(kc.geometry.bytes_per_block()) / (1 << 20)));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -635,7 +640,7 @@ ModelFootprint Engine::footprint() const {
       m.config.kv_values_per_token_per_depth() * static_cast<int64_t>(dtype_size(impl_->kv->config().geometry.dtype));
   f.loops = m.config.total_ut_steps;
   f.kernel_target = kernels::cpu_dispatch_target();
-  f.activation_dtype = impl_->config.activation_dtype;
+  f.activation_dtype = std::string(name(impl_->config.activation_dtype));
   f.threads = omp_get_max_threads();
   f.device = impl_->config.device == "cuda" ? "cuda:0" : impl_->config.device;
   return f;

@@ -79,7 +79,7 @@ Result<KVSnapshot> KVCacheManager::snapshot(RequestId id, const KVStorage& stora
 Status KVCacheManager::validate_snapshot(const KVSnapshot& s) const {
   if (s.layout != config_.layout) {
     return invalid_argument(fmt::format("snapshot layout {} does not match the manager's {}",
-                                        layout_name(s.layout), layout_name(config_.layout)));
+                                        rlt::name(s.layout), rlt::name(config_.layout)));
   }
   if (s.planes != planes_) {
     return invalid_argument(

@@ -7,22 +7,6 @@
 
 namespace rlt::kv {
 
-std::string_view layout_name(KVLayout layout) {
-  switch (layout) {
-    case KVLayout::kLastExited:
-      return "last_exited";
-    case KVLayout::kShared:
-      return "shared";
-  }
-  return "unknown";
-}
-
-std::optional<KVLayout> layout_from_name(std::string_view name) {
-  if (name == "last_exited") return KVLayout::kLastExited;
-  if (name == "shared") return KVLayout::kShared;
-  return std::nullopt;
-}
-
 Status KVGeometry::validate() const {
   if (num_blocks < 1 || num_layers < 1 || block_size < 1 || num_kv_heads < 1 || head_dim < 1) {
     return invalid_argument(fmt::format(

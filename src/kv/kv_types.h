@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/dtype.h"
+#include "rlt/config.h"
 #include "rlt/status.h"
 
 namespace rlt::kv {
@@ -20,18 +21,13 @@ using TransferId = uint64_t;
 using BlockId = int32_t;
 using TokenId = int32_t;
 
-// How loop depths map onto block tables ("planes").
-enum class KVLayout : uint8_t {
-  // One plane per loop depth. A token executed at depth d writes plane d; an early exit at e
-  // copies its depth-e K/V into planes e+1..R-1 so deeper queries read version min(d, e).
-  kLastExited,
-  // One plane for all depths, overwritten each loop: historical tokens are seen at their final
-  // version at every depth. Not a lossless compression of kLastExited (different attention inputs).
-  kShared,
-};
-
-std::string_view layout_name(KVLayout layout);  // "last_exited", "shared"
-std::optional<KVLayout> layout_from_name(std::string_view name);
+// How loop depths map onto block tables ("planes"), as the engine's configuration names it
+// (rlt/config.h). kLastExited: one plane per loop depth; a token executed at depth d writes plane
+// d, and an early exit at e copies its depth-e K/V into planes e+1..R-1 so deeper queries read
+// version min(d, e). kShared: one plane for all depths, overwritten each loop: historical tokens
+// are seen at their final version at every depth (not a lossless compression of kLastExited:
+// different attention inputs).
+using KVLayout = rlt::KVLayout;
 
 // Planes (block tables) a request holds: `depth` for kLastExited, 1 for kShared.
 inline int32_t storage_planes(KVLayout layout, int32_t depth) {

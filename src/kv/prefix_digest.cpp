@@ -36,7 +36,7 @@ Digest model_root_digest(const KVCacheConfig& config) {
   std::string_view dtype = dtype_name(config.geometry.dtype);
   append_i32(seed, static_cast<int64_t>(dtype.size()));
   seed += dtype;
-  std::string_view layout = layout_name(config.layout);
+  std::string_view layout = rlt::name(config.layout);
   append_i32(seed, static_cast<int64_t>(layout.size()));
   seed += layout;
   const KVGeometry& g = config.geometry;

@@ -132,10 +132,8 @@ int64_t OuroModel::lm_head_bytes() const {
   return static_cast<int64_t>(checkpoint.find(name)->nbytes);
 }
 
-Result<LoadOptions> parse_activation_dtype(const std::string& name) {
-  if (name == "f32") return LoadOptions{};
-  if (name == "bf16") return LoadOptions{.bf16_activations = true};
-  return invalid_argument(fmt::format("activation dtype '{}' is not one of: f32, bf16", name));
+LoadOptions load_options(ActivationDType activations) {
+  return LoadOptions{.bf16_activations = activations == ActivationDType::kBF16};
 }
 
 Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& path, LoadOptions options) {

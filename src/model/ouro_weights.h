@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "kernels/cpu/packed_matrix.h"
 #include "kernels/cpu/weight_matrix.h"
+#include "rlt/config.h"
 #include "rlt/status.h"
 #include "source/model_source.h"
 
@@ -55,8 +56,8 @@ struct LoadOptions {
   DType quantized_dtype = DType::kBF16;
 };
 
-// "f32" or "bf16" (the --activation-dtype flag); anything else is refused with the choices.
-Result<LoadOptions> parse_activation_dtype(const std::string& name);
+// The load options of an activation dtype (the other options at their defaults).
+LoadOptions load_options(ActivationDType activations);
 
 // A loaded model: config, generation config, checkpoint mapping and bound weights.
 struct OuroModel {

@@ -24,7 +24,7 @@ Result<DeviceChoice> choose_device(const std::string& text);
 
 // How the GPU runner executes (EngineConfig's GPU settings).
 struct GpuRunnerSettings {
-  std::string cuda_graphs = "auto";  // auto, on, off
+  CudaGraphs cuda_graphs = CudaGraphs::kAuto;
   bool programmatic_launch = false;  // sm_90+ only
   bool device_sampling = true;       // false: logits go to the host sampler
   // Buffers allocated when the runner is made, so that a configuration the device cannot hold

@@ -213,13 +213,6 @@ struct GpuModelRunner::Graph {
   }
 };
 
-Result<CudaGraphMode> parse_cuda_graph_mode(const std::string& text) {
-  if (text == "auto") return CudaGraphMode::kAuto;
-  if (text == "on") return CudaGraphMode::kOn;
-  if (text == "off") return CudaGraphMode::kOff;
-  return invalid_argument(fmt::format("CUDA graph mode '{}': expected auto, on or off", text));
-}
-
 GpuModelRunner::~GpuModelRunner() {
   if (stream_) (void)stream_->synchronize();
 }
@@ -228,7 +221,7 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
     std::shared_ptr<const model::OuroModel> model, const kv::KVGeometry& geometry, int device,
     std::unique_ptr<attention::AttentionBackend> backend,
     const attention::BackendCapabilities& caps, const GpuRunnerSettings& settings) {
-  RLT_ASSIGN_OR_RETURN(CudaGraphMode graphs, parse_cuda_graph_mode(settings.cuda_graphs));
+  const CudaGraphMode graphs = settings.cuda_graphs;
   if (!backend->reads_device_memory()) {
     return invalid_argument(
         fmt::format("attention backend {} runs on the CPU; the GPU runner needs a CUDA backend",

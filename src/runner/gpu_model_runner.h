@@ -35,10 +35,7 @@
 
 namespace rlt::runner {
 
-enum class CudaGraphMode { kAuto, kOn, kOff };
-
-// "auto", "on" or "off".
-Result<CudaGraphMode> parse_cuda_graph_mode(const std::string& text);
+using CudaGraphMode = rlt::CudaGraphs;
 
 class GpuModelRunner final : public ModelRunner {
  public:

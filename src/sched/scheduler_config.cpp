@@ -20,23 +20,4 @@ Status SchedulerConfig::validate() const {
   return {};
 }
 
-Result<BatchMode> parse_batch_mode(const std::string& s) {
-  if (s == "refill") return BatchMode::kRefill;
-  if (s == "no_refill") return BatchMode::kNoRefill;
-  return invalid_argument(fmt::format("unknown batching mode '{}' (accepted: refill, no_refill)", s));
-}
-
-Result<QueuePolicy> parse_queue_policy(const std::string& s) {
-  if (s == "fcfs") return QueuePolicy::kFcfs;
-  if (s == "priority") return QueuePolicy::kPriority;
-  return invalid_argument(fmt::format("unknown scheduling policy '{}' (accepted: fcfs, priority)", s));
-}
-
-Result<ExitMode> parse_exit_mode(const std::string& s) {
-  if (s == "ouro") return ExitMode::kOuro;
-  if (s == "ouro_delayed") return ExitMode::kOuroDelayed;
-  if (s == "trace") return ExitMode::kTrace;
-  return invalid_argument(fmt::format("unknown exit policy '{}' (accepted: ouro, ouro_delayed, trace)", s));
-}
-
 }  // namespace rlt::sched

@@ -1,42 +1,41 @@
-// Scheduling knobs, with the defaults the engine and CLI use (one source of truth).
+// The scheduler's configuration (the defaults are rlt/config.h's, defined there once).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "rlt/config.h"
 #include "rlt/status.h"
 
 namespace rlt::sched {
 
-enum class BatchMode : uint8_t {
-  kRefill,    // a request leaving the loop is replaced at the next loop boundary (Continuous Depth Batching)
-  kNoRefill,  // cohorts: a recurrent batch drains completely before new work joins
-};
-enum class QueuePolicy : uint8_t { kFcfs, kPriority };
-enum class ExitMode : uint8_t { kOuro, kOuroDelayed, kTrace };
+// The engine configuration's names for these (rlt/config.h).
+using BatchMode = rlt::BatchMode;
+using QueuePolicy = rlt::QueuePolicy;
+using ExitMode = rlt::ExitPolicy;
 
+// Built by the engine from EngineConfig (after its device defaults); the defaults here are the
+// CPU's (rlt/config.h), for tests and tools that make a scheduler directly.
 struct SchedulerConfig {
-  int32_t max_num_seqs = 8;               // admitted requests, and rows per batch
-  int32_t max_num_batched_tokens = 128;   // rows (tokens) per batch
-  int32_t prefill_chunk_size = 128;       // prompt tokens per request per prefill batch
-  int32_t max_prefill_batches_before_decode = 1;
-  int32_t admission_scan_limit = 64;      // waiting requests looked at per admission pass
-  int32_t max_admission_bypasses = 8;     // how often a deferred request may be overtaken
+  int32_t max_num_seqs = kCpuScheduling.max_num_seqs;  // admitted requests, and rows per batch
+  int32_t max_num_batched_tokens =
+      kCpuScheduling.max_num_batched_tokens;  // rows (tokens) per batch
+  int32_t prefill_chunk_size =
+      kCpuScheduling.prefill_chunk_size;  // prompt tokens per request per prefill batch
+  int32_t max_prefill_batches_before_decode = kCpuScheduling.max_prefill_batches_before_decode;
+  int32_t admission_scan_limit = kCpuScheduling.admission_scan_limit;
+  int32_t max_admission_bypasses = kCpuScheduling.max_admission_bypasses;
   BatchMode mode = BatchMode::kRefill;
   QueuePolicy policy = QueuePolicy::kFcfs;
   ExitMode exit_mode = ExitMode::kOuro;
   bool incremental_kv = true;             // allocate KV as tokens arrive (else the whole life up front)
   bool enable_preemption = false;
-  int64_t preemption_host_bytes = int64_t{4} << 30;  // host memory for suspended requests' KV
+  int64_t preemption_host_bytes = kCpuScheduling.preemption_host_bytes;
   // The engine schedules batch N + 1 before batch N's results are back (one-step lookahead); needs
   // an exit mode whose decisions arrive a loop early (ouro_delayed, trace).
   bool async_scheduling = false;
 
   Status validate() const;
 };
-
-Result<BatchMode> parse_batch_mode(const std::string& s);      // "refill", "no_refill"
-Result<QueuePolicy> parse_queue_policy(const std::string& s);  // "fcfs", "priority"
-Result<ExitMode> parse_exit_mode(const std::string& s);        // "ouro", "ouro_delayed", "trace"
 
 }  // namespace rlt::sched

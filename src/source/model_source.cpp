@@ -86,11 +86,16 @@ std::string beside(const std::string& gguf_path, const char* name) {
 
 }  // namespace
 
-Result<DType> parse_weight_dtype(const std::string& name) {
-  if (name == "f32") return DType::kF32;
-  if (name == "bf16") return DType::kBF16;
-  if (name == "f16") return DType::kF16;
-  return invalid_argument(fmt::format("--dtype '{}' is not one of: f32, bf16, f16", name));
+DType weight_dtype(WeightDType dtype) {
+  switch (dtype) {
+    case WeightDType::kF32:
+      return DType::kF32;
+    case WeightDType::kF16:
+      return DType::kF16;
+    case WeightDType::kBF16:
+      break;
+  }
+  return DType::kBF16;
 }
 
 Result<ModelSource> ModelSource::open(const std::string& path) {

@@ -13,6 +13,7 @@
 #include "io/gguf_file.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "rlt/config.h"
 #include "rlt/status.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/gguf_vocab.h"
@@ -62,7 +63,7 @@ class ModelSource {
 // The tokenizer.ggml.* metadata of a GGUF file as plain data (tokenizer_from_gguf builds it).
 Result<tok::GgufVocab> read_gguf_vocab(const io::GgufFile& file);
 
-// "f32", "bf16", "f16": what --dtype accepts for dequantized weights.
-Result<DType> parse_weight_dtype(const std::string& name);
+// The element type of dequantized weights (--dtype).
+DType weight_dtype(WeightDType dtype);
 
 }  // namespace rlt::source

@@ -112,13 +112,13 @@ Generation generate(const std::string& dir, const RunSettings& run_settings) {
   c.programmatic_launch = s.pdl;
   c.device_sampling = s.device_sampling;
   c.gpu_preallocate = s.preallocate;
-  c.exit_policy = s.exit_policy;
+  c.exit_policy = *parse_exit_policy(s.exit_policy);
   c.async_scheduling = s.async;
   c.model = dir;
   c.device = s.device;
-  c.cuda_graphs = s.graphs;
-  c.kv_dtype = s.kv_dtype;
-  c.kv_layout = s.layout;
+  c.cuda_graphs = *parse_cuda_graphs(s.graphs);
+  c.kv_dtype = *parse_kv_dtype(s.kv_dtype);
+  c.kv_layout = *parse_kv_layout(s.layout);
   c.attention_backend = s.attention;
   c.max_num_seqs = s.max_num_seqs;
   // The CPU's budgets on both devices, so both batch alike.

@@ -29,12 +29,12 @@ const std::string& demo_dir() {
 EngineConfig base_config() {
   EngineConfig c;
   c.model = demo_dir();
-  c.kv_dtype = "f32";
+  c.kv_dtype = KVDType::kF32;
   c.attention_backend = "cpu_reference";  // batch-invariant: equal inputs give equal bits
   c.block_size = 4;
   c.num_kv_blocks = 512;
   c.threads = 2;
-  c.exit_policy = "ouro_delayed";
+  c.exit_policy = ExitPolicy::kOuroDelayed;
   return c;
 }
 
@@ -143,8 +143,8 @@ TEST(AsyncEngine, RandomMixesEqualTheSynchronousEngine) {
     const int chunks[] = {3, 8, 128};
     c.prefill_chunk_size = chunks[rng() % 3];
     c.max_num_batched_tokens = rng() % 2 ? 16 : 128;
-    c.batch_mode = rng() % 3 == 0 ? "no_refill" : "refill";
-    c.kv_layout = seed % 4 == 3 ? "shared" : "last_exited";
+    c.batch_mode = rng() % 3 == 0 ? BatchMode::kNoRefill : BatchMode::kRefill;
+    c.kv_layout = seed % 4 == 3 ? KVLayout::kShared : KVLayout::kLastExited;
     const std::vector<Planned> plan = plan_mix(seed, 4 + static_cast<int>(seed % 4));
     const MixResult sync = run_mix(c, plan, 0.0, seed);
     c.async_scheduling = true;
@@ -244,7 +244,7 @@ TEST(AsyncEngine, ReusingACancelledIdWhileItsBatchIsInFlight) {
 
 TEST(AsyncEngine, RefusesAnUndelayedExitPolicyWithAFix) {
   EngineConfig c = base_config();
-  c.exit_policy = "ouro";
+  c.exit_policy = ExitPolicy::kOuro;
   c.async_scheduling = true;
   auto engine = Engine::create(c);
   ASSERT_FALSE(engine.ok());

@@ -129,7 +129,8 @@ EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantic
       EXPECT_EQ(o.finish_reason, "abort");
       continue;
     }
-    const Expected e = reference(p.prompt, p.params, semantics, mix.config.activation_dtype == "bf16");
+    const Expected e = reference(p.prompt, p.params, semantics,
+                                 mix.config.activation_dtype == ActivationDType::kBF16);
     EXPECT_EQ(o.token_ids, e.tokens);
     std::vector<int64_t> depths(o.exit_depths.begin(), o.exit_depths.end());
     EXPECT_EQ(depths, e.depths);
@@ -141,7 +142,7 @@ EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantic
 EngineConfig base_config() {
   EngineConfig c;
   c.model = demo_dir();
-  c.kv_dtype = "f32";
+  c.kv_dtype = KVDType::kF32;
   c.attention_backend = "cpu_reference";
   c.block_size = 4;
   c.num_kv_blocks = 512;
@@ -163,8 +164,8 @@ TEST(EngineEquivalence, RandomMixesMatchTheReferenceModelExactly) {
     mix.config.max_num_batched_tokens = budgets[rng() % 3];
     const int seqs[] = {1, 2, 8};
     mix.config.max_num_seqs = seqs[rng() % 3];
-    mix.config.batch_mode = rng() % 2 ? "refill" : "no_refill";
-    mix.config.policy = rng() % 2 ? "fcfs" : "priority";
+    mix.config.batch_mode = rng() % 2 ? BatchMode::kRefill : BatchMode::kNoRefill;
+    mix.config.policy = rng() % 2 ? QueuePolicy::kFcfs : QueuePolicy::kPriority;
     mix.config.enable_prefix_caching = rng() % 2 == 0;
     mix.shared_prefixes = true;
     mix.config.block_size = rng() % 2 ? 4 : 16;
@@ -189,7 +190,7 @@ TEST(EngineEquivalence, PreemptionUnderMemoryPressureIsLossless) {
     mix.config.incremental_kv = true;
     mix.config.watermark = 0.0;
     mix.config.max_num_seqs = 8;
-    mix.config.policy = seed % 2 ? "priority" : "fcfs";
+    mix.config.policy = seed % 2 ? QueuePolicy::kPriority : QueuePolicy::kFcfs;
     mix.requests = 8;
     preemptions += run_mix(mix, 1000 + seed, model::KvSemantics::kLastExited).preemptions;
   }
@@ -211,7 +212,7 @@ TEST(EngineEquivalence, SharedLayoutFollowsItsOwnSemantics) {
   for (uint32_t seed = 0; seed < 4; ++seed) {
     Mix mix;
     mix.config = base_config();
-    mix.config.kv_layout = "shared";
+    mix.config.kv_layout = KVLayout::kShared;
     mix.config.prefill_chunk_size = seed % 2 ? 5 : 128;
     run_mix(mix, 3000 + seed, model::KvSemantics::kShared);
   }
@@ -224,7 +225,7 @@ TEST(EngineEquivalence, Bf16ActivationsMatchTheReferenceWithBf16Activations) {
   for (uint32_t seed = 0; seed < 3; ++seed) {
     Mix mix;
     mix.config = base_config();
-    mix.config.activation_dtype = "bf16";
+    mix.config.activation_dtype = ActivationDType::kBF16;
     mix.config.prefill_chunk_size = seed == 0 ? 3 : 128;
     mix.config.max_num_seqs = seed == 1 ? 1 : 8;
     run_mix(mix, 5000 + seed, model::KvSemantics::kLastExited);

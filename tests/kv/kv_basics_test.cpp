@@ -46,11 +46,12 @@ TEST(KvPageMath, OuroBytesPerBlockIsThreeMiB) {
 }
 
 TEST(KvConfig, LayoutNamesRoundTrip) {
-  EXPECT_EQ(layout_name(KVLayout::kLastExited), "last_exited");
-  EXPECT_EQ(layout_name(KVLayout::kShared), "shared");
-  EXPECT_EQ(layout_from_name("shared"), KVLayout::kShared);
-  EXPECT_EQ(layout_from_name("last_exited"), KVLayout::kLastExited);
-  EXPECT_FALSE(layout_from_name("alias").has_value());
+  EXPECT_EQ(name(KVLayout::kLastExited), "last_exited");
+  EXPECT_EQ(name(KVLayout::kShared), "shared");
+  EXPECT_EQ(*parse_kv_layout("shared"), KVLayout::kShared);
+  EXPECT_EQ(*parse_kv_layout("last_exited"), KVLayout::kLastExited);
+  EXPECT_NE(parse_kv_layout("alias").status().message().find("accepted: last_exited, shared"),
+            std::string::npos);
 }
 
 TEST(KvConfig, ValidationNamesTheOffendingValue) {

@@ -1,0 +1,147 @@
+// The engine's configuration: every knob with its type and its default, defined here once
+// (documented in docs/scheduling.md and docs/kv-cache.md). Names are parsed once, at the
+// boundary (CLI flags, server options, tests), with the parse_* functions below; the engine and
+// its modules read the enums. Plain data; include/rlt/ compiles on its own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "rlt/status.h"
+
+namespace rlt {
+
+// Where a token's K/V live: one plane per loop depth (a token that exits early gives its last
+// loop's K/V to the deeper planes), or one plane every loop overwrites.
+enum class KVLayout : uint8_t { kLastExited, kShared };
+// The K/V cache's element type; kAuto: the weights' type.
+enum class KVDType : uint8_t { kAuto, kF32, kBF16, kF16 };
+// GGUF files: the type quantized weights are dequantized into at load.
+enum class WeightDType : uint8_t { kBF16, kF32, kF16 };
+// Activations entering the CPU's linear layers: f32 (exact f32 products), or bf16 for bf16
+// weights on CPUs with AVX512_BF16 (rounded as a bf16 PyTorch model computes; about twice the
+// prefill rate).
+enum class ActivationDType : uint8_t { kF32, kBF16 };
+enum class BatchMode : uint8_t {
+  kRefill,    // a request leaving the loop is replaced at the next loop boundary (Continuous Depth
+              // Batching)
+  kNoRefill,  // cohorts: a recurrent batch drains completely before new work joins
+};
+enum class QueuePolicy : uint8_t { kFcfs, kPriority };
+// When a generated token leaves the loop: ouro (the exit gate's rule after each loop),
+// ouro_delayed (the same decision applied one loop later, for asynchronous scheduling), trace
+// (depths given per request).
+enum class ExitPolicy : uint8_t { kOuro, kOuroDelayed, kTrace };
+// CUDA graphs for the recurrent core (GPU runs): kAuto captures per batch bucket and runs eagerly
+// if capture fails; kOn requires them (a graph-safe attention backend; a failed capture is an
+// error); kOff never captures.
+enum class CudaGraphs : uint8_t { kAuto, kOn, kOff };
+
+// The names flags and options use ("last_exited", "auto", "bf16", "no_refill", ...). Each parse_*
+// accepts exactly the names name() returns and otherwise says which are accepted.
+Result<KVLayout> parse_kv_layout(std::string_view name);
+Result<KVDType> parse_kv_dtype(std::string_view name);
+Result<WeightDType> parse_weight_dtype(std::string_view name);
+Result<ActivationDType> parse_activation_dtype(std::string_view name);
+Result<BatchMode> parse_batch_mode(std::string_view name);
+Result<QueuePolicy> parse_queue_policy(std::string_view name);
+Result<ExitPolicy> parse_exit_policy(std::string_view name);
+Result<CudaGraphs> parse_cuda_graphs(std::string_view name);
+std::string_view name(KVLayout v);
+std::string_view name(KVDType v);
+std::string_view name(WeightDType v);
+std::string_view name(ActivationDType v);
+std::string_view name(BatchMode v);
+std::string_view name(QueuePolicy v);
+std::string_view name(ExitPolicy v);
+std::string_view name(CudaGraphs v);
+
+// Every engine knob with its default (documented in docs/scheduling.md and docs/kv-cache.md).
+// The scheduling defaults the engine and the scheduler's own configuration (sched/) share,
+// defined once here.
+struct SchedulingDefaults {
+  // Batch budgets for a knob left at 0: the CPU's, and a GPU's, whose batches need many rows to
+  // use it (vLLM's scale).
+  int32_t max_num_seqs = 8, max_num_batched_tokens = 128, prefill_chunk_size = 128;
+  int32_t max_prefill_batches_before_decode = 1;
+  int32_t admission_scan_limit = 64;   // waiting requests looked at per admission pass
+  int32_t max_admission_bypasses = 8;  // how often a deferred request may be overtaken
+  int64_t preemption_host_bytes = int64_t{4} << 30;  // host memory for suspended requests' KV
+};
+inline constexpr SchedulingDefaults kCpuScheduling{};
+inline constexpr SchedulingDefaults kGpuScheduling{256, 8192, 2048};
+
+struct EngineConfig {
+  // A Hugging Face model folder or a .gguf file.
+  std::string model;
+  // GGUF files: the dtype quantized weights are dequantized into at load.
+  WeightDType dtype = WeightDType::kBF16;
+
+  // KV cache
+  int32_t block_size = 16;    // tokens per page
+  int64_t num_kv_blocks = 0;  // 0: as many as kv_cache_bytes holds
+  // K + V pools; 0: 1 GiB on the CPU, and on a GPU what gpu_memory_utilization leaves.
+  int64_t kv_cache_bytes = 0;
+  // GPU runs without kv_cache_bytes: the share of the device's memory the run may take (weights,
+  // activations and workspaces included); the KV cache gets the rest, as vLLM sizes it.
+  double gpu_memory_utilization = 0.9;
+  KVLayout kv_layout = KVLayout::kLastExited;
+  KVDType kv_dtype = KVDType::kAuto;
+  bool enable_prefix_caching = false;
+  double watermark = 0.01;  // admission headroom, share of the pool
+
+  // Scheduler. The batch budgets' 0 is the device's default (kCpuScheduling, kGpuScheduling).
+  int32_t max_num_seqs = 0;
+  int32_t max_num_batched_tokens = 0;
+  int32_t prefill_chunk_size = 0;
+  int32_t max_prefill_batches_before_decode = kCpuScheduling.max_prefill_batches_before_decode;
+  int32_t admission_scan_limit = kCpuScheduling.admission_scan_limit;
+  int32_t max_admission_bypasses = kCpuScheduling.max_admission_bypasses;
+  BatchMode batch_mode = BatchMode::kRefill;
+  QueuePolicy policy = QueuePolicy::kFcfs;
+  ExitPolicy exit_policy = ExitPolicy::kOuro;
+  bool incremental_kv = true;
+  bool enable_preemption = false;
+  int64_t preemption_host_bytes = kCpuScheduling.preemption_host_bytes;
+
+  // Attention
+  std::string attention_backend = "auto";
+  bool require_deterministic_attention = false;
+  bool require_packed_prefill = false;  // attention must declare packed_prefill
+  // Asynchronous scheduling: the next batch is scheduled and submitted before the previous one's
+  // results are back (one-step lookahead), so host work overlaps device work. Needs exit_policy
+  // "ouro_delayed" or "trace"; on CUDA the attention backend must never synchronize with the host.
+  bool async_scheduling = false;
+  // CUDA graphs for the recurrent core (GPU runs).
+  CudaGraphs cuda_graphs = CudaGraphs::kAuto;
+  // Programmatic dependent launch (GPU runs on sm_90+): each of rlt's kernels may begin launching
+  // while the one before it finishes, hiding most of the gap between short kernels. Off by
+  // default until measured; a GPU below sm_90 refuses it.
+  bool programmatic_launch = false;
+  // GPU runs: sample on the device (the host sampler's rules, penalties and logprobs included),
+  // or copy every logits row to the host sampler (the reference path).
+  bool device_sampling = true;
+  // GPU runs: allocate the activations, logits, sampling and request-state buffers of the largest
+  // batch at startup, so that a batch budget the device cannot hold fails there rather than
+  // aborting the first batch that large; false: allocate them as batches need them.
+  bool gpu_preallocate = true;
+
+  // Detokenize outputs with the model's tokenizer (when it has one): RequestOutput::new_text.
+  bool detokenize = true;
+
+  uint64_t seed = 0;  // requests without a seed derive theirs from this and their id
+  int threads = 0;    // CPU kernel threads (0 = all cores)
+  // Activations entering the linear layers.
+  ActivationDType activation_dtype = ActivationDType::kF32;
+  // Where the model runs: "cpu", or "cuda" / "cuda:N" (CUDA builds, device N; weights in their
+  // stored dtype, KV pools and attention on the GPU).
+  std::string device = "cpu";
+};
+
+// The configuration with its device's defaults in place of the knobs left at 0 (a GPU's KV cache
+// size comes later, from its free memory). Engine::create applies it; whoever sizes something by
+// the engine's batch (the server's request limit) can ask what the engine will use.
+EngineConfig with_device_defaults(EngineConfig config);
+
+}  // namespace rlt

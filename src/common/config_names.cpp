@@ -1,0 +1,105 @@
+// The names of include/rlt/config.h's enums: one table per enum, read both ways.
+#include <fmt/format.h>
+
+#include <array>
+#include <utility>
+
+#include "rlt/config.h"
+
+namespace rlt {
+namespace {
+
+template <typename E, size_t N>
+using Names = std::array<std::pair<E, std::string_view>, N>;
+
+template <typename E, size_t N>
+Result<E> parse(const Names<E, N>& names, std::string_view text, std::string_view what) {
+  std::string accepted;
+  for (const auto& [value, n] : names) {
+    if (n == text) return value;
+    if (!accepted.empty()) accepted += ", ";
+    accepted += n;
+  }
+  return invalid_argument(fmt::format("unknown {} '{}' (accepted: {})", what, text, accepted));
+}
+
+template <typename E, size_t N>
+std::string_view lookup(const Names<E, N>& names, E value) {
+  for (const auto& [v, n] : names)
+    if (v == value) return n;
+  return "unknown";
+}
+
+constexpr Names<KVLayout, 2> kKVLayouts{
+    {{KVLayout::kLastExited, "last_exited"}, {KVLayout::kShared, "shared"}}};
+constexpr Names<KVDType, 4> kKVDTypes{{{KVDType::kAuto, "auto"},
+                                       {KVDType::kF32, "f32"},
+                                       {KVDType::kBF16, "bf16"},
+                                       {KVDType::kF16, "f16"}}};
+constexpr Names<WeightDType, 3> kWeightDTypes{
+    {{WeightDType::kBF16, "bf16"}, {WeightDType::kF32, "f32"}, {WeightDType::kF16, "f16"}}};
+constexpr Names<ActivationDType, 2> kActivationDTypes{
+    {{ActivationDType::kF32, "f32"}, {ActivationDType::kBF16, "bf16"}}};
+constexpr Names<BatchMode, 2> kBatchModes{
+    {{BatchMode::kRefill, "refill"}, {BatchMode::kNoRefill, "no_refill"}}};
+constexpr Names<QueuePolicy, 2> kQueuePolicies{
+    {{QueuePolicy::kFcfs, "fcfs"}, {QueuePolicy::kPriority, "priority"}}};
+constexpr Names<ExitPolicy, 3> kExitPolicies{{{ExitPolicy::kOuro, "ouro"},
+                                              {ExitPolicy::kOuroDelayed, "ouro_delayed"},
+                                              {ExitPolicy::kTrace, "trace"}}};
+constexpr Names<CudaGraphs, 3> kCudaGraphs{
+    {{CudaGraphs::kAuto, "auto"}, {CudaGraphs::kOn, "on"}, {CudaGraphs::kOff, "off"}}};
+
+}  // namespace
+
+Result<KVLayout> parse_kv_layout(std::string_view n) {
+  return parse(kKVLayouts, n, "kv layout");
+}
+Result<KVDType> parse_kv_dtype(std::string_view n) {
+  return parse(kKVDTypes, n, "kv dtype");
+}
+Result<WeightDType> parse_weight_dtype(std::string_view n) {
+  return parse(kWeightDTypes, n, "weight dtype");
+}
+Result<ActivationDType> parse_activation_dtype(std::string_view n) {
+  return parse(kActivationDTypes, n, "activation dtype");
+}
+Result<BatchMode> parse_batch_mode(std::string_view n) {
+  return parse(kBatchModes, n, "batch mode");
+}
+Result<QueuePolicy> parse_queue_policy(std::string_view n) {
+  return parse(kQueuePolicies, n, "queue policy");
+}
+Result<ExitPolicy> parse_exit_policy(std::string_view n) {
+  return parse(kExitPolicies, n, "exit policy");
+}
+Result<CudaGraphs> parse_cuda_graphs(std::string_view n) {
+  return parse(kCudaGraphs, n, "CUDA graph mode");
+}
+
+std::string_view name(KVLayout v) {
+  return lookup(kKVLayouts, v);
+}
+std::string_view name(KVDType v) {
+  return lookup(kKVDTypes, v);
+}
+std::string_view name(WeightDType v) {
+  return lookup(kWeightDTypes, v);
+}
+std::string_view name(ActivationDType v) {
+  return lookup(kActivationDTypes, v);
+}
+std::string_view name(BatchMode v) {
+  return lookup(kBatchModes, v);
+}
+std::string_view name(QueuePolicy v) {
+  return lookup(kQueuePolicies, v);
+}
+std::string_view name(ExitPolicy v) {
+  return lookup(kExitPolicies, v);
+}
+std::string_view name(CudaGraphs v) {
+  return lookup(kCudaGraphs, v);
+}
+
+}  // namespace rlt
