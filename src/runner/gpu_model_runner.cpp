@@ -205,14 +205,6 @@ class GpuModelRunner::Attention final : public GpuCoreAttention {
   size_t depth_index_ = 0;
 };
 
-// One captured recurrent pass.
-struct GpuModelRunner::Graph {
-  cudaGraphExec_t exec = nullptr;
-  ~Graph() {
-    if (exec) cudaGraphExecDestroy(exec);
-  }
-};
-
 GpuModelRunner::~GpuModelRunner() {
   if (stream_) (void)stream_->synchronize();
 }
@@ -231,10 +223,14 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
   std::unique_ptr<GpuModelRunner> r(new GpuModelRunner());
   r->device_ = device;
   r->model_ = std::move(model);
-  r->graph_mode_ = graphs;
+  // The attention backend keeps buffers alive for captured graphs until they are all dropped.
+  r->graphs_ = std::make_unique<GpuGraphCache>(graphs, kMaxGraphRows, [raw = r.get()] {
+    if (raw->attention_) raw->attention_->release_captures();
+  });
   r->device_sampling_ = settings.device_sampling;
   RLT_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::create());
   r->stream_ = std::make_unique<cuda::Stream>(std::move(stream));
+  r->sampler_.set_stream(r->stream_->handle());
   if (settings.programmatic_launch) {
     RLT_RETURN_IF_ERROR(check_programmatic_launch(device));
     cuda::set_programmatic_launch(r->stream_->handle(), true);
@@ -243,9 +239,9 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
   RLT_ASSIGN_OR_RETURN(r->storage_, cuda::CudaKVStorage::create(geometry, r->stream_->handle()));
   r->attention_ = std::make_unique<Attention>(*r, std::move(backend), caps);
   // The first slot holds no request: padding rows of graph buckets gather and scatter it.
-  RLT_RETURN_IF_ERROR(r->grow_states());
-  r->padding_slot_ = r->free_slots_.back();
-  r->free_slots_.pop_back();
+  r->states_ = std::make_unique<GpuStateSlots>(r->model_->config.hidden_size, r->stream_->handle(),
+                                               [raw = r.get()] { raw->invalidate_graphs(); });
+  RLT_RETURN_IF_ERROR(r->states_->init());
   // The metadata buffer the graphs point at, sized generously so that it rarely moves.
   for (Staging& st : r->staging_) {
     RLT_RETURN_IF_ERROR(st.buffer.reserve(size_t{1} << 20));  // grows with the plans
@@ -261,8 +257,7 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
   if (settings.reserve_sampling_rows > 0) {
     RLT_RETURN_IF_ERROR(r->ensure_sampling(settings.reserve_sampling_rows));
     // One slot per request the scheduler may run at once, plus the padding slot.
-    while (r->state_capacity_ < settings.reserve_sampling_rows + 1)
-      RLT_RETURN_IF_ERROR(r->grow_states());
+    RLT_RETURN_IF_ERROR(r->states_->reserve(static_cast<int32_t>(settings.reserve_sampling_rows)));
   }
   return r;
 }
@@ -325,42 +320,12 @@ Status GpuModelRunner::ensure_rows(int64_t rows) {
   return {};
 }
 
-Status GpuModelRunner::grow_states() {
-  const int64_t hidden = model_->config.hidden_size;
-  const int32_t grown = std::max(16, 2 * state_capacity_);
-  RLT_ASSIGN_OR_RETURN(
-      cuda::DeviceAllocation bigger,
-      cuda::DeviceAllocation::allocate(static_cast<size_t>(grown * hidden) * 4, "request states"));
-  // Zeroed: padding rows read the padding slot before anything wrote it.
-  RLT_RETURN_IF_ERROR(check(cudaMemsetAsync(bigger.data(), 0, bigger.bytes(), stream_->handle()),
-                            "clearing request states"));
-  if (state_capacity_ > 0) {
-    RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(bigger.data(), states_.data(), states_.bytes(),
-                                              cudaMemcpyDeviceToDevice, stream_->handle()),
-                              "growing request states"));
-  }
-  RLT_RETURN_IF_ERROR(synchronize());
-  invalidate_graphs();
-  states_ = std::move(bigger);
-  for (int32_t s = grown - 1; s >= state_capacity_; --s) free_slots_.push_back(s);
-  state_capacity_ = grown;
-  return {};
-}
-
 Result<int32_t> GpuModelRunner::slot(kv::RequestId id) {
-  if (auto it = slot_of_.find(id); it != slot_of_.end()) return it->second;
-  if (free_slots_.empty()) RLT_RETURN_IF_ERROR(grow_states());
-  const int32_t s = free_slots_.back();
-  free_slots_.pop_back();
-  slot_of_[id] = s;
-  return s;
+  return states_->slot(id);
 }
 
 void GpuModelRunner::release(kv::RequestId id) {
-  if (auto it = slot_of_.find(id); it != slot_of_.end()) {
-    free_slots_.push_back(it->second);
-    slot_of_.erase(it);
-  }
+  states_->release(id);
 }
 
 Status GpuModelRunner::run_loops(const PassInput& pass) {
@@ -417,7 +382,7 @@ Status GpuModelRunner::collect(uint64_t seq, BatchResult* out) {
     out->gate_logits.assign(gates, gates + t.rows);
   } else if (t.stage == Stage::kCoda) {
     if (t.device_sampled) {
-      read_device_samples(slot.host.data(), t.rows, t.device_logprobs, out);
+      GpuDeviceSampler::read(slot.host.data(), t.rows, t.device_logprobs, out);
     } else {
       // Read in place from pinned memory until the next collect().
       out->runner_logits = {reinterpret_cast<const float*>(slot.host.data()),
@@ -451,7 +416,7 @@ Status GpuModelRunner::enqueue(const ModelInput& input, cuda::PinnedBuffer& resu
       }
       RLT_RETURN_IF_ERROR(upload({input.tokens, slots_}, dev));
       RLT_RETURN_IF_ERROR(core_->embed(dev[0], n, floats(h_)));
-      return cuda::scatter_rows(floats(h_), dev[1], n, hidden, floats(states_), stream);
+      return cuda::scatter_rows(floats(h_), dev[1], n, hidden, states_->data(), stream);
     }
     case Stage::kRecurrent:
       return recurrent(input.passes()[0], results);
@@ -495,7 +460,7 @@ Status GpuModelRunner::coda(const ModelInput& input, cuda::PinnedBuffer& results
       rows.params.size() * sizeof(cuda::DeviceSampleParams) / sizeof(int32_t));
   std::vector<const int32_t*> dev;
   RLT_RETURN_IF_ERROR(upload({slots_, param_words, rows.history_ids, rows.history_counts}, dev));
-  RLT_RETURN_IF_ERROR(cuda::gather_rows(floats(states_), dev[0], n, hidden, floats(h_), stream));
+  RLT_RETURN_IF_ERROR(cuda::gather_rows(states_->data(), dev[0], n, hidden, floats(h_), stream));
   RLT_RETURN_IF_ERROR(grow_buffer(logits_, static_cast<size_t>(n * vocab) * 4, "logits"));
   RLT_RETURN_IF_ERROR(core_->lm_head(floats(h_), n, floats(logits_)));
   if (on_device) {
@@ -512,7 +477,7 @@ Status GpuModelRunner::coda(const ModelInput& input, cuda::PinnedBuffer& results
     sample.any_logprobs = rows.any_logprobs;
     sample.history_ids = dev[2];
     sample.history_counts = dev[3];
-    return sample_on_device(sample, results);
+    return sampler_.sample(sample, results);
   }
   // Into pinned memory (a fast DMA) that the sampler reads in place.
   const size_t bytes = static_cast<size_t>(n * vocab) * 4;
@@ -521,24 +486,6 @@ Status GpuModelRunner::coda(const ModelInput& input, cuda::PinnedBuffer& results
       cudaMemcpyAsync(results.data(), logits_.data(), bytes, cudaMemcpyDeviceToHost, stream),
       "reading logits");
 }
-
-namespace {
-
-static_assert(cuda::kMaxDeviceLogprobs == SamplingParams::kMaxLogprobs,
-              "device logprobs hold as many entries as a request may ask for");
-
-// Where sample_on_device puts each part of its results (device buffer and pinned copy alike):
-// 3 int32 per row, the offending value per row (f32), then the logprobs when asked for.
-struct SampleResultLayout {
-  size_t bad_values = 0, logprobs = 0, bytes = 0;
-  SampleResultLayout(int64_t n, bool logprobs_asked) {
-    bad_values = static_cast<size_t>(n) * 3 * sizeof(int32_t);
-    logprobs = bad_values + static_cast<size_t>(n) * sizeof(float);
-    bytes = logprobs + (logprobs_asked ? static_cast<size_t>(n) * sizeof(cuda::DeviceLogprobs) : 0);
-  }
-};
-
-}  // namespace
 
 Status GpuModelRunner::grow_buffer(cuda::DeviceAllocation& buffer, size_t bytes, const char* what) {
   if (buffer.bytes() >= bytes) return {};
@@ -552,60 +499,7 @@ Status GpuModelRunner::ensure_sampling(int64_t rows) {
   const int64_t vocab = model_->config.vocab_size;
   RLT_RETURN_IF_ERROR(grow_buffer(logits_, static_cast<size_t>(rows * vocab) * 4, "logits"));
   if (!device_sampling_ || rows * vocab > cuda::kMaxDeviceSampleElements) return {};
-  RLT_RETURN_IF_ERROR(
-      grow_buffer(sample_buffer_, SampleResultLayout(rows, true).bytes, "sampling results"));
-  return grow_buffer(sample_scratch_, cuda::sampling_scratch_bytes(rows, vocab, true, true, true),
-                     "sampling scratch");
-}
-
-Status GpuModelRunner::sample_on_device(cuda::SampleBatch batch, cuda::PinnedBuffer& results) {
-  const SampleResultLayout layout(batch.rows, batch.any_logprobs);
-  RLT_RETURN_IF_ERROR(grow_buffer(sample_buffer_, layout.bytes, "sampling results"));
-  RLT_RETURN_IF_ERROR(results.reserve(layout.bytes));
-  auto* dev = static_cast<std::byte*>(sample_buffer_.data());
-  batch.result = reinterpret_cast<int32_t*>(dev);
-  batch.bad_value = reinterpret_cast<float*>(dev + layout.bad_values);
-  batch.logprobs =
-      batch.any_logprobs ? reinterpret_cast<cuda::DeviceLogprobs*>(dev + layout.logprobs) : nullptr;
-  const size_t scratch = cuda::sampling_scratch_bytes(batch.rows, batch.vocab, batch.any_top_p,
-                                                      batch.any_penalties, batch.any_logprobs);
-  RLT_RETURN_IF_ERROR(grow_buffer(sample_scratch_, scratch, "sampling scratch"));
-  batch.scratch = sample_scratch_.data();
-  RLT_RETURN_IF_ERROR(cuda::sample_rows(batch, stream_->handle()));
-  return check(
-      cudaMemcpyAsync(results.data(), dev, layout.bytes, cudaMemcpyDeviceToHost, stream_->handle()),
-      "reading sampled tokens");
-}
-
-void GpuModelRunner::read_device_samples(const std::byte* results, int64_t n, bool logprobs,
-                                         BatchResult* out) {
-  const SampleResultLayout layout(n, logprobs);
-  const auto* result = reinterpret_cast<const int32_t*>(results);
-  const auto* bad_value = reinterpret_cast<const float*>(results + layout.bad_values);
-  out->device_tokens.assign(static_cast<size_t>(n), -1);
-  out->device_sample_errors.assign(static_cast<size_t>(n), std::string());
-  for (int64_t r = 0; r < n; ++r) {
-    // The host sampler's checks and messages, in its order.
-    if (result[3 * r + 1] >= 0) {
-      out->device_sample_errors[r] =
-          fmt::format("logits[{}] is {}", result[3 * r + 1], bad_value[r]);
-    } else if (result[3 * r + 2] == 0) {
-      out->device_sample_errors[r] = "the logits row has no finite value";
-    } else {
-      out->device_tokens[r] = result[3 * r];
-    }
-  }
-  if (!logprobs) return;
-  const auto* lp = reinterpret_cast<const cuda::DeviceLogprobs*>(results + layout.logprobs);
-  out->device_logprobs.assign(static_cast<size_t>(n), sampling::SampledToken());
-  for (int64_t r = 0; r < n; ++r) {
-    sampling::SampledToken& t = out->device_logprobs[static_cast<size_t>(r)];
-    t.token = result[3 * r];
-    t.logprob = lp[r].logprob;
-    t.top_logprobs.count = std::clamp(lp[r].count, 0, SamplingParams::kMaxLogprobs);
-    for (int j = 0; j < t.top_logprobs.count; ++j)
-      t.top_logprobs.items[static_cast<size_t>(j)] = {lp[r].ids[j], lp[r].values[j]};
-  }
+  return sampler_.reserve(rows, vocab);
 }
 
 Status GpuModelRunner::start_device_span() {
@@ -643,23 +537,21 @@ void GpuModelRunner::add_stage_time(Stage stage, const ResultSlot& slot) {
 }
 
 void GpuModelRunner::invalidate_graphs() {
-  graphs_.clear();
-  if (attention_) attention_->release_captures();
+  if (graphs_) graphs_->clear();
 }
 
 Status GpuModelRunner::recurrent_pass(int64_t rows, const int32_t* slots) {
   const int64_t hidden = model_->config.hidden_size;
   cudaStream_t stream = stream_->handle();
-  RLT_RETURN_IF_ERROR(cuda::gather_rows(floats(states_), slots, rows, hidden, floats(h_), stream));
+  RLT_RETURN_IF_ERROR(cuda::gather_rows(states_->data(), slots, rows, hidden, floats(h_), stream));
   RLT_RETURN_IF_ERROR(core_->run_loop(floats(h_), rows, *attention_, floats(gates_)));
-  return cuda::scatter_rows(floats(h_), slots, rows, hidden, floats(states_), stream);
+  return cuda::scatter_rows(floats(h_), slots, rows, hidden, states_->data(), stream);
 }
 
 Status GpuModelRunner::recurrent(const PassInput& pass, cuda::PinnedBuffer& results) {
   const int64_t n = pass.num_rows();
   // kOn captures every size; otherwise very large batches (already launch-efficient) run eagerly.
-  const bool graphs = graph_mode_ != CudaGraphMode::kOff && !graphs_disabled_ &&
-                      (n <= kMaxGraphRows || graph_mode_ == CudaGraphMode::kOn);
+  const bool graphs = graphs_->enabled_for(n);
   const int64_t rows = graphs ? next_power_of_two(n) : n;
   RLT_RETURN_IF_ERROR(ensure_rows(rows));
   slots_.clear();
@@ -673,7 +565,7 @@ Status GpuModelRunner::recurrent(const PassInput& pass, cuda::PinnedBuffer& resu
   const int32_t width =
       graphs ? static_cast<int32_t>(next_power_of_two(plan.table_width)) : plan.table_width;
   const kv::BlockId pad_block = storage_->padding_block();
-  const int32_t pad_slot = padding_slot_;
+  const int32_t pad_slot = states_->padding_slot();
   auto padded = [&](std::span<const int32_t> values, int32_t fill) {
     std::vector<int32_t> v(values.begin(), values.end());
     v.resize(static_cast<size_t>(rows), fill);
@@ -706,42 +598,8 @@ Status GpuModelRunner::recurrent(const PassInput& pass, cuda::PinnedBuffer& resu
   // Checked once for the eager pass and the replay alike (a graph replay skips every check).
   RLT_RETURN_IF_ERROR(attention_->check_bound(1));
 
-  const std::pair<int64_t, int32_t> key{rows, width};
-  auto it = graphs ? graphs_.find(key) : graphs_.end();
-  if (it != graphs_.end()) {
-    RLT_RETURN_IF_ERROR(
-        check(cudaGraphLaunch(it->second->exec, stream_->handle()), "replaying a recurrent graph"));
-    ++graph_replays_;
-  } else {
-    RLT_RETURN_IF_ERROR(recurrent_pass(rows, dev[0]));
-    if (graphs) {
-      // Warmed up by the eager pass above: capture this bucket for the next steps.
-      cudaGraph_t graph = nullptr;
-      auto captured = std::make_unique<Graph>();
-      Status s = check(cudaStreamBeginCapture(stream_->handle(), cudaStreamCaptureModeThreadLocal),
-                       "starting capture");
-      if (s.ok()) {
-        Status pass = recurrent_pass(rows, dev[0]);
-        s = check(cudaStreamEndCapture(stream_->handle(), &graph), "ending capture");
-        if (s.ok()) s = pass;
-      }
-      if (s.ok())
-        s = check(cudaGraphInstantiate(&captured->exec, graph, 0),
-                  "instantiating a recurrent graph");
-      if (graph) cudaGraphDestroy(graph);
-      if (s.ok()) {
-        graphs_.emplace(key, std::move(captured));
-      } else if (graph_mode_ == CudaGraphMode::kOn) {
-        return s.with_context("CUDA graphs were required (--cuda-graphs)");
-      } else {
-        (void)cudaGetLastError();
-        graphs_disabled_ = true;
-        invalidate_graphs();  // no graph replays from now on: none needs the backend's buffers
-        log_warn(fmt::format("CUDA graph capture failed, running eagerly from now on: {}",
-                             s.to_string()));
-      }
-    }
-  }
+  RLT_RETURN_IF_ERROR(graphs_->find_or_capture({rows, width}, graphs, stream_->handle(),
+                                               [&] { return recurrent_pass(rows, dev[0]); }));
   attention_->bind({});  // the binding points at this function's host vectors
   RLT_RETURN_IF_ERROR(results.reserve(static_cast<size_t>(n) * 4));
   return check(cudaMemcpyAsync(results.data(), gates_.data(), static_cast<size_t>(n) * 4,
@@ -762,7 +620,7 @@ Status GpuModelRunner::keep_prompt_states(const PassInput& pass) {
   for (const int32_t i : pass.keep_state) {
     RLT_ASSIGN_OR_RETURN(int32_t s, slot(pass.rows[static_cast<size_t>(i)].request));
     RLT_RETURN_IF_ERROR(check(
-        cudaMemcpyAsync(floats(states_) + s * hidden, floats(h_) + static_cast<int64_t>(i) * hidden,
+        cudaMemcpyAsync(states_->data() + s * hidden, floats(h_) + static_cast<int64_t>(i) * hidden,
                         static_cast<size_t>(hidden) * 4, cudaMemcpyDeviceToDevice,
                         stream_->handle()),
         "saving the prompt state"));

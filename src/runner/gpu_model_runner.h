@@ -29,7 +29,10 @@
 #include "cuda/cuda_kv_storage.h"
 #include "cuda/sampling.h"
 #include "runner/device_choice.h"
+#include "runner/gpu_device_sampler.h"
+#include "runner/gpu_graph_cache.h"
 #include "runner/gpu_model.h"
+#include "runner/gpu_state_slots.h"
 #include "runner/model_runner.h"
 #include "sampling/device_rows.h"
 
@@ -54,13 +57,12 @@ class GpuModelRunner final : public ModelRunner {
   void release(kv::RequestId id) override;
   size_t weight_bytes() const { return core_->weight_bytes(); }
   // Recurrent batches replayed from a captured graph.
-  int64_t graph_replays() const override { return graph_replays_; }
+  int64_t graph_replays() const override { return graphs_->replays(); }
   int64_t device_sampled_batches() const override { return device_sampled_batches_; }
   DeviceStageTimes device_stage_times() const override { return stage_times_; }
 
  private:
   class Attention;
-  struct Graph;
   GpuModelRunner() = default;
 
   // A submitted batch: what collect() finds in its result slot.
@@ -90,7 +92,6 @@ class GpuModelRunner final : public ModelRunner {
   Status stage_rows(std::span<const int32_t> tokens);
   // Saves the hidden row of every pass row that ends its prompt into its request's slot.
   Status keep_prompt_states(const PassInput& pass);
-  Status grow_states();
   Status ensure_rows(int64_t rows);
   // Device buffers of a CODA batch of `rows` rows: logits, and with device sampling its results
   // and its largest scratch (top-p, penalties and logprobs all asked for).
@@ -101,12 +102,6 @@ class GpuModelRunner final : public ModelRunner {
   Status upload(std::initializer_list<std::span<const int32_t>> arrays,
                 std::vector<const int32_t*>& device);
   Status synchronize();
-  // Enqueues sampling of the `n` logits rows on the device (cuda::sample_rows; `batch` without
-  // its scratch and outputs, which this fills in); the results go to `results`.
-  Status sample_on_device(cuda::SampleBatch batch, cuda::PinnedBuffer& results);
-  // The tokens (or the host sampler's errors) and logprobs from sample_on_device's results.
-  static void read_device_samples(const std::byte* results, int64_t n, bool logprobs,
-                                  BatchResult* out);
 
   std::shared_ptr<const model::OuroModel> model_;
   int device_ = 0;
@@ -114,18 +109,12 @@ class GpuModelRunner final : public ModelRunner {
   std::unique_ptr<GpuCore> core_;
   std::unique_ptr<cuda::CudaKVStorage> storage_;
   std::unique_ptr<Attention> attention_;
-  // Per-request hidden states: rows of states_ ([capacity, hidden] f32), one slot per request.
-  cuda::DeviceAllocation states_;
-  int32_t state_capacity_ = 0;
-  std::unordered_map<kv::RequestId, int32_t> slot_of_;
-  std::vector<int32_t> free_slots_;
-  int32_t padding_slot_ = 0;  // read and written by padding rows only
+  std::unique_ptr<GpuStateSlots> states_;  // per-request hidden states, one device row each
   // Per-batch device buffers and host staging.
   int64_t row_capacity_ = 0;
   cuda::DeviceAllocation h_, gates_;       // [rows, hidden], [rows]
   cuda::DeviceAllocation logits_;          // [coda rows, vocab]
-  cuda::DeviceAllocation sample_buffer_;   // sampling results
-  cuda::DeviceAllocation sample_scratch_;  // cuda::sample_rows scratch
+  GpuDeviceSampler sampler_;               // samples CODA batches on the device
   cuda::DeviceAllocation metadata_;
   // Pinned staging for plan uploads, reused round robin once the slot's copy has landed.
   struct Staging {
@@ -153,12 +142,8 @@ class GpuModelRunner final : public ModelRunner {
   std::deque<Ticket> tickets_;
   std::vector<int32_t> slots_;
   sampling::DeviceSampleRows sample_rows_;  // a CODA batch's device sampling inputs
-  // CUDA graphs, keyed by (rows bucket, table width bucket).
-  CudaGraphMode graph_mode_ = CudaGraphMode::kAuto;
+  std::unique_ptr<GpuGraphCache> graphs_;   // the recurrent pass's CUDA graphs
   bool device_sampling_ = true;
-  bool graphs_disabled_ = false;  // kAuto after a failed capture
-  std::map<std::pair<int64_t, int32_t>, std::unique_ptr<Graph>> graphs_;
-  int64_t graph_replays_ = 0;
   int64_t device_sampled_batches_ = 0;
   DeviceStageTimes stage_times_;
 };

@@ -129,8 +129,7 @@ void EngineWorker::admit(Submission& s) {
       // Refused at admission (e.g. a KV reservation that can never fit): the whole HTTP request
       // fails; choices already added are aborted and end through their abort outputs.
       std::vector<uint64_t> added_ids(ch.request_ids().begin(), ch.request_ids().begin() + static_cast<int64_t>(added));
-      for (uint64_t a : added_ids)
-        if (engine_->abort(a).ok()) {}
+      for (uint64_t a : added_ids) abort_engine_request(a);
       for (size_t k = added; k < s.prompts.size(); ++k) release_one();
       ch.fail(invalid_request("the engine refused the request: " + st.message()));
       return;
@@ -162,9 +161,16 @@ void EngineWorker::distribute(RequestOutput o) {
   channel->push(choice, std::move(o));
 }
 
+void EngineWorker::abort_engine_request(uint64_t id) {
+  // kNotFound: the request finished meanwhile, its final output is on its way.
+  Status s = engine_->abort(id);
+  if (!s.ok() && s.code() != ErrorCode::kNotFound)
+    log_error(fmt::format("aborting engine request {}: {}", id, s.to_string()));
+}
+
 void EngineWorker::fail_everything(const ApiError& error) {
   for (auto& [id, l] : live_) {
-    if (engine_ && engine_->abort(id).ok()) {}
+    if (engine_) abort_engine_request(id);
     l.channel->fail(error);
     release_one();
   }
@@ -215,7 +221,7 @@ void EngineWorker::run() {
     }
     for (Submission& s : submissions) admit(s);
     for (uint64_t id : cancels)
-      if (live_.count(id) && engine_->abort(id).ok()) {}
+      if (live_.count(id)) abort_engine_request(id);
     bool stepped = false;
     if (engine_->has_unfinished()) {
       auto outputs = engine_->step();
@@ -238,8 +244,7 @@ void EngineWorker::run() {
     if (stepped && options_.step_delay_s > 0) std::this_thread::sleep_for(duration<double>(options_.step_delay_s));
   }
   // Shutdown: abort what is left, collect the aborts so the KV is freed, then tell the clients.
-  for (auto& [id, l] : live_)
-    if (engine_->abort(id).ok()) {}
+  for (auto& [id, l] : live_) abort_engine_request(id);
   for (int i = 0; i < kMaxShutdownSteps && engine_->has_unfinished(); ++i) {
     if (!engine_->step().ok()) break;
   }

@@ -84,6 +84,8 @@ class EngineWorker {
   // Forwards one engine output (a delta) to its choice's channel.
   void distribute(RequestOutput o);
   void fail_everything(const ApiError& error);
+  // Aborts an engine request; one that already finished is not an error.
+  void abort_engine_request(uint64_t id);
   void publish_metrics();
   void release_one();
 
