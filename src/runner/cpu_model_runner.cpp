@@ -21,10 +21,7 @@ std::vector<float>& CpuModelRunner::state(kv::RequestId id) {
 }
 
 Status CpuModelRunner::submit(const ModelInput& input) {
-  if (done_.size() >= static_cast<size_t>(kMaxInFlight)) {
-    return internal_error(fmt::format("batch {} submitted with {} batches uncollected (at most {})",
-                                      input.seq, done_.size(), kMaxInFlight));
-  }
+  RLT_RETURN_IF_ERROR(check_can_submit(input.seq, done_.size()));
   BatchResult result;
   RLT_RETURN_IF_ERROR(run(input, &result));
   done_.emplace_back(input.seq, std::move(result));
@@ -32,11 +29,8 @@ Status CpuModelRunner::submit(const ModelInput& input) {
 }
 
 Status CpuModelRunner::collect(uint64_t seq, BatchResult* out) {
-  if (done_.empty() || done_.front().first != seq) {
-    return internal_error(
-        fmt::format("collect of batch {} but the oldest uncollected batch is {}", seq,
-                    done_.empty() ? std::string("none") : std::to_string(done_.front().first)));
-  }
+  RLT_RETURN_IF_ERROR(check_collect_order(
+      seq, done_.empty() ? std::nullopt : std::optional<uint64_t>(done_.front().first)));
   collected_ = std::move(done_.front().second);
   done_.pop_front();
   // The logits stay here until the next collect(), as a device runner's pinned buffer would.
@@ -47,70 +41,78 @@ Status CpuModelRunner::collect(uint64_t seq, BatchResult* out) {
 }
 
 Status CpuModelRunner::run(const ModelInput& input, BatchResult* out) {
-  const int64_t hidden = model_->config.hidden_size;
-  const auto n = static_cast<int64_t>(input.requests.size());
-  switch (input.stage) {
-    case Stage::kPrefill:
-      for (const PassInput& pass : input.passes()) RLT_RETURN_IF_ERROR(prefill_pass(pass));
-      return {};
-    case Stage::kPrelude:
-      for (int64_t i = 0; i < n; ++i) {
-        const auto row = static_cast<size_t>(i);
-        core_.embed(&input.tokens[row], 1, state(input.requests[row]).data());
-      }
-      return {};
-    case Stage::kRecurrent: {
-      const PassInput& pass = input.passes()[0];
-      h_.resize(static_cast<size_t>(n * hidden));
-      positions_.resize(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) {
-        const attention::PlannedRow& row = pass.rows[static_cast<size_t>(i)];
-        const auto& s = state(row.request);
-        std::copy(s.begin(), s.end(), h_.begin() + i * hidden);
-        positions_[static_cast<size_t>(i)] = row.position;
-      }
-      RLT_RETURN_IF_ERROR(attention_.bind(pass));
-      out->gate_logits.resize(static_cast<size_t>(n));
-      core_.run_loop(h_.data(), positions_.data(), n, attention_, scratch_,
-                     out->gate_logits.data());
-      RLT_RETURN_IF_ERROR(attention_.status());
-      for (int64_t i = 0; i < n; ++i) {
-        auto& s = state(pass.rows[static_cast<size_t>(i)].request);
-        std::copy(h_.begin() + i * hidden, h_.begin() + (i + 1) * hidden, s.begin());
-      }
-      return {};
-    }
-    case Stage::kCoda: {
-      h_.resize(static_cast<size_t>(n * hidden));
-      for (int64_t i = 0; i < n; ++i) {
-        const auto& s = state(input.requests[static_cast<size_t>(i)]);
-        std::copy(s.begin(), s.end(), h_.begin() + i * hidden);
-      }
-      out->logits.resize(static_cast<size_t>(n * model_->config.vocab_size));
-      core_.lm_head(h_.data(), n, out->logits.data());
-      return {};
-    }
-  }
-  return internal_error(fmt::format("cannot execute a {} batch", stage_name(input.stage)));
+  result_ = out;
+  return run_stages(input, *this);
 }
 
-Status CpuModelRunner::prefill_pass(const PassInput& pass) {
-  const int64_t hidden = model_->config.hidden_size;
+Status CpuModelRunner::embed_pass(const PassInput& pass) {
   const int64_t rows = pass.num_rows();
   positions_.clear();
   for (const auto& r : pass.rows) positions_.push_back(r.position);
-  h_.resize(static_cast<size_t>(rows * hidden));
+  h_.resize(static_cast<size_t>(rows * model_->config.hidden_size));
   core_.embed(pass.tokens.data(), rows, h_.data());
-  RLT_RETURN_IF_ERROR(attention_.bind(pass));
-  for (size_t d = 0; d < pass.num_loops(); ++d) {
-    attention_.use_depth(d);
-    core_.run_loop(h_.data(), positions_.data(), rows, attention_, scratch_, nullptr);
-    RLT_RETURN_IF_ERROR(attention_.status());
-  }
+  return {};
+}
+
+Status CpuModelRunner::bind_pass(const PassInput& pass) {
+  return attention_.bind(pass);
+}
+
+Status CpuModelRunner::pass_loop(const PassInput& pass, size_t depth_index) {
+  attention_.use_depth(depth_index);
+  core_.run_loop(h_.data(), positions_.data(), pass.num_rows(), attention_, scratch_, nullptr);
+  return attention_.status();
+}
+
+Status CpuModelRunner::keep_states(const PassInput& pass) {
+  const int64_t hidden = model_->config.hidden_size;
   for (int32_t i : pass.keep_state) {
     auto& s = state(pass.rows[static_cast<size_t>(i)].request);
     std::copy(h_.begin() + i * hidden, h_.begin() + (i + 1) * hidden, s.begin());
   }
+  return {};
+}
+
+Status CpuModelRunner::prelude(std::span<const kv::RequestId> requests,
+                               std::span<const int32_t> tokens) {
+  for (size_t i = 0; i < requests.size(); ++i)
+    core_.embed(&tokens[i], 1, state(requests[i]).data());
+  return {};
+}
+
+Status CpuModelRunner::recurrent(const PassInput& pass) {
+  const int64_t hidden = model_->config.hidden_size;
+  const int64_t n = pass.num_rows();
+  h_.resize(static_cast<size_t>(n * hidden));
+  positions_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const attention::PlannedRow& row = pass.rows[static_cast<size_t>(i)];
+    const auto& s = state(row.request);
+    std::copy(s.begin(), s.end(), h_.begin() + i * hidden);
+    positions_[static_cast<size_t>(i)] = row.position;
+  }
+  RLT_RETURN_IF_ERROR(attention_.bind(pass));
+  result_->gate_logits.resize(static_cast<size_t>(n));
+  core_.run_loop(h_.data(), positions_.data(), n, attention_, scratch_,
+                 result_->gate_logits.data());
+  RLT_RETURN_IF_ERROR(attention_.status());
+  for (int64_t i = 0; i < n; ++i) {
+    auto& s = state(pass.rows[static_cast<size_t>(i)].request);
+    std::copy(h_.begin() + i * hidden, h_.begin() + (i + 1) * hidden, s.begin());
+  }
+  return {};
+}
+
+Status CpuModelRunner::coda(const ModelInput& input) {
+  const int64_t hidden = model_->config.hidden_size;
+  const auto n = static_cast<int64_t>(input.requests.size());
+  h_.resize(static_cast<size_t>(n * hidden));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& s = state(input.requests[static_cast<size_t>(i)]);
+    std::copy(s.begin(), s.end(), h_.begin() + i * hidden);
+  }
+  result_->logits.resize(static_cast<size_t>(n * model_->config.vocab_size));
+  core_.lm_head(h_.data(), n, result_->logits.data());
   return {};
 }
 

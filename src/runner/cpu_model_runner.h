@@ -12,10 +12,11 @@
 #include "model/ouro_core.h"
 #include "runner/model_runner.h"
 #include "runner/paged_attention.h"
+#include "runner/stage_driver.h"
 
 namespace rlt::runner {
 
-class CpuModelRunner final : public ModelRunner {
+class CpuModelRunner final : public ModelRunner, private StageExecutor {
  public:
   CpuModelRunner(std::shared_ptr<const model::OuroModel> model,
                  std::unique_ptr<kv::CpuKVStorage> storage,
@@ -31,8 +32,14 @@ class CpuModelRunner final : public ModelRunner {
 
  private:
   Status run(const ModelInput& input, BatchResult* out);
-  // Embeds the pass's tokens, runs every loop of it and keeps the states of rows ending a prompt.
-  Status prefill_pass(const PassInput& pass);
+  // The stages' steps (runner/stage_driver.h) on the CPU kernels; h_ holds the pass's rows.
+  Status embed_pass(const PassInput& pass) override;
+  Status bind_pass(const PassInput& pass) override;
+  Status pass_loop(const PassInput& pass, size_t depth_index) override;
+  Status keep_states(const PassInput& pass) override;
+  Status prelude(std::span<const kv::RequestId> requests, std::span<const int32_t> tokens) override;
+  Status recurrent(const PassInput& pass) override;
+  Status coda(const ModelInput& input) override;
   std::vector<float>& state(kv::RequestId id);
 
   std::shared_ptr<const model::OuroModel> model_;
@@ -44,6 +51,7 @@ class CpuModelRunner final : public ModelRunner {
   // Computed, uncollected batches, oldest first.
   std::deque<std::pair<uint64_t, BatchResult>> done_;
   BatchResult collected_;  // the last collected results (its logits back runner_logits)
+  BatchResult* result_ = nullptr;  // the batch being run's results
   // Reused per batch.
   std::vector<float> h_;
   std::vector<int64_t> positions_;

@@ -328,22 +328,8 @@ void GpuModelRunner::release(kv::RequestId id) {
   states_->release(id);
 }
 
-Status GpuModelRunner::run_loops(const PassInput& pass) {
-  RLT_RETURN_IF_ERROR(attention_->use(pass));
-  RLT_RETURN_IF_ERROR(attention_->upload_and_bind());
-  const int64_t n = pass.num_rows();
-  for (size_t d = 0; d < pass.num_loops(); ++d) {
-    attention_->use_depth(d);
-    RLT_RETURN_IF_ERROR(core_->run_loop(floats(h_), n, *attention_, nullptr));
-  }
-  return {};
-}
-
 Status GpuModelRunner::submit(const ModelInput& input) {
-  if (tickets_.size() >= static_cast<size_t>(kMaxInFlight)) {
-    return internal_error(fmt::format("batch {} submitted with {} batches uncollected (at most {})",
-                                      input.seq, tickets_.size(), kMaxInFlight));
-  }
+  RLT_RETURN_IF_ERROR(check_can_submit(input.seq, tickets_.size()));
   // The current device is per thread, and the engine may step from another thread (the server's
   // worker) than the one that created it.
   RLT_RETURN_IF_ERROR(cuda::set_device(device_));
@@ -365,11 +351,8 @@ Status GpuModelRunner::submit(const ModelInput& input) {
 }
 
 Status GpuModelRunner::collect(uint64_t seq, BatchResult* out) {
-  if (tickets_.empty() || tickets_.front().seq != seq) {
-    return internal_error(
-        fmt::format("collect of batch {} but the oldest uncollected batch is {}", seq,
-                    tickets_.empty() ? std::string("none") : std::to_string(tickets_.front().seq)));
-  }
+  RLT_RETURN_IF_ERROR(check_collect_order(
+      seq, tickets_.empty() ? std::nullopt : std::optional<uint64_t>(tickets_.front().seq)));
   const Ticket t = tickets_.front();
   tickets_.pop_front();
   RLT_RETURN_IF_ERROR(cuda::set_device(device_));
@@ -394,39 +377,55 @@ Status GpuModelRunner::collect(uint64_t seq, BatchResult* out) {
 
 Status GpuModelRunner::enqueue(const ModelInput& input, cuda::PinnedBuffer& results,
                                Ticket& ticket) {
-  const int64_t hidden = model_->config.hidden_size;
-  const auto n = static_cast<int64_t>(input.requests.size());
-  cudaStream_t stream = stream_->handle();
-  std::vector<const int32_t*> dev;
-  switch (input.stage) {
-    case Stage::kPrefill:
-      // One pass (loop-major), or one wave per position offset under the `shared` layout.
-      for (const PassInput& pass : input.passes()) {
-        RLT_RETURN_IF_ERROR(stage_rows(pass.tokens));
-        RLT_RETURN_IF_ERROR(run_loops(pass));
-        RLT_RETURN_IF_ERROR(keep_prompt_states(pass));
-      }
-      return {};
-    case Stage::kPrelude: {
-      RLT_RETURN_IF_ERROR(ensure_rows(n));
-      slots_.clear();
-      for (kv::RequestId id : input.requests) {
-        RLT_ASSIGN_OR_RETURN(int32_t s, slot(id));
-        slots_.push_back(s);
-      }
-      RLT_RETURN_IF_ERROR(upload({input.tokens, slots_}, dev));
-      RLT_RETURN_IF_ERROR(core_->embed(dev[0], n, floats(h_)));
-      return cuda::scatter_rows(floats(h_), dev[1], n, hidden, states_->data(), stream);
-    }
-    case Stage::kRecurrent:
-      return recurrent(input.passes()[0], results);
-    case Stage::kCoda:
-      return coda(input, results, ticket);
-  }
-  return internal_error(fmt::format("cannot execute a {} batch", stage_name(input.stage)));
+  results_slot_ = &results;
+  ticket_ = &ticket;
+  return run_stages(input, *this);
 }
 
-Status GpuModelRunner::coda(const ModelInput& input, cuda::PinnedBuffer& results, Ticket& ticket) {
+Status GpuModelRunner::embed_pass(const PassInput& pass) {
+  return stage_rows(pass.tokens);
+}
+
+Status GpuModelRunner::bind_pass(const PassInput& pass) {
+  RLT_RETURN_IF_ERROR(attention_->use(pass));
+  return attention_->upload_and_bind();
+}
+
+Status GpuModelRunner::pass_loop(const PassInput& pass, size_t depth_index) {
+  attention_->use_depth(depth_index);
+  return core_->run_loop(floats(h_), pass.num_rows(), *attention_, nullptr);
+}
+
+Status GpuModelRunner::keep_states(const PassInput& pass) {
+  return keep_prompt_states(pass);
+}
+
+Status GpuModelRunner::prelude(std::span<const kv::RequestId> requests,
+                               std::span<const int32_t> tokens) {
+  const auto n = static_cast<int64_t>(requests.size());
+  RLT_RETURN_IF_ERROR(ensure_rows(n));
+  slots_.clear();
+  for (kv::RequestId id : requests) {
+    RLT_ASSIGN_OR_RETURN(int32_t s, slot(id));
+    slots_.push_back(s);
+  }
+  std::vector<const int32_t*> dev;
+  RLT_RETURN_IF_ERROR(upload({tokens, slots_}, dev));
+  RLT_RETURN_IF_ERROR(core_->embed(dev[0], n, floats(h_)));
+  return cuda::scatter_rows(floats(h_), dev[1], n, model_->config.hidden_size, states_->data(),
+                            stream_->handle());
+}
+
+Status GpuModelRunner::recurrent(const PassInput& pass) {
+  return enqueue_recurrent(pass, *results_slot_);
+}
+
+Status GpuModelRunner::coda(const ModelInput& input) {
+  return enqueue_coda(input, *results_slot_, *ticket_);
+}
+
+Status GpuModelRunner::enqueue_coda(const ModelInput& input, cuda::PinnedBuffer& results,
+                                    Ticket& ticket) {
   const int64_t hidden = model_->config.hidden_size, vocab = model_->config.vocab_size;
   const auto n = static_cast<int64_t>(input.requests.size());
   cudaStream_t stream = stream_->handle();
@@ -548,7 +547,7 @@ Status GpuModelRunner::recurrent_pass(int64_t rows, const int32_t* slots) {
   return cuda::scatter_rows(floats(h_), slots, rows, hidden, states_->data(), stream);
 }
 
-Status GpuModelRunner::recurrent(const PassInput& pass, cuda::PinnedBuffer& results) {
+Status GpuModelRunner::enqueue_recurrent(const PassInput& pass, cuda::PinnedBuffer& results) {
   const int64_t n = pass.num_rows();
   // kOn captures every size; otherwise very large batches (already launch-efficient) run eagerly.
   const bool graphs = graphs_->enabled_for(n);

@@ -34,13 +34,14 @@
 #include "runner/gpu_model.h"
 #include "runner/gpu_state_slots.h"
 #include "runner/model_runner.h"
+#include "runner/stage_driver.h"
 #include "sampling/device_rows.h"
 
 namespace rlt::runner {
 
 using CudaGraphMode = rlt::CudaGraphs;
 
-class GpuModelRunner final : public ModelRunner {
+class GpuModelRunner final : public ModelRunner, private StageExecutor {
  public:
   // Creates the stream, uploads the model, allocates the KV pools with `geometry` (plus the
   // padding block) on `device`. settings.programmatic_launch turns on programmatic dependent
@@ -77,16 +78,25 @@ class GpuModelRunner final : public ModelRunner {
   // Enqueues `input`'s work; what comes back to the host goes to `results` (CODA batches note in
   // `ticket` how they were sampled).
   Status enqueue(const ModelInput& input, cuda::PinnedBuffer& results, Ticket& ticket);
-  Status coda(const ModelInput& input, cuda::PinnedBuffer& results, Ticket& ticket);
+  Status enqueue_coda(const ModelInput& input, cuda::PinnedBuffer& results, Ticket& ticket);
   // Enqueues the recurrent pass; the gate logits go to `results`.
-  Status recurrent(const PassInput& pass, cuda::PinnedBuffer& results);
+  Status enqueue_recurrent(const PassInput& pass, cuda::PinnedBuffer& results);
+  // The stages' steps (runner/stage_driver.h) on the device; h_ holds the pass's rows.
+  Status embed_pass(const PassInput& pass) override;
+  Status bind_pass(const PassInput& pass) override;
+  Status pass_loop(const PassInput& pass, size_t depth_index) override;
+  Status keep_states(const PassInput& pass) override;
+  Status prelude(std::span<const kv::RequestId> requests, std::span<const int32_t> tokens) override;
+  Status recurrent(const PassInput& pass) override;
+  Status coda(const ModelInput& input) override;
+  // The batch being enqueued's result slot and ticket.
+  cuda::PinnedBuffer* results_slot_ = nullptr;
+  Ticket* ticket_ = nullptr;
   // The recurrent pass itself (gather, one loop, gate, scatter) over `rows` bound rows.
   Status recurrent_pass(int64_t rows, const int32_t* slots);
   // Drops every captured graph (a buffer they point at moved).
   void invalidate_graphs();
 
-  // Runs every loop of `pass` over its rows (h_ holds their embeddings).
-  Status run_loops(const PassInput& pass);
   Result<int32_t> slot(kv::RequestId id);
   // Uploads and embeds a pass's tokens into h_.
   Status stage_rows(std::span<const int32_t> tokens);

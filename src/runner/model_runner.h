@@ -5,6 +5,7 @@
 // run on. Runners never see the scheduler or the KV manager.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -69,5 +70,11 @@ class ModelRunner {
   // Host runners: wall time spent in attention so far (0 where attention runs on a device).
   virtual double attention_seconds() const { return 0.0; }
 };
+
+// The in-flight rules every runner enforces, worded once: a batch may be submitted while fewer
+// than kMaxInFlight are uncollected, and batches are collected in submission order (`oldest`:
+// the oldest uncollected batch, if any).
+Status check_can_submit(uint64_t seq, size_t uncollected);
+Status check_collect_order(uint64_t seq, std::optional<uint64_t> oldest);
 
 }  // namespace rlt::runner

@@ -1,0 +1,36 @@
+#include "runner/stage_driver.h"
+
+#include <fmt/format.h>
+
+namespace rlt::runner {
+
+Status run_stages(const ModelInput& input, StageExecutor& x) {
+  switch (input.stage) {
+    case Stage::kPrefill:
+      // One pass (loop-major), or one wave per position offset under the `shared` layout.
+      for (const PassInput& pass : input.passes()) {
+        RLT_RETURN_IF_ERROR(x.embed_pass(pass));
+        RLT_RETURN_IF_ERROR(x.bind_pass(pass));
+        for (size_t d = 0; d < pass.num_loops(); ++d) RLT_RETURN_IF_ERROR(x.pass_loop(pass, d));
+        RLT_RETURN_IF_ERROR(x.keep_states(pass));
+      }
+      return {};
+    case Stage::kPrelude:
+      if (input.tokens.size() != input.requests.size()) {
+        return internal_error(fmt::format("a prelude batch of {} requests has {} tokens",
+                                          input.requests.size(), input.tokens.size()));
+      }
+      return x.prelude(input.requests, input.tokens);
+    case Stage::kRecurrent:
+      if (input.passes().size() != 1) {
+        return internal_error(
+            fmt::format("a recurrent batch has {} passes (one expected)", input.passes().size()));
+      }
+      return x.recurrent(input.passes()[0]);
+    case Stage::kCoda:
+      return x.coda(input);
+  }
+  return internal_error(fmt::format("cannot execute a {} batch", stage_name(input.stage)));
+}
+
+}  // namespace rlt::runner

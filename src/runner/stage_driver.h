@@ -1,0 +1,43 @@
+// One batch's stages written once, for every device: what PREFILL, PRELUDE, RECURRENT and CODA do
+// with a ModelInput's passes and rows, over the small set of steps a device's runner implements
+// (StageExecutor). The math of one loop is model/loop_program.h; this is the order of loops,
+// passes and state moves around it.
+//
+//   PREFILL   per pass: embed its tokens, bind its attention metadata, run each planned loop
+//             (loop-major: every row through loop 0, then loop 1, ...), keep the states of the
+//             rows that end a prompt
+//   PRELUDE   embed each request's last sampled token into its state
+//   RECURRENT one loop per row at its own depth, with the gate logits
+//   CODA      the lm head on each request's state (and device sampling where the runner does it)
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "kv/kv_types.h"
+#include "rlt/status.h"
+#include "runner/model_input.h"
+
+namespace rlt::runner {
+
+class StageExecutor {
+ public:
+  virtual ~StageExecutor() = default;
+  // The pass's rows' hidden states = the embeddings of its tokens.
+  virtual Status embed_pass(const PassInput& pass) = 0;
+  // The pass's attention metadata for the loops that follow (checked once).
+  virtual Status bind_pass(const PassInput& pass) = 0;
+  // One loop of the core over the pass's rows, reading and writing planned depth `depth_index`.
+  virtual Status pass_loop(const PassInput& pass, size_t depth_index) = 0;
+  // The hidden rows pass.keep_state names become their requests' states.
+  virtual Status keep_states(const PassInput& pass) = 0;
+  virtual Status prelude(std::span<const kv::RequestId> requests,
+                         std::span<const int32_t> tokens) = 0;
+  virtual Status recurrent(const PassInput& pass) = 0;
+  virtual Status coda(const ModelInput& input) = 0;
+};
+
+// Runs `input`'s stage on `executor`; stops at the first error.
+Status run_stages(const ModelInput& input, StageExecutor& executor);
+
+}  // namespace rlt::runner
