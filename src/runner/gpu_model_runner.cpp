@@ -243,16 +243,13 @@ Result<std::unique_ptr<GpuModelRunner>> GpuModelRunner::create(
                                                [raw = r.get()] { raw->invalidate_graphs(); });
   RLT_RETURN_IF_ERROR(r->states_->init());
   // The metadata buffer the graphs point at, sized generously so that it rarely moves.
-  for (Staging& st : r->staging_) {
-    RLT_RETURN_IF_ERROR(st.buffer.reserve(size_t{1} << 20));  // grows with the plans
-    RLT_ASSIGN_OR_RETURN(st.landed, cuda::Event::create(/*timing=*/false));
-  }
+  r->uploads_ = std::make_unique<GpuUploadRing>(r->stream_->handle(),
+                                                [raw = r.get()] { raw->invalidate_graphs(); });
+  RLT_RETURN_IF_ERROR(r->uploads_->init());
   for (ResultSlot& slot : r->results_) {
     RLT_ASSIGN_OR_RETURN(slot.start, cuda::Event::create(/*timing=*/true));
     RLT_ASSIGN_OR_RETURN(slot.done, cuda::Event::create(/*timing=*/true));
   }
-  RLT_ASSIGN_OR_RETURN(r->metadata_,
-                       cuda::DeviceAllocation::allocate(size_t{4} << 20, "attention metadata"));
   if (settings.reserve_rows > 0) RLT_RETURN_IF_ERROR(r->ensure_rows(settings.reserve_rows));
   if (settings.reserve_sampling_rows > 0) {
     RLT_RETURN_IF_ERROR(r->ensure_sampling(settings.reserve_sampling_rows));
@@ -268,38 +265,9 @@ Status GpuModelRunner::synchronize() {
 
 Status GpuModelRunner::upload(std::initializer_list<std::span<const int32_t>> arrays,
                               std::vector<const int32_t*>& device) {
-  size_t total = 0;
-  for (const auto& a : arrays) total += (a.size() + 63) / 64 * 64;  // 256-byte aligned pieces
-  const size_t bytes = std::max<size_t>(total, 64) * sizeof(int32_t);
-  // The host rewrites this staging slot below: its previous copy must have landed. With several
-  // slots that copy is long done unless the device is far behind.
+  // The batch's device span starts with its first upload (after the host planned it).
   RLT_RETURN_IF_ERROR(start_device_span());
-  Staging& staging = staging_[next_staging_];
-  next_staging_ = (next_staging_ + 1) % staging_.size();
-  if (staging.used) RLT_RETURN_IF_ERROR(staging.landed.synchronize());
-  RLT_RETURN_IF_ERROR(staging.buffer.reserve(bytes));
-  if (metadata_.bytes() < bytes) {
-    RLT_RETURN_IF_ERROR(synchronize());  // queued passes still read the old buffer
-    invalidate_graphs();
-    metadata_ = cuda::DeviceAllocation();
-    RLT_ASSIGN_OR_RETURN(metadata_,
-                         cuda::DeviceAllocation::allocate(bytes * 2, "attention metadata"));
-  }
-  auto* host = reinterpret_cast<int32_t*>(staging.buffer.data());
-  const auto* dev = static_cast<const int32_t*>(metadata_.data());
-  device.clear();
-  size_t offset = 0;
-  for (const auto& a : arrays) {
-    std::copy(a.begin(), a.end(), host + offset);
-    device.push_back(dev + offset);
-    offset += (a.size() + 63) / 64 * 64;
-  }
-  RLT_RETURN_IF_ERROR(
-      check(cudaMemcpyAsync(metadata_.data(), staging.buffer.data(), offset * sizeof(int32_t),
-                            cudaMemcpyHostToDevice, stream_->handle()),
-            "uploading the batch plan"));
-  staging.used = true;
-  return staging.landed.record(stream_->handle());
+  return uploads_->upload(arrays, device);
 }
 
 Status GpuModelRunner::ensure_rows(int64_t rows) {

@@ -33,6 +33,7 @@
 #include "runner/gpu_graph_cache.h"
 #include "runner/gpu_model.h"
 #include "runner/gpu_state_slots.h"
+#include "runner/gpu_upload_ring.h"
 #include "runner/model_runner.h"
 #include "runner/stage_driver.h"
 #include "sampling/device_rows.h"
@@ -125,17 +126,7 @@ class GpuModelRunner final : public ModelRunner, private StageExecutor {
   cuda::DeviceAllocation h_, gates_;       // [rows, hidden], [rows]
   cuda::DeviceAllocation logits_;          // [coda rows, vocab]
   GpuDeviceSampler sampler_;               // samples CODA batches on the device
-  cuda::DeviceAllocation metadata_;
-  // Pinned staging for plan uploads, reused round robin once the slot's copy has landed.
-  struct Staging {
-    cuda::PinnedBuffer buffer;
-    cuda::Event landed;
-    bool used = false;
-  };
-  // Eight: a batch uploads one or two plans (a shared-layout prefill wave two), so the host plans
-  // several batches or waves ahead before it waits for the device.
-  std::array<Staging, 8> staging_;
-  size_t next_staging_ = 0;
+  std::unique_ptr<GpuUploadRing> uploads_;  // plan uploads through pinned staging
   // Submitted, uncollected batches and the pinned slots their results land in (one more slot than
   // batches in flight, so that collect()'s logits stay readable until the next collect()).
   struct ResultSlot {
