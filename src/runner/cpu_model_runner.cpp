@@ -40,80 +40,90 @@ Status CpuModelRunner::collect(uint64_t seq, BatchResult* out) {
   return {};
 }
 
+// The stages' steps (runner/stage_driver.h) on the CPU kernels; h_ holds the pass's rows.
+class CpuModelRunner::Stages final : public StageExecutor {
+ public:
+  Stages(CpuModelRunner& runner, BatchResult* out) : r_(runner), out_(out) {}
+
+  Status embed_pass(const PassInput& pass) override {
+    const int64_t rows = pass.num_rows();
+    r_.positions_.clear();
+    for (const auto& row : pass.rows) r_.positions_.push_back(row.position);
+    r_.h_.resize(static_cast<size_t>(rows * r_.model_->config.hidden_size));
+    r_.core_.embed(pass.tokens.data(), rows, r_.h_.data());
+    return {};
+  }
+
+  Status bind_pass(const PassInput& pass) override { return r_.attention_.bind(pass); }
+
+  Status pass_loop(const PassInput& pass, size_t depth_index) override {
+    r_.attention_.use_depth(depth_index);
+    r_.core_.run_loop(r_.h_.data(), r_.positions_.data(), pass.num_rows(), r_.attention_,
+                      r_.scratch_, nullptr);
+    return r_.attention_.status();
+  }
+
+  Status keep_states(const PassInput& pass) override {
+    const int64_t hidden = r_.model_->config.hidden_size;
+    for (int32_t i : pass.keep_state) {
+      auto& s = r_.state(pass.rows[static_cast<size_t>(i)].request);
+      std::copy(r_.h_.begin() + i * hidden, r_.h_.begin() + (i + 1) * hidden, s.begin());
+    }
+    return {};
+  }
+
+  Status prelude(std::span<const kv::RequestId> requests,
+                 std::span<const int32_t> tokens) override {
+    for (size_t i = 0; i < requests.size(); ++i)
+      r_.core_.embed(&tokens[i], 1, r_.state(requests[i]).data());
+    return {};
+  }
+
+  // Gathers the rows' states, runs one loop with the gate, scatters them back.
+  Status recurrent(const PassInput& pass) override {
+    const int64_t hidden = r_.model_->config.hidden_size;
+    const int64_t n = pass.num_rows();
+    r_.h_.resize(static_cast<size_t>(n * hidden));
+    r_.positions_.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const attention::PlannedRow& row = pass.rows[static_cast<size_t>(i)];
+      const auto& s = r_.state(row.request);
+      std::copy(s.begin(), s.end(), r_.h_.begin() + i * hidden);
+      r_.positions_[static_cast<size_t>(i)] = row.position;
+    }
+    RLT_RETURN_IF_ERROR(r_.attention_.bind(pass));
+    out_->gate_logits.resize(static_cast<size_t>(n));
+    r_.core_.run_loop(r_.h_.data(), r_.positions_.data(), n, r_.attention_, r_.scratch_,
+                      out_->gate_logits.data());
+    RLT_RETURN_IF_ERROR(r_.attention_.status());
+    for (int64_t i = 0; i < n; ++i) {
+      auto& s = r_.state(pass.rows[static_cast<size_t>(i)].request);
+      std::copy(r_.h_.begin() + i * hidden, r_.h_.begin() + (i + 1) * hidden, s.begin());
+    }
+    return {};
+  }
+
+  Status coda(const ModelInput& input) override {
+    const int64_t hidden = r_.model_->config.hidden_size;
+    const auto n = static_cast<int64_t>(input.requests.size());
+    r_.h_.resize(static_cast<size_t>(n * hidden));
+    for (int64_t i = 0; i < n; ++i) {
+      const auto& s = r_.state(input.requests[static_cast<size_t>(i)]);
+      std::copy(s.begin(), s.end(), r_.h_.begin() + i * hidden);
+    }
+    out_->logits.resize(static_cast<size_t>(n * r_.model_->config.vocab_size));
+    r_.core_.lm_head(r_.h_.data(), n, out_->logits.data());
+    return {};
+  }
+
+ private:
+  CpuModelRunner& r_;
+  BatchResult* out_;
+};
+
 Status CpuModelRunner::run(const ModelInput& input, BatchResult* out) {
-  result_ = out;
-  return run_stages(input, *this);
-}
-
-Status CpuModelRunner::embed_pass(const PassInput& pass) {
-  const int64_t rows = pass.num_rows();
-  positions_.clear();
-  for (const auto& r : pass.rows) positions_.push_back(r.position);
-  h_.resize(static_cast<size_t>(rows * model_->config.hidden_size));
-  core_.embed(pass.tokens.data(), rows, h_.data());
-  return {};
-}
-
-Status CpuModelRunner::bind_pass(const PassInput& pass) {
-  return attention_.bind(pass);
-}
-
-Status CpuModelRunner::pass_loop(const PassInput& pass, size_t depth_index) {
-  attention_.use_depth(depth_index);
-  core_.run_loop(h_.data(), positions_.data(), pass.num_rows(), attention_, scratch_, nullptr);
-  return attention_.status();
-}
-
-Status CpuModelRunner::keep_states(const PassInput& pass) {
-  const int64_t hidden = model_->config.hidden_size;
-  for (int32_t i : pass.keep_state) {
-    auto& s = state(pass.rows[static_cast<size_t>(i)].request);
-    std::copy(h_.begin() + i * hidden, h_.begin() + (i + 1) * hidden, s.begin());
-  }
-  return {};
-}
-
-Status CpuModelRunner::prelude(std::span<const kv::RequestId> requests,
-                               std::span<const int32_t> tokens) {
-  for (size_t i = 0; i < requests.size(); ++i)
-    core_.embed(&tokens[i], 1, state(requests[i]).data());
-  return {};
-}
-
-Status CpuModelRunner::recurrent(const PassInput& pass) {
-  const int64_t hidden = model_->config.hidden_size;
-  const int64_t n = pass.num_rows();
-  h_.resize(static_cast<size_t>(n * hidden));
-  positions_.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const attention::PlannedRow& row = pass.rows[static_cast<size_t>(i)];
-    const auto& s = state(row.request);
-    std::copy(s.begin(), s.end(), h_.begin() + i * hidden);
-    positions_[static_cast<size_t>(i)] = row.position;
-  }
-  RLT_RETURN_IF_ERROR(attention_.bind(pass));
-  result_->gate_logits.resize(static_cast<size_t>(n));
-  core_.run_loop(h_.data(), positions_.data(), n, attention_, scratch_,
-                 result_->gate_logits.data());
-  RLT_RETURN_IF_ERROR(attention_.status());
-  for (int64_t i = 0; i < n; ++i) {
-    auto& s = state(pass.rows[static_cast<size_t>(i)].request);
-    std::copy(h_.begin() + i * hidden, h_.begin() + (i + 1) * hidden, s.begin());
-  }
-  return {};
-}
-
-Status CpuModelRunner::coda(const ModelInput& input) {
-  const int64_t hidden = model_->config.hidden_size;
-  const auto n = static_cast<int64_t>(input.requests.size());
-  h_.resize(static_cast<size_t>(n * hidden));
-  for (int64_t i = 0; i < n; ++i) {
-    const auto& s = state(input.requests[static_cast<size_t>(i)]);
-    std::copy(s.begin(), s.end(), h_.begin() + i * hidden);
-  }
-  result_->logits.resize(static_cast<size_t>(n * model_->config.vocab_size));
-  core_.lm_head(h_.data(), n, result_->logits.data());
-  return {};
+  Stages stages(*this, out);
+  return run_stages(input, stages);
 }
 
 }  // namespace rlt::runner

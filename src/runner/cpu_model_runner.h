@@ -16,7 +16,7 @@
 
 namespace rlt::runner {
 
-class CpuModelRunner final : public ModelRunner, private StageExecutor {
+class CpuModelRunner final : public ModelRunner {
  public:
   CpuModelRunner(std::shared_ptr<const model::OuroModel> model,
                  std::unique_ptr<kv::CpuKVStorage> storage,
@@ -31,15 +31,8 @@ class CpuModelRunner final : public ModelRunner, private StageExecutor {
   double attention_seconds() const override { return attention_.seconds(); }
 
  private:
+  class Stages;  // the stage driver's steps on the CPU (cpu_model_runner.cpp)
   Status run(const ModelInput& input, BatchResult* out);
-  // The stages' steps (runner/stage_driver.h) on the CPU kernels; h_ holds the pass's rows.
-  Status embed_pass(const PassInput& pass) override;
-  Status bind_pass(const PassInput& pass) override;
-  Status pass_loop(const PassInput& pass, size_t depth_index) override;
-  Status keep_states(const PassInput& pass) override;
-  Status prelude(std::span<const kv::RequestId> requests, std::span<const int32_t> tokens) override;
-  Status recurrent(const PassInput& pass) override;
-  Status coda(const ModelInput& input) override;
   std::vector<float>& state(kv::RequestId id);
 
   std::shared_ptr<const model::OuroModel> model_;
@@ -51,7 +44,6 @@ class CpuModelRunner final : public ModelRunner, private StageExecutor {
   // Computed, uncollected batches, oldest first.
   std::deque<std::pair<uint64_t, BatchResult>> done_;
   BatchResult collected_;  // the last collected results (its logits back runner_logits)
-  BatchResult* result_ = nullptr;  // the batch being run's results
   // Reused per batch.
   std::vector<float> h_;
   std::vector<int64_t> positions_;

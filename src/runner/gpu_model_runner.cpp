@@ -343,53 +343,60 @@ Status GpuModelRunner::collect(uint64_t seq, BatchResult* out) {
   return {};
 }
 
+// The stages' steps (runner/stage_driver.h) on the device; h_ holds the pass's rows, results go
+// to the batch's pinned result slot.
+class GpuModelRunner::Stages final : public StageExecutor {
+ public:
+  Stages(GpuModelRunner& runner, cuda::PinnedBuffer& results, Ticket& ticket)
+      : r_(runner), results_(results), ticket_(ticket) {}
+
+  Status embed_pass(const PassInput& pass) override { return r_.stage_rows(pass.tokens); }
+
+  // One upload binds the pass's metadata for all its loops.
+  Status bind_pass(const PassInput& pass) override {
+    RLT_RETURN_IF_ERROR(r_.attention_->use(pass));
+    return r_.attention_->upload_and_bind();
+  }
+
+  Status pass_loop(const PassInput& pass, size_t depth_index) override {
+    r_.attention_->use_depth(depth_index);
+    return r_.core_->run_loop(floats(r_.h_), pass.num_rows(), *r_.attention_, nullptr);
+  }
+
+  Status keep_states(const PassInput& pass) override { return r_.keep_prompt_states(pass); }
+
+  // Embeds the tokens into h_, then scatters the rows into their requests' state slots.
+  Status prelude(std::span<const kv::RequestId> requests,
+                 std::span<const int32_t> tokens) override {
+    const auto n = static_cast<int64_t>(requests.size());
+    RLT_RETURN_IF_ERROR(r_.ensure_rows(n));
+    r_.slots_.clear();
+    for (kv::RequestId id : requests) {
+      RLT_ASSIGN_OR_RETURN(int32_t s, r_.slot(id));
+      r_.slots_.push_back(s);
+    }
+    std::vector<const int32_t*> dev;
+    RLT_RETURN_IF_ERROR(r_.upload({tokens, r_.slots_}, dev));
+    RLT_RETURN_IF_ERROR(r_.core_->embed(dev[0], n, floats(r_.h_)));
+    return cuda::scatter_rows(floats(r_.h_), dev[1], n, r_.model_->config.hidden_size,
+                              r_.states_->data(), r_.stream_->handle());
+  }
+
+  Status recurrent(const PassInput& pass) override { return r_.enqueue_recurrent(pass, results_); }
+  Status coda(const ModelInput& input) override {
+    return r_.enqueue_coda(input, results_, ticket_);
+  }
+
+ private:
+  GpuModelRunner& r_;
+  cuda::PinnedBuffer& results_;
+  Ticket& ticket_;
+};
+
 Status GpuModelRunner::enqueue(const ModelInput& input, cuda::PinnedBuffer& results,
                                Ticket& ticket) {
-  results_slot_ = &results;
-  ticket_ = &ticket;
-  return run_stages(input, *this);
-}
-
-Status GpuModelRunner::embed_pass(const PassInput& pass) {
-  return stage_rows(pass.tokens);
-}
-
-Status GpuModelRunner::bind_pass(const PassInput& pass) {
-  RLT_RETURN_IF_ERROR(attention_->use(pass));
-  return attention_->upload_and_bind();
-}
-
-Status GpuModelRunner::pass_loop(const PassInput& pass, size_t depth_index) {
-  attention_->use_depth(depth_index);
-  return core_->run_loop(floats(h_), pass.num_rows(), *attention_, nullptr);
-}
-
-Status GpuModelRunner::keep_states(const PassInput& pass) {
-  return keep_prompt_states(pass);
-}
-
-Status GpuModelRunner::prelude(std::span<const kv::RequestId> requests,
-                               std::span<const int32_t> tokens) {
-  const auto n = static_cast<int64_t>(requests.size());
-  RLT_RETURN_IF_ERROR(ensure_rows(n));
-  slots_.clear();
-  for (kv::RequestId id : requests) {
-    RLT_ASSIGN_OR_RETURN(int32_t s, slot(id));
-    slots_.push_back(s);
-  }
-  std::vector<const int32_t*> dev;
-  RLT_RETURN_IF_ERROR(upload({tokens, slots_}, dev));
-  RLT_RETURN_IF_ERROR(core_->embed(dev[0], n, floats(h_)));
-  return cuda::scatter_rows(floats(h_), dev[1], n, model_->config.hidden_size, states_->data(),
-                            stream_->handle());
-}
-
-Status GpuModelRunner::recurrent(const PassInput& pass) {
-  return enqueue_recurrent(pass, *results_slot_);
-}
-
-Status GpuModelRunner::coda(const ModelInput& input) {
-  return enqueue_coda(input, *results_slot_, *ticket_);
+  Stages stages(*this, results, ticket);
+  return run_stages(input, stages);
 }
 
 Status GpuModelRunner::enqueue_coda(const ModelInput& input, cuda::PinnedBuffer& results,

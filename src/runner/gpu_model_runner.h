@@ -42,7 +42,7 @@ namespace rlt::runner {
 
 using CudaGraphMode = rlt::CudaGraphs;
 
-class GpuModelRunner final : public ModelRunner, private StageExecutor {
+class GpuModelRunner final : public ModelRunner {
  public:
   // Creates the stream, uploads the model, allocates the KV pools with `geometry` (plus the
   // padding block) on `device`. settings.programmatic_launch turns on programmatic dependent
@@ -82,17 +82,7 @@ class GpuModelRunner final : public ModelRunner, private StageExecutor {
   Status enqueue_coda(const ModelInput& input, cuda::PinnedBuffer& results, Ticket& ticket);
   // Enqueues the recurrent pass; the gate logits go to `results`.
   Status enqueue_recurrent(const PassInput& pass, cuda::PinnedBuffer& results);
-  // The stages' steps (runner/stage_driver.h) on the device; h_ holds the pass's rows.
-  Status embed_pass(const PassInput& pass) override;
-  Status bind_pass(const PassInput& pass) override;
-  Status pass_loop(const PassInput& pass, size_t depth_index) override;
-  Status keep_states(const PassInput& pass) override;
-  Status prelude(std::span<const kv::RequestId> requests, std::span<const int32_t> tokens) override;
-  Status recurrent(const PassInput& pass) override;
-  Status coda(const ModelInput& input) override;
-  // The batch being enqueued's result slot and ticket.
-  cuda::PinnedBuffer* results_slot_ = nullptr;
-  Ticket* ticket_ = nullptr;
+  class Stages;  // the stage driver's steps on the device (gpu_model_runner.cpp)
   // The recurrent pass itself (gather, one loop, gate, scatter) over `rows` bound rows.
   Status recurrent_pass(int64_t rows, const int32_t* slots);
   // Drops every captured graph (a buffer they point at moved).
