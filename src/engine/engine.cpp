@@ -96,7 +96,6 @@ Result<sched::SchedulerConfig> scheduler_config(const EngineConfig& c) {
 // output processor's part — what was sampled since the request's last output (delta outputs:
 // reported once, then dropped) and the detokenizer, the only one a request's text goes through.
 struct LiveRequest {
-  SamplingParams params;
   sampling::TokenHistory history;
   sampling::RngState rng;
   size_t emitted = 0;  // tokens already reported
@@ -147,19 +146,9 @@ struct Engine::Impl : public sched::PreemptionHooks {
       o.new_exit_depths.assign(r.exit_depths.begin() + from, r.exit_depths.end());
     o.new_logprobs = std::move(l.new_logprobs);
     l.new_logprobs.clear();
-    // One text per new token: each sampled token pushed exactly one piece (a piece without its
-    // token would be a bug; its text still goes out, with the last token).
+    // One text per new token: apply() pushes a piece for every token it hands the scheduler.
     o.new_token_texts = std::move(l.new_texts);
     l.new_texts.clear();
-    while (o.new_token_texts.size() > std::max<size_t>(o.new_token_ids.size(), 1)) {
-      std::string extra = std::move(o.new_token_texts.back());
-      o.new_token_texts.pop_back();
-      o.new_token_texts.back() += extra;
-    }
-    if (o.new_token_ids.empty() && !o.new_token_texts.empty()) {
-      o.final_text = std::move(o.new_token_texts.front());
-      o.new_token_texts.clear();
-    }
     o.new_token_texts.resize(o.new_token_ids.size());
     for (const std::string& piece : o.new_token_texts) o.new_text += piece;
     if (l.detokenizer && r.finished()) o.final_text += l.detokenizer->flush();
@@ -360,7 +349,6 @@ Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const Sampl
   r.exit = exit;
   r.exit_trace = std::move(exit_trace);
   LiveRequest l;
-  l.params = params;
   l.history = sampling::TokenHistory(r.prompt);
   const uint64_t seed =
       params.seed ? *params.seed : sampling::derive_request_seed(m.config.seed, std::to_string(id));
@@ -527,28 +515,36 @@ Status Engine::Impl::prepare_input(const sched::SchedulerOutput& batch) {
   // flight, so this is the uniform the host sampler would draw.
   for (const auto& item : batch.items) {
     auto it = live.find(item.id);
-    if (it == live.end()) {
+    const sched::Request* r = scheduler->find(item.id);  // the builder checked it exists
+    if (it == live.end() || r == nullptr) {
       input.sampling.push_back({});
     } else {
-      input.sampling.push_back({&it->second.params, &it->second.history, it->second.rng.uniform()});
+      input.sampling.push_back({&r->params, &it->second.history, it->second.rng.uniform()});
     }
   }
   return {};
 }
 
-Status Engine::Impl::submit(const sched::SchedulerOutput& batch) {
-  RLT_RETURN_IF_ERROR(prepare_input(batch));
+namespace {
+
+// Runs `call` and adds its wall time to `seconds`.
+template <typename Call>
+Status timed(double& seconds, Call call) {
   const auto start = std::chrono::steady_clock::now();
-  Status s = runner->submit(input);
-  runner_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Status s = call();
+  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return s;
 }
 
+}  // namespace
+
+Status Engine::Impl::submit(const sched::SchedulerOutput& batch) {
+  RLT_RETURN_IF_ERROR(prepare_input(batch));
+  return timed(runner_seconds, [&] { return runner->submit(input); });
+}
+
 Status Engine::Impl::collect(uint64_t seq, runner::BatchResult* result) {
-  const auto start = std::chrono::steady_clock::now();
-  Status s = runner->collect(seq, result);
-  runner_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return s;
+  return timed(runner_seconds, [&] { return runner->collect(seq, result); });
 }
 
 Status Engine::Impl::no_progress_error() const {

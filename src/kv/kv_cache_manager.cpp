@@ -107,11 +107,7 @@ Result<KVCacheManager::PlanDetail> KVCacheManager::plan_admission(
       if (given) {
         digests->assign(r.page_digests.begin(), r.page_digests.begin() + d.publishable_pages);
       } else {
-        Digest parent = root;
-        for (int32_t page = 0; page < d.publishable_pages; ++page) {
-          parent = page_digest(parent, r.prompt.subspan(static_cast<size_t>(page) * bs, bs));
-          digests->push_back(parent);
-        }
+        chain_page_digests(r.prompt, root, d.publishable_pages, *digests);
       }
     }
     std::span<const Digest> keys;

@@ -249,6 +249,9 @@ class KVCacheManager {
                        std::span<const Digest> digests, std::vector<int32_t>* hits,
                        int32_t* exclusive_blocks) const;
   int32_t cacheable_pages(size_t prompt_len) const;
+  // Appends the chained keys of `prompt`'s first `pages` pages, starting from `root`.
+  void chain_page_digests(std::span<const TokenId> prompt, const Digest& root, int32_t pages,
+                          std::vector<Digest>& out) const;
   Digest request_root(std::string_view cache_salt) const;
 
   // All-or-nothing block claim into claim_scratch_: evicts LRU unused leaves only once it is

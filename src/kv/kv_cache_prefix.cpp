@@ -43,16 +43,21 @@ int32_t KVCacheManager::match_prefix(std::span<const TokenId> prompt, const Dige
 std::vector<Digest> KVCacheManager::prompt_page_digests(std::span<const TokenId> prompt,
                                                         std::string_view cache_salt) const {
   std::vector<Digest> digests;
-  if (!config_.enable_prefix_caching) return digests;
-  const int32_t bs = block_size();
-  const int32_t pages = cacheable_pages(prompt.size());
-  digests.reserve(static_cast<size_t>(pages));
-  Digest parent = request_root(cache_salt);
-  for (int32_t page = 0; page < pages; ++page) {
-    parent = page_digest(parent, prompt.subspan(static_cast<size_t>(page) * bs, bs));
-    digests.push_back(parent);
+  if (config_.enable_prefix_caching) {
+    chain_page_digests(prompt, request_root(cache_salt), cacheable_pages(prompt.size()), digests);
   }
   return digests;
+}
+
+void KVCacheManager::chain_page_digests(std::span<const TokenId> prompt, const Digest& root,
+                                        int32_t pages, std::vector<Digest>& out) const {
+  const int32_t bs = block_size();
+  out.reserve(out.size() + static_cast<size_t>(pages));
+  Digest parent = root;
+  for (int32_t page = 0; page < pages; ++page) {
+    parent = page_digest(parent, prompt.subspan(static_cast<size_t>(page) * bs, bs));
+    out.push_back(parent);
+  }
 }
 
 PrefixMatch KVCacheManager::lookup_prefix(std::span<const TokenId> prompt,

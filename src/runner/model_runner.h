@@ -53,11 +53,6 @@ class ModelRunner {
   // The results of the oldest uncollected batch, which must be batch `seq`; waits for it. A
   // runner_logits span stays valid until the next collect().
   virtual Status collect(uint64_t seq, BatchResult* out) = 0;
-  // Submits and collects one batch.
-  Status execute(const ModelInput& input, BatchResult* out) {
-    RLT_RETURN_IF_ERROR(submit(input));
-    return collect(input.seq, out);
-  }
   virtual kv::KVStorage& storage() = 0;
   // Drops a finished or aborted request's recurrent state.
   virtual void release(kv::RequestId id) = 0;

@@ -38,7 +38,6 @@ struct Request {
   // The prompt's prefix-cache page keys (with prefix caching), computed at its first admission
   // try and reused by every later one: a prompt is hashed once.
   std::vector<kv::Digest> page_digests;
-  bool page_digests_ready = false;
   SamplingParams params;
   model::ExitParams exit;  // resolved against the model's depth
   std::vector<int32_t> exit_trace;  // exit mode `trace`: the depth of every output, first = model depth

@@ -193,10 +193,9 @@ Result<bool> Scheduler::try_admit(Request& r, int32_t reserved_blocks) {
     queue(r.stage).push_back(r.id);
     return true;
   }
-  if (!r.page_digests_ready) {
-    r.page_digests = kv_.prompt_page_digests(r.prompt);
-    r.page_digests_ready = true;
-  }
+  // Empty when there is nothing to hash (no prefix caching, no full page): recomputing that is
+  // free.
+  if (r.page_digests.empty()) r.page_digests = kv_.prompt_page_digests(r.prompt);
   kv::AllocateRequest ask;
   ask.id = r.id;
   ask.capacity_tokens = r.capacity_tokens();
