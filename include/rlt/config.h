@@ -17,8 +17,10 @@ namespace rlt {
 enum class KVLayout : uint8_t { kLastExited, kShared };
 // The K/V cache's element type; kAuto: the weights' type.
 enum class KVDType : uint8_t { kAuto, kF32, kBF16, kF16 };
-// GGUF files: the type quantized weights are dequantized into at load.
-enum class WeightDType : uint8_t { kBF16, kF32, kF16 };
+// GGUF files: how quantized weights are loaded. kAuto: the CPU kernels compute on Q8_0, Q4_0,
+// Q4_1, Q4_K, Q5_K and Q6_K as stored (other quantized types, and GPU runs, dequantize to bf16);
+// kBF16 / kF32 / kF16: every quantized weight dequantized into that type at load.
+enum class WeightDType : uint8_t { kAuto, kBF16, kF32, kF16 };
 // Activations entering the CPU's linear layers: f32 (exact f32 products), or bf16 for bf16
 // weights on CPUs with AVX512_BF16 (rounded as a bf16 PyTorch model computes; about twice the
 // prefill rate).
@@ -75,8 +77,8 @@ inline constexpr SchedulingDefaults kGpuScheduling{256, 8192, 2048};
 struct EngineConfig {
   // A Hugging Face model folder or a .gguf file.
   std::string model;
-  // GGUF files: the dtype quantized weights are dequantized into at load.
-  WeightDType dtype = WeightDType::kBF16;
+  // GGUF files: quantized weights computed on as stored (auto), or dequantized into a float type.
+  WeightDType dtype = WeightDType::kAuto;
 
   // KV cache
   int32_t block_size = 16;    // tokens per page

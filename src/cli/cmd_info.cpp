@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -24,7 +26,7 @@ namespace {
 
 struct InfoOptions {
   std::string model;
-  WeightDType dtype = WeightDType::kBF16;
+  WeightDType dtype = WeightDType::kAuto;
   bool json = false;
 };
 
@@ -65,10 +67,12 @@ struct WeightReport {
   size_t bytes = 0;            // as loaded (GGUF: after dequantization)
   size_t file_bytes = 0;       // as stored
   std::string dtype = "bf16";  // of the embedding
+  std::string kv_dtype = "bf16";  // the K/V cache's auto dtype
+  std::string held_as;            // how the matrices are held: "bf16", or "Q4_1, Q8_0 blocks"
   std::vector<io::GgufTypeCount> types;  // GGUF: stored tensors by type
 };
 
-WeightReport check_weights(const source::ModelSource& src, DType quantized_to) {
+WeightReport check_weights(const source::ModelSource& src, const io::QuantizedTensors& quantized_to) {
   WeightReport w;
   const io::ModelConfig& c = src.config();
   Result<io::Checkpoint> ckpt = internal_error("unset");
@@ -87,7 +91,16 @@ WeightReport check_weights(const source::ModelSource& src, DType quantized_to) {
     Status v = io::validate_tensor_set(*ckpt, model::ouro_expected_tensors(c));
     w.ok = v.ok();
     if (!v.ok()) w.validation = v.to_string();
-    if (auto* e = ckpt->find("model.embed_tokens.weight")) w.dtype = std::string(dtype_name(e->dtype));
+    if (auto* e = ckpt->find("model.embed_tokens.weight"))
+      w.dtype = std::string(e->quant ? quant::ggml_type_name(*e->quant) : dtype_name(e->dtype));
+    std::map<std::string, size_t> kept;
+    for (const auto& [_, t] : ckpt->tensors())
+      if (t.quant) kept[std::string(quant::ggml_type_name(*t.quant))] += t.nbytes;
+    std::vector<std::pair<size_t, std::string>> order;
+    for (const auto& [name, bytes] : kept) order.emplace_back(bytes, name);
+    std::sort(order.rbegin(), order.rend());
+    for (const auto& [_, name] : order) w.held_as += (w.held_as.empty() ? "" : ", ") + name;
+    if (!w.held_as.empty()) w.held_as += " blocks";
   } else if (ckpt.status().code() == ErrorCode::kNotFound && !src.gguf()) {
     w.validation = "config ok; no weights in this folder (model.safetensors or model.safetensors.index.json)";
   } else {
@@ -95,6 +108,9 @@ WeightReport check_weights(const source::ModelSource& src, DType quantized_to) {
     w.validation = ckpt.status().to_string();
   }
   for (auto& ch : w.dtype) ch = static_cast<char>(std::tolower(ch));
+  // Quantized weights get a bf16 cache; float weights a cache of their type.
+  if (w.dtype == "f32" || w.dtype == "f16") w.kv_dtype = w.dtype;
+  if (w.held_as.empty()) w.held_as = w.dtype;
   return w;
 }
 
@@ -118,13 +134,13 @@ std::string tokenizer_summary(const source::ModelSource& src) {
 int run_info(const InfoOptions& opt) {
   auto path = resolve_model_dir(opt.model);
   if (!path.ok()) return report_error(path.status());
-  const DType quantized_to = source::weight_dtype(opt.dtype);
+  const io::QuantizedTensors quantized_to = model::quantized_tensors(opt.dtype);
   auto src = source::ModelSource::open(*path);
   if (!src.ok()) return report_error(src.status());
   const io::ModelConfig& c = src->config();
   // Weights are optional: a folder with only config.json still gets its sizes reported.
   const WeightReport w = check_weights(*src, quantized_to);
-  const int64_t kv_elem_bytes = w.dtype == "f32" ? 4 : 2;
+  const int64_t kv_elem_bytes = w.kv_dtype == "f32" ? 4 : 2;
   const int64_t plane_bytes = c.kv_values_per_token_per_depth() * kv_elem_bytes;
   const int64_t last_exited = plane_bytes * c.total_ut_steps;
   const int64_t shared = plane_bytes;
@@ -159,7 +175,7 @@ int run_info(const InfoOptions& opt) {
     for (const auto& t : w.types) types.push_back({{"type", t.type}, {"tensors", t.tensors}, {"bytes", t.bytes}});
     j["tensor_types"] = types;
     j["tokenizer"] = tokenizer_summary(*src);
-    j["kv_bytes_per_token"] = {{"last_exited", last_exited}, {"shared", shared}, {"dtype", w.dtype}};
+    j["kv_bytes_per_token"] = {{"last_exited", last_exited}, {"shared", shared}, {"dtype", w.kv_dtype}};
     j["cpu_dispatch_target"] = kernels::cpu_dispatch_target();
     j["cpu_bf16_dot_products"] = kernels::bf16_dot_supported();
     j["cuda"] = cuda_summary();
@@ -183,12 +199,15 @@ int run_info(const InfoOptions& opt) {
                                fmt::join(parts, ", "));
     }
     std::cout << fmt::format("weights        {} ({}){}\n",
-                             human_bytes(static_cast<double>(w.present ? w.bytes : expected_weight_bytes)), w.dtype,
+                             human_bytes(static_cast<double>(w.present ? w.bytes : expected_weight_bytes)), w.held_as,
                              !w.present ? "; expected size, no weight files present"
-                             : src->gguf() ? "; as loaded, quantized tensors dequantized (--dtype)" : "");
+                             : !src->gguf()                  ? ""
+                             : opt.dtype == WeightDType::kAuto
+                                 ? "; as loaded: quantized types the CPU computes on kept as stored, others dequantized (--dtype)"
+                                 : "; as loaded, quantized tensors dequantized (--dtype)");
     std::cout << fmt::format("kv per token   last_exited {} ({} planes), shared {} (1 plane), {}\n",
                              human_bytes(static_cast<double>(last_exited)), c.total_ut_steps,
-                             human_bytes(static_cast<double>(shared)), w.dtype);
+                             human_bytes(static_cast<double>(shared)), w.kv_dtype);
     std::cout << fmt::format("eos ids        {}\n", fmt::join(c.eos_token_ids, ", "));
     std::cout << fmt::format("tokenizer      {}\n", tokenizer_summary(*src));
     std::cout << fmt::format("cpu kernels    {} (Highway dynamic dispatch); AVX512_BF16 dot products {}\n",
@@ -207,7 +226,9 @@ void add_info_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("info", "Describe a model folder or GGUF file: shape, parameters, weight and KV sizes, tokenizer, validation");
   cmd->add_option("--model", opt->model, kModelFlagHelp);
   add_enum_option(*cmd, "--dtype", opt->dtype, parse_weight_dtype,
-                  "GGUF files: the dtype quantized weights are dequantized into (f32, bf16, f16)");
+                  "GGUF files: auto (the CPU computes on Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K as stored; other "
+      "quantized types, and GPU runs, dequantize to bf16), or bf16 / f32 / f16 (every quantized weight "
+      "dequantized into it at load)");
   cmd->add_flag("--json", opt->json, "Print JSON instead of text");
   cmd->callback([opt, exit_code] { *exit_code = run_info(*opt); });
 }

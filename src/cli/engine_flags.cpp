@@ -56,7 +56,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
                   "last_exited (one plane per loop) or shared (one plane)");
   add_enum_option(
       cmd, "--dtype", c.dtype, parse_weight_dtype,
-      "GGUF files: the dtype quantized weights are dequantized into at load (f32, bf16, f16)");
+      "GGUF files: auto (the CPU computes on Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K as stored; other "
+      "quantized types, and GPU runs, dequantize to bf16), or bf16 / f32 / f16 (every quantized weight "
+      "dequantized into it at load)");
   add_enum_option(cmd, "--kv-dtype", c.kv_dtype, parse_kv_dtype,
                   "K/V cache dtype: auto (= weights), f32, bf16, f16");
   cmd.add_flag("--enable-prefix-caching", c.enable_prefix_caching, "Share full prompt pages between requests");

@@ -36,8 +36,10 @@ constexpr Names<KVDType, 4> kKVDTypes{{{KVDType::kAuto, "auto"},
                                        {KVDType::kF32, "f32"},
                                        {KVDType::kBF16, "bf16"},
                                        {KVDType::kF16, "f16"}}};
-constexpr Names<WeightDType, 3> kWeightDTypes{
-    {{WeightDType::kBF16, "bf16"}, {WeightDType::kF32, "f32"}, {WeightDType::kF16, "f16"}}};
+constexpr Names<WeightDType, 4> kWeightDTypes{{{WeightDType::kAuto, "auto"},
+                                                {WeightDType::kBF16, "bf16"},
+                                                {WeightDType::kF32, "f32"},
+                                                {WeightDType::kF16, "f16"}}};
 constexpr Names<ActivationDType, 2> kActivationDTypes{
     {{ActivationDType::kF32, "f32"}, {ActivationDType::kBF16, "bf16"}}};
 constexpr Names<BatchMode, 2> kBatchModes{

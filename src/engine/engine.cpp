@@ -219,7 +219,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
                             "activations to the weight type inside their GEMMs already: drop it with --device cuda");
   }
   load.pack_for_cpu = !device.cuda;  // the GPU uploads the checkpoint's tensors itself
-  load.quantized_dtype = source::weight_dtype(config.dtype);
+  load.quantized = config.dtype;
   RLT_ASSIGN_OR_RETURN(source::ModelSource source, source::ModelSource::open(config.model));
   for (const std::string& note : source.notes()) log_warn(fmt::format("{}: {}", config.model, note));
   RLT_ASSIGN_OR_RETURN(impl->model, model::load_ouro_model(source, load));
@@ -237,7 +237,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
     }
   }
   const kv::KVLayout layout = config.kv_layout;
-  const DType kv_dtype = resolve_kv_dtype(config.kv_dtype, impl->model->weight_dtype());
+  // Quantized weights: a bf16 cache (as llama.cpp's f16 default: half the f32 bytes).
+  const DType kv_dtype = resolve_kv_dtype(
+      config.kv_dtype,
+      impl->model->quantized_types().empty() ? impl->model->weight_dtype() : DType::kBF16);
 
   // Attention first: the chosen backend's constraints (page size, dtype) must hold before the
   // cache is sized.

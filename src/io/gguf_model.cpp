@@ -306,7 +306,8 @@ struct PlannedTensor {
 };
 
 Result<std::vector<PlannedTensor>> plan(const GgufFile& file, const ModelConfig& config,
-                                        DType matrix_dtype) {
+                                        const QuantizedTensors& quantized) {
+  const DType matrix_dtype = quantized.matrix_dtype;
   if (!is_weight_float(matrix_dtype))
     return invalid_argument(fmt::format("weights cannot be held as {}", dtype_name(matrix_dtype)));
   const bool ouro = config.architecture == Architecture::kOuro;
@@ -339,6 +340,15 @@ Result<std::vector<PlannedTensor>> plan(const GgufFile& file, const ModelConfig&
     // Float tensors keep their type (reordered ones are copied); quantized vectors become f32
     // (the model widens vectors anyway), quantized matrices the asked dtype.
     // In place only when the mapping keeps the elements aligned (general.alignment may be 1).
+    if (!stored_float && t.ne.size() == 2 && quantized.keep.count(t.type)) {
+      // Kept as stored: rows of blocks, reordered (a byte copy per row) only for Q/K.
+      p.in_place = !p.interleaved;
+      p.view.dtype = DType::kU8;
+      p.view.quant = t.type;
+      p.view.nbytes = t.nbytes;
+      out.push_back(std::move(p));
+      continue;
+    }
     p.in_place = stored_float && !p.interleaved &&
                  reinterpret_cast<uintptr_t>(t.data) % dtype_size(stored) == 0;
     p.view.dtype = stored_float ? stored : t.ne.size() == 1 ? DType::kF32 : matrix_dtype;
@@ -355,6 +365,15 @@ Result<std::shared_ptr<std::vector<uint8_t>>> materialize(const PlannedTensor& p
   const DType target = p.view.dtype;
   const int64_t rows = t.rows(), cols = t.row_elems();
   const size_t row_in = t.nbytes / static_cast<size_t>(rows);
+  if (p.view.quant) {  // kept blocks whose rows are reordered: whole rows copied
+    auto buffer = std::make_shared<std::vector<uint8_t>>(t.nbytes);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t src_row = p.interleaved ? interleaved_row(r, head_dim) : r;
+      std::memcpy(buffer->data() + static_cast<size_t>(r) * row_in,
+                  t.data + static_cast<size_t>(src_row) * row_in, row_in);
+    }
+    return buffer;
+  }
   const size_t row_out = static_cast<size_t>(cols) * dtype_size(target);
   auto buffer = std::make_shared<std::vector<uint8_t>>(row_out * static_cast<size_t>(rows));
   Status failed;
@@ -390,16 +409,16 @@ Result<std::shared_ptr<std::vector<uint8_t>>> materialize(const PlannedTensor& p
 }  // namespace
 
 Result<std::vector<TensorView>> gguf_tensor_plan(const GgufFile& file, const ModelConfig& config,
-                                                 DType matrix_dtype) {
-  RLT_ASSIGN_OR_RETURN(std::vector<PlannedTensor> planned, plan(file, config, matrix_dtype));
+                                                 const QuantizedTensors& quantized) {
+  RLT_ASSIGN_OR_RETURN(std::vector<PlannedTensor> planned, plan(file, config, quantized));
   std::vector<TensorView> views;
   for (PlannedTensor& p : planned) views.push_back(std::move(p.view));
   return views;
 }
 
 Result<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConfig& config,
-                                   DType matrix_dtype) {
-  RLT_ASSIGN_OR_RETURN(std::vector<PlannedTensor> planned, plan(*file, config, matrix_dtype));
+                                   const QuantizedTensors& quantized) {
+  RLT_ASSIGN_OR_RETURN(std::vector<PlannedTensor> planned, plan(*file, config, quantized));
   std::vector<TensorView> views;
   std::vector<std::shared_ptr<const void>> owners{file};
   for (PlannedTensor& p : planned) {

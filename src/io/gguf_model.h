@@ -9,7 +9,9 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/dtype.h"
@@ -30,17 +32,28 @@ struct GgufModelInfo {
 // (they may change the math); general.* and tokenizer.* are not model math.
 Result<GgufModelInfo> read_gguf_model_info(const GgufFile& file);
 
+// How quantized tensors are loaded: matrices of a type in `keep` stay in their GGML blocks
+// (TensorView::quant, used in place from the mapping unless their rows need reordering); other
+// quantized matrices are dequantized into `matrix_dtype`, quantized vectors into f32.
+struct QuantizedTensors {
+  // Everything dequantized into `dtype` (implicit: a dtype alone is that request).
+  QuantizedTensors(DType dtype = DType::kBF16, std::set<quant::GgmlType> kept = {})  // NOLINT
+      : matrix_dtype(dtype), keep(std::move(kept)) {}
+  DType matrix_dtype;
+  std::set<quant::GgmlType> keep;
+};
+
 // The tensors, named as in a Hugging Face checkpoint. F32, F16 and BF16 tensors keep their stored
 // type, used in place from the mapping unless their rows need reordering (Q/K) or the mapping
-// leaves them misaligned; quantized matrices are dequantized into `matrix_dtype` and quantized
-// vectors into f32, in buffers the checkpoint owns.
+// leaves them misaligned; quantized ones as `quantized` says, converted ones in buffers the
+// checkpoint owns.
 Result<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConfig& config,
-                                   DType matrix_dtype);
+                                   const QuantizedTensors& quantized);
 
 // The tensors gguf_checkpoint would produce (names, shapes, dtypes and sizes), without reading or
 // converting any data: what `rlt info` validates.
 Result<std::vector<TensorView>> gguf_tensor_plan(const GgufFile& file, const ModelConfig& config,
-                                                 DType matrix_dtype);
+                                                 const QuantizedTensors& quantized);
 
 struct GgufTypeCount {
   std::string type;  // "Q4_1"

@@ -306,7 +306,10 @@ Status validate_tensor_set(const Checkpoint& ckpt, const std::vector<ExpectedTen
       bad_shape.push_back(fmt::format("'{}' in {} is {} (expected [{}])", e.name, t->file,
                                       t->shape_string(), fmt::join(e.shape, ", ")));
     }
-    if (!is_weight_float(t->dtype)) {
+    if (t->quant && e.shape.size() != 2) {
+      bad_dtype.push_back(fmt::format("'{}' in {} is {} (vectors must be F32, BF16 or F16)", e.name, t->file,
+                                      quant::ggml_type_name(*t->quant)));
+    } else if (!t->quant && !is_weight_float(t->dtype)) {
       bad_dtype.push_back(fmt::format("'{}' in {} is {} (expected F32, BF16 or F16)", e.name, t->file,
                                       dtype_name(t->dtype)));
     }

@@ -9,12 +9,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/dtype.h"
 #include "common/mapped_file.h"
+#include "quant/ggml_type.h"
 #include "rlt/status.h"
 
 namespace rlt::io {
@@ -29,6 +31,8 @@ struct TensorView {
   const uint8_t* data = nullptr;  // points into the file mapping
   size_t nbytes = 0;
   std::string file;  // the file holding the tensor, for error messages
+  // Set for a GGUF matrix kept in its GGML block type (rows of blocks; dtype is then kU8).
+  std::optional<quant::GgmlType> quant = std::nullopt;
 
   int64_t numel() const;
   std::string shape_string() const;  // "[2048, 5632]"
@@ -86,7 +90,8 @@ struct ExpectedTensor {
 };
 
 // Checks that the checkpoint holds exactly `expected` (no missing, no unexpected tensors), every
-// shape matches, and every dtype is a float type rlt computes with (F32, BF16, F16). Reports all
+// shape matches, and every dtype is a float type rlt computes with (F32, BF16, F16) or a kept GGML
+// block type (TensorView::quant, matrices only). Reports all
 // problems at once, up to a few of each kind, with file names.
 Status validate_tensor_set(const Checkpoint& ckpt, const std::vector<ExpectedTensor>& expected);
 

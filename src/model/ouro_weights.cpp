@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "common/half.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_bf16.h"
+#include "kernels/cpu/quant_panels.h"
 
 namespace rlt::model {
 namespace {
@@ -16,7 +18,7 @@ std::string layer_name(int64_t i, const char* suffix) {
 }
 
 kernels::WeightMatrix matrix(const io::TensorView& t) {
-  return {t.dtype, t.shape[0], t.shape.size() > 1 ? t.shape[1] : 1, t.data};
+  return {t.dtype, t.shape[0], t.shape.size() > 1 ? t.shape[1] : 1, t.data, t.quant};
 }
 
 std::vector<float> widen(const io::TensorView& t) {
@@ -102,12 +104,25 @@ std::vector<int64_t> OuroModel::eos_token_ids() const {
 
 DType OuroModel::weight_dtype() const {
   std::map<DType, size_t> bytes;
-  for (const auto& [_, t] : checkpoint.tensors()) bytes[t.dtype] += t.nbytes;
+  for (const auto& [_, t] : checkpoint.tensors())
+    if (!t.quant) bytes[t.dtype] += t.nbytes;
   DType best = DType::kF32;
   size_t most = 0;
   for (const auto& [d, n] : bytes)
     if (n > most) most = n, best = d;
   return best;
+}
+
+std::string OuroModel::quantized_types() const {
+  std::map<std::string, size_t> bytes;
+  for (const auto& [_, t] : checkpoint.tensors())
+    if (t.quant) bytes[std::string(quant::ggml_type_name(*t.quant))] += t.nbytes;
+  std::vector<std::pair<size_t, std::string>> order;
+  for (const auto& [name, n] : bytes) order.emplace_back(n, name);
+  std::sort(order.rbegin(), order.rend());
+  std::string out;
+  for (const auto& [_, name] : order) out += (out.empty() ? "" : ", ") + name;
+  return out;
 }
 
 int64_t OuroModel::core_weight_bytes_per_loop() const {
@@ -132,8 +147,19 @@ int64_t OuroModel::lm_head_bytes() const {
   return static_cast<int64_t>(checkpoint.find(name)->nbytes);
 }
 
-LoadOptions load_options(ActivationDType activations) {
-  return LoadOptions{.bf16_activations = activations == ActivationDType::kBF16};
+LoadOptions load_options(ActivationDType activations, WeightDType weights) {
+  return LoadOptions{.bf16_activations = activations == ActivationDType::kBF16, .quantized = weights};
+}
+
+io::QuantizedTensors quantized_tensors(WeightDType weights, bool for_cpu) {
+  io::QuantizedTensors q(source::weight_dtype(weights));
+  if (weights == WeightDType::kAuto && for_cpu) {
+    for (quant::GgmlType t : {quant::GgmlType::kQ8_0, quant::GgmlType::kQ4_0, quant::GgmlType::kQ4_1,
+                              quant::GgmlType::kQ4_K, quant::GgmlType::kQ5_K, quant::GgmlType::kQ6_K}) {
+      if (kernels::quant_panel_format(t)) q.keep.insert(t);
+    }
+  }
+  return q;
 }
 
 Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& path, LoadOptions options) {
@@ -148,13 +174,21 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
   model->dir = dir;
   model->config = source.config();
   model->generation = source.generation();
-  RLT_ASSIGN_OR_RETURN(model->checkpoint, source.open_checkpoint(options.quantized_dtype));
+  RLT_ASSIGN_OR_RETURN(model->checkpoint, source.open_checkpoint(quantized_tensors(
+                                                options.quantized, options.pack_for_cpu)));
   if (options.bf16_activations) {
     if (!kernels::bf16_dot_supported()) {
       return unimplemented(
           fmt::format("--activation-dtype bf16 needs a CPU with AVX512_BF16 (this one runs the {} "
                       "kernels); use --activation-dtype f32",
                       kernels::cpu_dispatch_target()));
+    }
+    if (const std::string q = model->quantized_types(); !q.empty()) {
+      return invalid_argument(
+          fmt::format("--activation-dtype bf16 applies to bf16 weights, and {} holds {} blocks "
+                      "computed as stored; use --activation-dtype f32, or --dtype bf16 to "
+                      "dequantize them",
+                      dir, q));
     }
     if (model->weight_dtype() != DType::kBF16) {
       return invalid_argument(

@@ -1,13 +1,15 @@
 // Binds a checkpoint's tensors (Ouro, or plain Llama as the one-loop case) to the model's parts.
 // Linear weights are packed once, in their stored dtype, into the kernels' layout (with the q/k/v
-// projections stacked and gate/up interleaved for the fused SwiGLU); the embedding table stays
-// in the file mapping; vectors (norm weights, the exit gate) are widened to f32.
+// projections stacked and gate/up interleaved for the fused SwiGLU); GGUF matrices kept in their
+// GGML block type are packed as quantized panels. The embedding table stays in the file mapping;
+// vectors (norm weights, the exit gate) are widened to f32.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "io/gguf_model.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "kernels/cpu/packed_matrix.h"
@@ -52,12 +54,16 @@ struct LoadOptions {
   // Pack the linear weights for the CPU kernels. GPU runs upload the checkpoint's tensors instead
   // and leave the packed matrices empty (no second host copy of the weights).
   bool pack_for_cpu = true;
-  // GGUF sources: the dtype quantized tensors are dequantized into (--dtype).
-  DType quantized_dtype = DType::kBF16;
+  // GGUF sources: quantized tensors computed on as stored (auto) or dequantized (--dtype).
+  WeightDType quantized = WeightDType::kAuto;
 };
 
-// The load options of an activation dtype (the other options at their defaults).
-LoadOptions load_options(ActivationDType activations);
+// The load options of an activation dtype and a --dtype (the other options at their defaults).
+LoadOptions load_options(ActivationDType activations, WeightDType weights = WeightDType::kAuto);
+
+// How a GGUF source's quantized tensors are loaded for --dtype: with auto on the CPU, the types
+// the quantized kernels compute on stay in their blocks; everything else is dequantized.
+io::QuantizedTensors quantized_tensors(WeightDType weights, bool for_cpu = true);
 
 // A loaded model: config, generation config, checkpoint mapping and bound weights.
 struct OuroModel {
@@ -69,8 +75,12 @@ struct OuroModel {
 
   // Stop token ids: generation_config.json's eos ids, else config.json's.
   std::vector<int64_t> eos_token_ids() const;
-  // The dtype most weight bytes are stored in (for reports).
+  // The float dtype most weight bytes are stored in (for reports and the K/V cache's auto dtype);
+  // matrices kept quantized do not count.
   DType weight_dtype() const;
+  // The GGML types of the matrices kept quantized, most bytes first ("Q4_1, Q8_0"); empty when
+  // none are.
+  std::string quantized_types() const;
   // Weight bytes one token streams through the linear kernels per loop of the core (all layers),
   // and once per token for the lm head: the numerator of the decode roofline. The packed sizes
   // when packed for the CPU, else the checkpoint's.

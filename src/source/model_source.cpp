@@ -92,6 +92,7 @@ DType weight_dtype(WeightDType dtype) {
       return DType::kF32;
     case WeightDType::kF16:
       return DType::kF16;
+    case WeightDType::kAuto:  // what the kernels cannot compute on as stored
     case WeightDType::kBF16:
       break;
   }
@@ -152,8 +153,8 @@ std::string ModelSource::default_name() const {
   return name.empty() ? path_ : name;
 }
 
-Result<io::Checkpoint> ModelSource::open_checkpoint(DType quantized_to) const {
-  if (format_ == ModelFormat::kGguf) return io::gguf_checkpoint(gguf_, config_, quantized_to);
+Result<io::Checkpoint> ModelSource::open_checkpoint(const io::QuantizedTensors& quantized) const {
+  if (format_ == ModelFormat::kGguf) return io::gguf_checkpoint(gguf_, config_, quantized);
   return io::Checkpoint::open_dir(path_);
 }
 

@@ -11,6 +11,7 @@
 
 #include "common/dtype.h"
 #include "io/gguf_file.h"
+#include "io/gguf_model.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "rlt/config.h"
@@ -41,8 +42,8 @@ class ModelSource {
   // The GGUF file (GGUF sources only).
   const io::GgufFile* gguf() const { return gguf_.get(); }
 
-  // The weights. GGUF tensors in a quantized type are dequantized into `quantized_to`.
-  Result<io::Checkpoint> open_checkpoint(DType quantized_to = DType::kBF16) const;
+  // The weights. GGUF tensors in a quantized type are kept or dequantized as `quantized` says.
+  Result<io::Checkpoint> open_checkpoint(const io::QuantizedTensors& quantized = {}) const;
   // tokenizer.json (folders), the tokenizer.ggml.* metadata (GGUF; a tokenizer.json next to the
   // file is used when the metadata names a pre-tokenizer rlt does not know).
   Result<std::shared_ptr<const tok::Tokenizer>> tokenizer() const;

@@ -114,6 +114,10 @@ void load_everything(const std::vector<uint8_t>& bytes, Outcome& out, bool mater
   if (weights.ok() && materialize) {
     auto ckpt = gguf_checkpoint(*file, info->config, DType::kBF16);
     weights = ckpt.ok() ? model::bind_ouro_weights(*ckpt, info->config).status() : ckpt.status();
+    // The blocks kept as stored and packed into quantized panels (--dtype auto).
+    auto kept = gguf_checkpoint(*file, info->config, model::quantized_tensors(WeightDType::kAuto));
+    Status packed = kept.ok() ? model::bind_ouro_weights(*kept, info->config).status() : kept.status();
+    EXPECT_EQ(weights.ok(), packed.ok()) << weights.to_string() << " / " << packed.to_string();
   }
   if (!weights.ok()) {
     expect_message(weights);

@@ -6,8 +6,10 @@ of rlt's C++):
   * `--dtype f32` (weights = the dequantized values exactly): prompt hidden states and every
     step's logits within REL_TOL of the oracle (max |rlt - oracle| / max |oracle|), greedy tokens
     identical (a divergence is accepted only where the oracle's top-2 gap is within rounding);
-  * `--dtype bf16` (the default) against the oracle given the same bf16-rounded matrices: the
-    same bounds;
+  * `--dtype bf16` against the oracle given the same bf16-rounded matrices: the same bounds;
+  * `--dtype auto` (the default: the quantized kernels computing on the Q4_1 / Q8_0 blocks as
+    stored, f32 activations, `--kv-dtype f32`) against the oracle on the dequantized weights: the
+    same bounds, for the dense reference path and the engine's greedy tokens, and perplexity;
   * three ways to hold the model — the GGUF, a Hugging Face folder with a transformers-5 config
     (rope_parameters, every generic field, chat_template.jinja) and the same folder with a
     transformers-4 config — give the same `rlt info` shape and the same greedy tokens.
@@ -78,19 +80,22 @@ class SmolLM2Gguf(unittest.TestCase):
         print("\nworst relative error vs the oracle: " +
               ", ".join(f"{k} {v:.2e}" for k, v in sorted(cls.worst.items())), file=sys.stderr)
 
-    def generate(self, model, prompt, dtype="bf16", trace=None):
+    def generate(self, model, prompt, dtype="bf16", trace=None, kv_dtype="auto"):
         args = ["generate", "--model", model, "--prompt-ids", ",".join(map(str, prompt)),
-                "--max-tokens", str(MAX_TOKENS), "--ignore-eos", "--dtype", dtype, "--kv-cache-gib", "0.0625"]
+                "--max-tokens", str(MAX_TOKENS), "--ignore-eos", "--dtype", dtype, "--kv-cache-gib", "0.0625",
+                "--kv-dtype", kv_dtype]
         if trace:
             args += ["--trace-out", trace]
         return json.loads(rlt(*args).splitlines()[0])
 
-    def check_against_oracle(self, dtype, prompts):
-        model = gguf_model.load_gguf(self.gguf, weights=dtype)
+    def check_against_oracle(self, dtype, prompts, engine_too=False):
+        # auto: the blocks as stored, whose exact values are the f32 dequantization.
+        model = gguf_model.load_gguf(self.gguf, weights="f32" if dtype == "auto" else dtype)
         H = model.cfg.hidden_size
         for i, prompt in enumerate(self.prompts[:prompts]):
             trace_path = os.path.join(self.tmp.name, f"{dtype}_{i}.json")
             result = self.generate(self.gguf, prompt, dtype, trace_path)
+            engine = self.generate(self.gguf, prompt, dtype, kv_dtype="f32") if engine_too else None
             with open(trace_path) as f:
                 steps = json.load(f)["steps"]
             ref = reference_ouro.generate(model, prompt, max_tokens=MAX_TOKENS)
@@ -106,12 +111,19 @@ class SmolLM2Gguf(unittest.TestCase):
                 if top2[1] - top2[0] <= GAP_MARGIN * np.max(np.abs(ref["step_logits"][n])):
                     break  # the oracle itself is on a knife edge: nothing after it is comparable
                 self.assertEqual(result["tokens"][n], int(ref["tokens"][n]), f"prompt {i}: token {n}")
+                if engine:
+                    self.assertEqual(engine["tokens"][n], int(ref["tokens"][n]), f"prompt {i}: engine token {n}")
 
     def test_f32_weights_match_the_oracle(self):
         self.check_against_oracle("f32", prompts=2)
 
     def test_bf16_weights_match_the_oracle_on_the_same_rounding(self):
         self.check_against_oracle("bf16", prompts=1)
+
+    def test_quantized_kernels_match_the_oracle_on_the_dequantized_weights(self):
+        self.check_against_oracle("auto", prompts=2, engine_too=True)
+        info = json.loads(rlt("info", "--model", self.gguf, "--json"))
+        self.assertEqual(info["weight_dtype"], "q8_0", "the embedding stays in its Q8_0 blocks")
 
     def test_gguf_and_transformers_5_and_4_folders_give_the_same_tokens(self):
         folders = {}
@@ -154,6 +166,12 @@ class SmolLM2Gguf(unittest.TestCase):
         self.assertEqual(out["scored_tokens"], ref["scored_tokens"])
         self.assertLess(abs(out["mean_nll"] - ref["mean_nll"]) / ref["mean_nll"], 1e-5, (out, ref))
         self.assertLess(out["perplexity"], 40, "a trained model on English text")
+        # The quantized kernels on the blocks as stored: the same function up to f32 rounding
+        # (the bound is 0.1 % of the perplexity; held to 1e-5 of the mean NLL here).
+        quantized = json.loads(rlt("perplexity", "--model", self.gguf, "--file", os.path.join(data, "GPL-3.txt"),
+                                   "--file", os.path.join(data, "Apache-2.0.txt"), "--ctx", "128",
+                                   "--max-chunks", "2", "--dtype", "auto"))
+        self.assertLess(abs(quantized["mean_nll"] - ref["mean_nll"]) / ref["mean_nll"], 1e-5, (quantized, ref))
 
     def test_the_answer_is_real_text(self):
         out = json.loads(rlt("generate", "--model", self.gguf, "--prompt", chatml(QUESTIONS[0]),

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <utility>
 
 #include "kernels/cpu/linear_bf16.h"
+#include "kernels/cpu/quant_panels.h"
 
 namespace rlt::kernels {
 namespace {
@@ -23,20 +25,43 @@ void scatter_row(const WeightMatrix& w, int64_t r, T* dst, int64_t stride, int f
   const int64_t step = first < 0 ? 1 : 2;
   const int64_t begin = first < 0 ? 0 : first;
   if (first > 0) dst += first;
-  for (int64_t c = begin, j = 0; c < w.cols; c += step, ++j) {
-    if constexpr (sizeof(T) == 2) {
+  if constexpr (sizeof(T) == 2) {
+    for (int64_t c = begin, j = 0; c < w.cols; c += step, ++j)
       std::memcpy(dst + j * stride, static_cast<const uint16_t*>(w.data) + r * w.cols + c, 2);
-    } else {
-      dst[j * stride] = w.dtype == DType::kF32 ? static_cast<const float*>(w.data)[r * w.cols + c]
-                                               : w.at(r, c);  // mixed dtypes: widened to f32
-    }
+  } else if (w.dtype == DType::kF32 && !w.quantized()) {
+    for (int64_t c = begin, j = 0; c < w.cols; c += step, ++j)
+      dst[j * stride] = static_cast<const float*>(w.data)[r * w.cols + c];
+  } else {  // mixed or quantized parts: widened to f32
+    std::vector<float> row(static_cast<size_t>(w.cols));
+    w.row_to_f32(r, row.data());
+    for (int64_t c = begin, j = 0; c < w.cols; c += step, ++j) dst[j * stride] = row[c];
   }
 }
 
 DType common_dtype(const std::vector<WeightMatrix>& parts) {
   for (const auto& p : parts)
-    if (p.dtype != parts.front().dtype) return DType::kF32;
+    if (p.quantized() || p.dtype != parts.front().dtype) return DType::kF32;
   return parts.front().dtype;
+}
+
+bool any_quantized(const std::vector<WeightMatrix>& parts) {
+  for (const auto& p : parts)
+    if (p.quantized()) return true;
+  return false;
+}
+
+// Whether the parts can stay quantized: every part in a type the quantized kernel computes on,
+// and panels never mixing two types (each part but the last whole panels, when types differ).
+bool quant_packable(const std::vector<WeightMatrix>& parts, bool concatenated) {
+  for (const auto& p : parts)
+    if (!p.quantized() || !quant_panel_format(*p.quant)) return false;
+  bool same = true;
+  for (const auto& p : parts) same &= *p.quant == *parts.front().quant;
+  if (same) return true;
+  if (!concatenated) return false;
+  for (size_t i = 0; i + 1 < parts.size(); ++i)
+    if (parts[i].rows % PackedMatrix::kPanelWidth != 0) return false;
+  return true;
 }
 
 }  // namespace
@@ -52,7 +77,9 @@ PackedMatrix::PackedMatrix(const PackedMatrix& other)
       layout_(other.layout_),
       outputs_(other.outputs_),
       cols_(other.cols_),
-      panels_(other.panels_) {
+      panels_(other.panels_),
+      quant_bytes_(other.quant_bytes_),
+      quant_panels_(other.quant_panels_) {
   const size_t bytes = allocation_bytes(other.bytes());
   if (bytes == 0 || other.data_ == nullptr) return;
   void* raw = std::aligned_alloc(64, bytes);
@@ -105,6 +132,47 @@ PackedMatrix PackedMatrix::build(DType dtype, Epilogue epilogue, Options options
   return p;
 }
 
+template <typename SourceRow>
+PackedMatrix PackedMatrix::build_quant(Epilogue epilogue, int64_t outputs, int64_t packed_rows,
+                                       int64_t cols, SourceRow source) {
+  PackedMatrix p;
+  p.dtype_ = DType::kU8;
+  p.epilogue_ = epilogue;
+  p.layout_ = Layout::kQuant;
+  p.outputs_ = outputs;
+  p.cols_ = cols;
+  p.panels_ = (packed_rows + kPanelWidth - 1) / kPanelWidth;
+  // Each panel takes the type of its rows (quant_packable guarantees one type per panel).
+  int64_t offset = 0;
+  for (int64_t panel = 0; panel < p.panels_; ++panel) {
+    std::optional<quant::GgmlType> type;
+    for (int64_t slot = 0; slot < kPanelWidth && !type; ++slot)
+      if (const RowRef src = source(panel * kPanelWidth + slot); src.matrix) type = src.matrix->quant;
+    const QuantPanelFormat format = *quant_panel_format(*type);
+    p.quant_panels_.push_back({*type, offset});
+    offset += cols / format.block_cols * format.block_bytes;
+  }
+  p.quant_bytes_ = offset;
+  const size_t bytes = allocation_bytes(offset);
+  if (bytes == 0) return p;
+  void* raw = std::aligned_alloc(64, bytes);
+  if (raw == nullptr) throw std::bad_alloc();
+  std::memset(raw, 0, bytes);
+  p.data_.reset(raw);
+#pragma omp parallel for schedule(static)
+  for (int64_t panel = 0; panel < p.panels_; ++panel) {
+    const QuantPanel& qp = p.quant_panels_[static_cast<size_t>(panel)];
+    const QuantPanelFormat format = *quant_panel_format(qp.type);
+    for (int64_t slot = 0; slot < kPanelWidth; ++slot) {
+      const RowRef src = source(panel * kPanelWidth + slot);
+      if (src.matrix == nullptr) continue;
+      const auto* row = static_cast<const uint8_t*>(src.matrix->data) + src.row * src.matrix->row_bytes();
+      pack_quant_row(format, row, cols, static_cast<uint8_t*>(raw) + qp.offset, slot);
+    }
+  }
+  return p;
+}
+
 PackedMatrix PackedMatrix::pack(const WeightMatrix& w, Options options) {
   return pack_concat({w}, options);
 }
@@ -114,14 +182,16 @@ PackedMatrix PackedMatrix::pack_concat(const std::vector<WeightMatrix>& parts, O
   int64_t rows = 0;
   for (const auto& p : parts) rows += p.rows;
   const int64_t cols = parts.front().cols;
-  return build(common_dtype(parts), Epilogue::kStore, options, rows, rows, cols,
-               [&](int64_t packed_row) {
-                 for (const auto& p : parts) {
-                   if (packed_row < p.rows) return RowRef{&p, packed_row};
-                   packed_row -= p.rows;
-                 }
-                 return RowRef{};
-               });
+  auto source = [&](int64_t packed_row) {
+    for (const auto& p : parts) {
+      if (packed_row < p.rows) return RowRef{&p, packed_row};
+      packed_row -= p.rows;
+    }
+    return RowRef{};
+  };
+  if (any_quantized(parts) && quant_packable(parts, true))
+    return build_quant(Epilogue::kStore, rows, rows, cols, source);
+  return build(common_dtype(parts), Epilogue::kStore, options, rows, rows, cols, source);
 }
 
 PackedMatrix PackedMatrix::pack_swiglu(const WeightMatrix& gate, const WeightMatrix& up,
@@ -130,14 +200,17 @@ PackedMatrix PackedMatrix::pack_swiglu(const WeightMatrix& gate, const WeightMat
   const int64_t n = gate.rows;
   constexpr int64_t kHalf = kPanelWidth / 2;
   const int64_t panels = (n + kHalf - 1) / kHalf;
+  auto source = [&](int64_t packed_row) {
+    const int64_t panel = packed_row / kPanelWidth, slot = packed_row % kPanelWidth;
+    // The first half of a panel's slots hold gate rows, the second half up rows.
+    const int64_t out = panel * kHalf + slot % kHalf;
+    if (out >= n) return RowRef{};
+    return RowRef{slot < kHalf ? &parts[0] : &parts[1], out};
+  };
+  if (any_quantized(parts) && quant_packable(parts, false))
+    return build_quant(Epilogue::kSwiGLU, n, panels * kPanelWidth, gate.cols, source);
   return build(common_dtype(parts), Epilogue::kSwiGLU, options, n, panels * kPanelWidth, gate.cols,
-               [&](int64_t packed_row) {
-                 const int64_t panel = packed_row / kPanelWidth, slot = packed_row % kPanelWidth;
-                 // The first half of a panel's slots hold gate rows, the second half up rows.
-                 const int64_t out = panel * kHalf + slot % kHalf;
-                 if (out >= n) return RowRef{};
-                 return RowRef{slot < kHalf ? &parts[0] : &parts[1], out};
-               });
+               source);
 }
 
 }  // namespace rlt::kernels

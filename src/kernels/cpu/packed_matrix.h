@@ -10,6 +10,9 @@
 //   - concatenated rows (q, k and v projections as one matrix: one pass over the input);
 //   - SwiGLU: each panel holds gate rows i..i+31 then up rows i..i+31, and the kernel writes
 //     silu(gate)·up for outputs i..i+31 directly (gate and up activations never reach memory).
+//
+// GGML-quantized matrices (WeightMatrix::quant) keep their quantization: each panel is re-laid
+// out in the block format of its source rows (quant_panels.h), which the quantized kernel reads.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "kernels/cpu/weight_matrix.h"
+#include "quant/ggml_type.h"
 
 namespace rlt::kernels {
 
@@ -39,6 +43,13 @@ class PackedMatrix {
   enum class Layout {
     kPanels,     // [panel][column][output]: the f32-activation kernel
     kBf16Pairs,  // [panel][column pair][output][2], bf16: the bf16 dot-product kernel
+    kQuant,      // each panel in the GGML block format of its rows (quant_panels.h)
+  };
+
+  // Where a kQuant panel starts in data() and the block type its rows are stored in.
+  struct QuantPanel {
+    quant::GgmlType type;
+    int64_t offset;
   };
 
   using Options = PackOptions;
@@ -53,12 +64,16 @@ class PackedMatrix {
   // Packs one [rows, cols] matrix.
   static PackedMatrix pack(const WeightMatrix& w, Options options = {});
   // Packs matrices with equal column counts as if their rows were concatenated in order.
-  // Mixed dtypes are widened to f32.
+  // Mixed float dtypes are widened to f32. Quantized parts stay quantized when every part is, in
+  // types the quantized kernel computes on, and parts of different types meet at panel
+  // boundaries; otherwise every part is dequantized to f32.
   static PackedMatrix pack_concat(const std::vector<WeightMatrix>& parts, Options options = {});
   // Packs gate and up projections ([n, cols] each) for the fused SwiGLU epilogue; n outputs.
+  // Quantized gate and up stay quantized when they share a type the kernel computes on.
   static PackedMatrix pack_swiglu(const WeightMatrix& gate, const WeightMatrix& up,
                                   Options options = {});
 
+  // The element type of the float layouts (kU8 for kQuant).
   DType dtype() const { return dtype_; }
   Epilogue epilogue() const { return epilogue_; }
   Layout layout() const { return layout_; }
@@ -66,8 +81,12 @@ class PackedMatrix {
   int64_t cols() const { return cols_; }        // input features
   int64_t panels() const { return panels_; }
   const void* data() const { return data_.get(); }
+  // kQuant: one entry per panel.
+  const std::vector<QuantPanel>& quant_panels() const { return quant_panels_; }
+  bool quantized() const { return layout_ == Layout::kQuant; }
   // Weight bytes one pass streams (padding included).
   int64_t bytes() const {
+    if (layout_ == Layout::kQuant) return quant_bytes_;
     return panels_ * kPanelWidth * stored_cols() * static_cast<int64_t>(dtype_size(dtype_));
   }
   // Columns as stored: rounded up to whole pairs in the kBf16Pairs layout.
@@ -86,11 +105,16 @@ class PackedMatrix {
   template <typename SourceRow>
   static PackedMatrix build(DType dtype, Epilogue epilogue, Options options, int64_t outputs,
                             int64_t packed_rows, int64_t cols, SourceRow source);
+  template <typename SourceRow>
+  static PackedMatrix build_quant(Epilogue epilogue, int64_t outputs, int64_t packed_rows,
+                                  int64_t cols, SourceRow source);
 
   DType dtype_ = DType::kF32;
   Epilogue epilogue_ = Epilogue::kStore;
   Layout layout_ = Layout::kPanels;
   int64_t outputs_ = 0, cols_ = 0, panels_ = 0;
+  int64_t quant_bytes_ = 0;
+  std::vector<QuantPanel> quant_panels_;
   std::unique_ptr<void, FreeDeleter> data_;
 };
 

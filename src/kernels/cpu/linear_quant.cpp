@@ -1,0 +1,418 @@
+// Highway dynamic dispatch: this file is compiled once per SIMD target.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/linear_quant.cpp"
+#include "kernels/cpu/linear_quant.h"
+
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/linear_epilogue.h"
+#include "kernels/cpu/quant_panels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace rlt::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using quant::GgmlType;
+
+constexpr int64_t kPanel = PackedMatrix::kPanelWidth;
+
+// f32 lanes per vector, as in linear.cpp: whole vectors on fixed-width targets (capped at 16),
+// 128 bits on scalable ones.
+#if HWY_HAVE_SCALABLE
+constexpr int64_t kLanes = 4;
+#else
+constexpr int64_t kLanes = HWY_LANES(float) < 16 ? HWY_LANES(float) : 16;
+#endif
+using DF = hn::FixedTag<float, kLanes>;
+using VF = hn::Vec<DF>;
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using DU8 = hn::Rebind<uint8_t, DF>;
+using DI8 = hn::Rebind<int8_t, DF>;
+using DH = hn::Rebind<hwy::float16_t, DF>;
+constexpr int kVectors = static_cast<int>(kPanel / kLanes);
+
+// Input rows sharing each decoded weight vector. Decoding (unpacking, converting) costs more
+// than the multiply-adds it feeds, so prefill takes as many rows as the registers allow.
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kRowsTile = 4;
+#else
+constexpr int kRowsTile = 2;
+#endif
+// Vectors of a panel row one pass keeps in registers: accumulators for the group (inner) and the
+// output (y) per row and vector, besides the decoded weights and broadcast activations.
+template <int kRows>
+constexpr int SliceVectors() {
+  constexpr int want = kRows == 1 ? 8 : 2;
+  return kVectors < want ? kVectors : want;
+}
+
+template <GgmlType T>
+struct Traits {
+  static constexpr int kBits = T == GgmlType::kQ8_0   ? 8
+                               : T == GgmlType::kQ5_K ? 5
+                               : T == GgmlType::kQ6_K ? 6
+                                                      : 4;
+  static constexpr int kQOffset = T == GgmlType::kQ4_0 ? 8 : T == GgmlType::kQ6_K ? 32 : 0;
+  static constexpr bool kHasOffset =
+      T == GgmlType::kQ4_1 || T == GgmlType::kQ4_K || T == GgmlType::kQ5_K;
+  static constexpr int64_t kBlockCols =
+      T == GgmlType::kQ4_K || T == GgmlType::kQ5_K || T == GgmlType::kQ6_K ? 256 : 32;
+  static constexpr int64_t kGroupCols = T == GgmlType::kQ6_K ? 16 : 32;
+  // Bytes per output of one block (quant_panels.cpp's formats).
+  static constexpr int64_t kBlockBytesPerOutput = T == GgmlType::kQ8_0   ? 34
+                                                  : T == GgmlType::kQ4_0 ? 18
+                                                  : T == GgmlType::kQ4_1 ? 20
+                                                  : T == GgmlType::kQ4_K ? 148
+                                                  : T == GgmlType::kQ5_K ? 180
+                                                                         : 210;
+};
+
+// A panel is one forward stream; asking for lines ahead keeps more misses in flight than the
+// hardware prefetcher alone (as linear.cpp does). Prefetching past the end is harmless.
+constexpr int64_t kPrefetchBytes = 2048;
+
+// The quants of columns c and c + 1 (c even) of a block, for the kLanes outputs from L, as f32
+// (exact: small integers).
+template <GgmlType T>
+HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, const QuantBlockLayout& l, int64_t c,
+                           int64_t L, VF& q0, VF& q1) {
+  const DF df;
+  const DI di;
+  const DU du;
+  using Tr = Traits<T>;
+  if constexpr (Tr::kBits == 8) {
+    const DI8 di8;
+    const auto* p = reinterpret_cast<const int8_t*>(blk + l.bytes8 + c * kPanel + L);
+    q0 = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, p)));
+    q1 = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, p + kPanel)));
+  } else {
+    const DU8 du8;
+    const auto b = hn::PromoteTo(du, hn::LoadU(du8, blk + l.nibbles + (c / 2) * kPanel + L));
+    auto lo = hn::And(b, hn::Set(du, 15u));
+    auto hi = hn::ShiftRight<4>(b);
+    if constexpr (Tr::kBits == 5) {
+      const auto h = hn::PromoteTo(du, hn::LoadU(du8, blk + l.high + (c / 8) * kPanel + L));
+      const int s = static_cast<int>(c % 8);
+      const auto bit = hn::Set(du, 16u);
+      // The fifth bit of column c is bit c % 8; moved to bit 4.
+      lo = hn::Or(
+          lo, hn::And(s <= 4 ? hn::ShiftLeftSame(h, 4 - s) : hn::ShiftRightSame(h, s - 4), bit));
+      hi = hn::Or(
+          hi,
+          hn::And(s + 1 <= 4 ? hn::ShiftLeftSame(h, 3 - s) : hn::ShiftRightSame(h, s - 3), bit));
+    } else if constexpr (Tr::kBits == 6) {
+      const auto h = hn::PromoteTo(du, hn::LoadU(du8, blk + l.high + (c / 4) * kPanel + L));
+      const auto two = hn::Set(du, 48u);
+      // Column c's top bits are bits 2(c % 4)..+1 (c % 4 is 0 or 2 here); moved to bits 4..5.
+      if (c % 4 == 0) {
+        lo = hn::Or(lo, hn::And(hn::ShiftLeft<4>(h), two));
+        hi = hn::Or(hi, hn::And(hn::ShiftLeft<2>(h), two));
+      } else {
+        lo = hn::Or(lo, hn::And(h, two));
+        hi = hn::Or(hi, hn::And(hn::ShiftRight<2>(h), two));
+      }
+    }
+    auto loi = hn::BitCast(di, lo);
+    auto hii = hn::BitCast(di, hi);
+    if constexpr (Tr::kQOffset != 0) {
+      loi = hn::Sub(loi, hn::Set(di, Tr::kQOffset));
+      hii = hn::Sub(hii, hn::Set(di, Tr::kQOffset));
+    }
+    q0 = hn::ConvertTo(df, loi);
+    q1 = hn::ConvertTo(df, hii);
+  }
+}
+
+// Group g's scale and offset for the kLanes outputs from L, computed as ggml's dequantization
+// does (d · sc rounded once, the offset −(dmin · m) likewise).
+template <GgmlType T>
+HWY_INLINE void GroupScale(const uint8_t* HWY_RESTRICT blk, const QuantBlockLayout& l, int64_t g,
+                           int64_t L, VF& s, VF& o) {
+  const DF df;
+  const DH dh;
+  const DI di;
+  const DU du;
+  const DU8 du8;
+  using Tr = Traits<T>;
+  const VF d =
+      hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(blk + l.d) + L));
+  if constexpr (Tr::kBlockCols == 32) {
+    s = d;
+    if constexpr (Tr::kHasOffset)
+      o = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(blk + l.m) + L));
+  } else if constexpr (T == GgmlType::kQ6_K) {
+    const DI8 di8;
+    const auto* sc = reinterpret_cast<const int8_t*>(blk + l.scales + g * kPanel + L);
+    s = hn::Mul(d, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, sc))));
+  } else {
+    const auto sc = hn::PromoteTo(du, hn::LoadU(du8, blk + l.scales + g * kPanel + L));
+    const auto mn = hn::PromoteTo(du, hn::LoadU(du8, blk + l.mins + g * kPanel + L));
+    const VF dmin =
+        hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(blk + l.m) + L));
+    s = hn::Mul(d, hn::ConvertTo(df, hn::BitCast(di, sc)));
+    o = hn::Neg(hn::Mul(dmin, hn::ConvertTo(df, hn::BitCast(di, mn))));
+  }
+}
+
+// One panel against kRows input rows (x + r * k), in the fixed order of linear_quant.h.
+// xsum: each row's group sums (row stride `groups`), for types with an offset.
+template <GgmlType T, int kRows>
+HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* HWY_RESTRICT xsum,
+                          int64_t groups, const uint8_t* HWY_RESTRICT panel,
+                          const QuantBlockLayout& l, int64_t block_bytes,
+                          float (&out)[kRows][kPanel]) {
+  using Tr = Traits<T>;
+  constexpr int kSlice = SliceVectors<kRows>();
+  constexpr int64_t kGroupsPerBlock = Tr::kBlockCols / Tr::kGroupCols;
+  const DF df;
+  const int64_t blocks = k / Tr::kBlockCols;
+  for (int slice = 0; slice < kVectors; slice += kSlice) {
+    VF y[kRows][kSlice];
+    for (int r = 0; r < kRows; ++r)
+      for (int v = 0; v < kSlice; ++v) y[r][v] = hn::Zero(df);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* blk = panel + b * block_bytes;
+      const int64_t col0 = b * Tr::kBlockCols;
+      for (int64_t g = 0; g < kGroupsPerBlock; ++g) {
+        VF inner[kRows][kSlice];
+        for (int r = 0; r < kRows; ++r)
+          for (int v = 0; v < kSlice; ++v) inner[r][v] = hn::Zero(df);
+        for (int64_t c = g * Tr::kGroupCols; c < (g + 1) * Tr::kGroupCols; c += 2) {
+          if (slice == 0) {
+            // The first slice's pass moves through the block at its average rate per column pair.
+            constexpr int64_t kPerPair = Tr::kBlockBytesPerOutput * kPanel * 2 / Tr::kBlockCols;
+            const char* ahead =
+                reinterpret_cast<const char*>(blk) + c / 2 * kPerPair + kPrefetchBytes;
+            for (int64_t line = 0; line < kPerPair; line += 64) __builtin_prefetch(ahead + line);
+          }
+          VF x0[kRows], x1[kRows];
+          for (int r = 0; r < kRows; ++r) {
+            x0[r] = hn::Set(df, x[r * k + col0 + c]);
+            x1[r] = hn::Set(df, x[r * k + col0 + c + 1]);
+          }
+          for (int v = 0; v < kSlice; ++v) {
+            VF q0, q1;
+            DecodePair<T>(blk, l, c, (slice + v) * kLanes, q0, q1);
+            for (int r = 0; r < kRows; ++r) {
+              inner[r][v] = hn::MulAdd(x0[r], q0, inner[r][v]);
+              inner[r][v] = hn::MulAdd(x1[r], q1, inner[r][v]);
+            }
+          }
+        }
+        for (int v = 0; v < kSlice; ++v) {
+          VF s, o;
+          GroupScale<T>(blk, l, g, (slice + v) * kLanes, s, o);
+          for (int r = 0; r < kRows; ++r) {
+            y[r][v] = hn::MulAdd(s, inner[r][v], y[r][v]);
+            if constexpr (Tr::kHasOffset)
+              y[r][v] =
+                  hn::MulAdd(o, hn::Set(df, xsum[r * groups + b * kGroupsPerBlock + g]), y[r][v]);
+          }
+        }
+      }
+    }
+    for (int r = 0; r < kRows; ++r)
+      for (int v = 0; v < kSlice; ++v) hn::StoreU(y[r][v], df, out[r] + (slice + v) * kLanes);
+  }
+}
+
+// Prefill: the panel's quants and group scales are expanded to f32 once per chunk of 64 columns
+// (16 KiB: the row tiles then read it from L1) and every row tile reads them from there, so
+// decoding is paid once per weight instead of once per row tile. The arithmetic is the decode
+// path's, term for term (the same f32 values in the same order; y carried between chunks in
+// memory), so a row's result does not depend on which path the batch size picked.
+constexpr int64_t kChunkCols = 64;
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kExpandedRows = 6;  // 24 accumulators of 16 lanes + 6 broadcasts
+#else
+constexpr int kExpandedRows = 2;
+#endif
+constexpr int kExpandedSlice = kVectors < 4 ? kVectors : 4;
+
+struct Expanded {
+  std::vector<float> q;      // [column][64]
+  std::vector<float> scale;  // [group][64]
+  std::vector<float> offset; // [group][64]
+  std::vector<float> y;      // [row][64]: the outputs carried from chunk to chunk
+};
+
+// Columns col0 .. col0 + cols (whole groups, inside one block or whole blocks) expanded.
+template <GgmlType T>
+void ExpandChunk(const uint8_t* panel, const QuantBlockLayout& l, int64_t block_bytes,
+                 int64_t col0, int64_t cols, Expanded& e) {
+  using Tr = Traits<T>;
+  const DF df;
+  for (int64_t i = 0; i < cols; i += 2) {
+    const int64_t col = col0 + i;
+    const uint8_t* blk = panel + col / Tr::kBlockCols * block_bytes;
+    for (int v = 0; v < kVectors; ++v) {
+      VF q0, q1;
+      DecodePair<T>(blk, l, col % Tr::kBlockCols, v * kLanes, q0, q1);
+      hn::StoreU(q0, df, e.q.data() + i * kPanel + v * kLanes);
+      hn::StoreU(q1, df, e.q.data() + (i + 1) * kPanel + v * kLanes);
+    }
+  }
+  for (int64_t i = 0; i < cols; i += Tr::kGroupCols) {
+    const int64_t col = col0 + i;
+    const uint8_t* blk = panel + col / Tr::kBlockCols * block_bytes;
+    const int64_t g = col % Tr::kBlockCols / Tr::kGroupCols, gi = i / Tr::kGroupCols;
+    for (int v = 0; v < kVectors; ++v) {
+      VF s, o = hn::Zero(df);
+      GroupScale<T>(blk, l, g, v * kLanes, s, o);
+      hn::StoreU(s, df, e.scale.data() + gi * kPanel + v * kLanes);
+      hn::StoreU(o, df, e.offset.data() + gi * kPanel + v * kLanes);
+    }
+  }
+}
+
+// kRows input rows (x + r * k) against an expanded chunk of `cols` columns starting at col0;
+// y: the rows' outputs so far (row stride kPanel), updated in place.
+template <GgmlType T, int kRows>
+HWY_INLINE void ExpandedTile(const float* HWY_RESTRICT x, int64_t k, const float* HWY_RESTRICT xsum,
+                             int64_t groups, const Expanded& e, int64_t col0, int64_t cols,
+                             float* HWY_RESTRICT y) {
+  using Tr = Traits<T>;
+  const DF df;
+  for (int slice = 0; slice < kVectors; slice += kExpandedSlice) {
+    for (int64_t c = 0; c < cols; c += Tr::kGroupCols) {
+      VF inner[kRows][kExpandedSlice];
+      for (int r = 0; r < kRows; ++r)
+        for (int v = 0; v < kExpandedSlice; ++v) inner[r][v] = hn::Zero(df);
+      for (int64_t i = c; i < c + Tr::kGroupCols; ++i) {
+        const float* qi = e.q.data() + i * kPanel + slice * kLanes;
+        for (int r = 0; r < kRows; ++r) {
+          const VF xb = hn::Set(df, x[r * k + col0 + i]);
+          for (int v = 0; v < kExpandedSlice; ++v)
+            inner[r][v] = hn::MulAdd(xb, hn::LoadU(df, qi + v * kLanes), inner[r][v]);
+        }
+      }
+      const int64_t g = c / Tr::kGroupCols;
+      for (int v = 0; v < kExpandedSlice; ++v) {
+        const int64_t lane = (slice + v) * kLanes;
+        const VF s = hn::LoadU(df, e.scale.data() + g * kPanel + lane);
+        for (int r = 0; r < kRows; ++r) {
+          VF acc = hn::MulAdd(s, inner[r][v], hn::LoadU(df, y + r * kPanel + lane));
+          if constexpr (Tr::kHasOffset) {
+            const VF o = hn::LoadU(df, e.offset.data() + g * kPanel + lane);
+            acc = hn::MulAdd(o, hn::Set(df, xsum[r * groups + (col0 + c) / 32]), acc);
+          }
+          hn::StoreU(acc, df, y + r * kPanel + lane);
+        }
+      }
+    }
+  }
+}
+
+// Batches from this many rows take the expanded path (identical results, see above).
+constexpr int64_t kExpandFromRows = 8;
+
+template <GgmlType T>
+void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, const uint8_t* panel,
+                const float* xsum, int64_t groups, float* y) {
+  using Tr = Traits<T>;
+  const QuantPanelFormat format = *quant_panel_format(T);
+  const QuantBlockLayout l = quant_block_layout(format);
+  const int64_t k = w.cols();
+  if (m >= kExpandFromRows) {
+    thread_local Expanded e;
+    const int64_t chunk = kChunkCols;  // a multiple of every group size; blocks hold whole chunks
+    e.q.resize(static_cast<size_t>(chunk * kPanel));
+    e.scale.resize(static_cast<size_t>(chunk / Tr::kGroupCols * kPanel));
+    e.offset.resize(e.scale.size());
+    e.y.assign(static_cast<size_t>(m * kPanel), 0.0f);
+    for (int64_t col0 = 0; col0 < k; col0 += chunk) {
+      const int64_t cols = std::min(chunk, k - col0);
+      ExpandChunk<T>(panel, l, format.block_bytes, col0, cols, e);
+      int64_t m0 = 0;
+      for (; m0 + kExpandedRows <= m; m0 += kExpandedRows)
+        ExpandedTile<T, kExpandedRows>(x + m0 * k, k, xsum + m0 * groups, groups, e, col0, cols,
+                                       e.y.data() + m0 * kPanel);
+      for (; m0 < m; ++m0)
+        ExpandedTile<T, 1>(x + m0 * k, k, xsum + m0 * groups, groups, e, col0, cols, e.y.data() + m0 * kPanel);
+    }
+    store_panel(w, p, e.y.data(), static_cast<int>(m), 0, y);
+    return;
+  }
+  int64_t m0 = 0;
+  for (; m0 + kRowsTile <= m; m0 += kRowsTile) {
+    float out[kRowsTile][kPanel];
+    QuantTile<T, kRowsTile>(x + m0 * k, k, xsum + m0 * groups, groups, panel, l,
+                            format.block_bytes, out);
+    store_panel(w, p, &out[0][0], kRowsTile, m0, y);
+  }
+  for (; m0 < m; ++m0) {
+    float out[1][kPanel];
+    QuantTile<T, 1>(x + m0 * k, k, xsum + m0 * groups, groups, panel, l, format.block_bytes, out);
+    store_panel(w, p, &out[0][0], 1, m0, y);
+  }
+}
+
+void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y) {
+  const int64_t k = w.cols();
+  // Σ x over each group of 32 columns, in column order, once per input row: the offset terms'
+  // factor (every type with an offset has groups of 32).
+  const int64_t groups = k / 32;
+  thread_local std::vector<float> xsum;
+  xsum.assign(static_cast<size_t>(m * groups), 0.0f);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      float s = 0.0f;
+      for (int64_t c = g * 32; c < (g + 1) * 32; ++c) s += x[r * k + c];
+      xsum[static_cast<size_t>(r * groups + g)] = s;
+    }
+  }
+  const float* sums = xsum.data();
+  const auto* base = static_cast<const uint8_t*>(w.data());
+  // As in linear.cpp threads split panels, and small products stay on one thread; decoding makes
+  // a quantized weight cost several times a bf16 one, so the region pays from ~256k weights
+  // (every matrix of SmolLM2-135M at one token: ~30 µs of work on one thread).
+  const bool parallel = m * w.outputs() * k >= (int64_t{1} << 18);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t p = 0; p < w.panels(); ++p) {
+    const PackedMatrix::QuantPanel& qp = w.quant_panels()[static_cast<size_t>(p)];
+    const uint8_t* panel = base + qp.offset;
+    switch (qp.type) {
+      case GgmlType::kQ8_0:
+        QuantPanel<GgmlType::kQ8_0>(x, m, w, p, panel, sums, groups, y);
+        break;
+      case GgmlType::kQ4_0:
+        QuantPanel<GgmlType::kQ4_0>(x, m, w, p, panel, sums, groups, y);
+        break;
+      case GgmlType::kQ4_1:
+        QuantPanel<GgmlType::kQ4_1>(x, m, w, p, panel, sums, groups, y);
+        break;
+      case GgmlType::kQ4_K:
+        QuantPanel<GgmlType::kQ4_K>(x, m, w, p, panel, sums, groups, y);
+        break;
+      case GgmlType::kQ5_K:
+        QuantPanel<GgmlType::kQ5_K>(x, m, w, p, panel, sums, groups, y);
+        break;
+      case GgmlType::kQ6_K:
+        QuantPanel<GgmlType::kQ6_K>(x, m, w, p, panel, sums, groups, y);
+        break;
+      default:
+        break;  // packing admits only the types above
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace rlt::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace rlt::kernels {
+HWY_EXPORT(LinearQuantImpl);
+
+void linear_quant(const float* x, int64_t m, const PackedMatrix& w, float* y) {
+  if (m <= 0 || w.empty()) return;
+  HWY_DYNAMIC_DISPATCH(LinearQuantImpl)(x, m, w, y);
+}
+
+}  // namespace rlt::kernels
+#endif  // HWY_ONCE

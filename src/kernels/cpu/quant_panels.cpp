@@ -1,0 +1,212 @@
+#include "kernels/cpu/quant_panels.h"
+
+#include <cstring>
+
+#include "common/half.h"
+
+namespace rlt::kernels {
+namespace {
+
+using quant::GgmlType;
+
+constexpr int64_t kPanel = 64;  // PackedMatrix::kPanelWidth (kept free of that header)
+
+// A GGML block taken apart: raw f16 fields, per-group scales and mins, and each column's quant
+// as stored (unsigned, before any offset; Q8_0 as the signed byte's bits).
+struct UnpackedBlock {
+  uint16_t d = 0, m = 0;
+  uint8_t scales[16] = {}, mins[16] = {};
+  uint8_t q[256] = {};
+};
+
+uint16_t u16_at(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// ggml's get_scale_min_k4: eight 6-bit scales and eight 6-bit mins in 12 bytes.
+void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+void unpack_block(GgmlType type, const uint8_t* b, UnpackedBlock* u) {
+  switch (type) {
+    case GgmlType::kQ8_0:
+      u->d = u16_at(b);
+      std::memcpy(u->q, b + 2, 32);
+      return;
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1: {
+      const bool with_min = type == GgmlType::kQ4_1;
+      u->d = u16_at(b);
+      if (with_min) u->m = u16_at(b + 2);
+      const uint8_t* qs = b + (with_min ? 4 : 2);
+      for (int j = 0; j < 16; ++j) {
+        u->q[j] = qs[j] & 0xF;
+        u->q[j + 16] = qs[j] >> 4;
+      }
+      return;
+    }
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: {
+      const bool five = type == GgmlType::kQ5_K;
+      u->d = u16_at(b);
+      u->m = u16_at(b + 2);
+      const uint8_t* scales = b + 4;
+      for (int g = 0; g < 8; ++g) scale_min_k4(g, scales, &u->scales[g], &u->mins[g]);
+      const uint8_t* qh = b + 16;
+      const uint8_t* qs = b + (five ? 48 : 16);
+      for (int c = 0; c < 4; ++c) {  // 64 columns: 32 low nibbles, then 32 high nibbles
+        for (int l = 0; l < 32; ++l) {
+          uint8_t lo = qs[32 * c + l] & 0xF, hi = qs[32 * c + l] >> 4;
+          if (five) {
+            if (qh[l] & (1u << (2 * c))) lo |= 16;
+            if (qh[l] & (2u << (2 * c))) hi |= 16;
+          }
+          u->q[64 * c + l] = lo;
+          u->q[64 * c + 32 + l] = hi;
+        }
+      }
+      return;
+    }
+    case GgmlType::kQ6_K: {
+      const uint8_t* ql = b;
+      const uint8_t* qh = b + 128;
+      std::memcpy(u->scales, b + 192, 16);
+      u->d = u16_at(b + 208);
+      for (int h = 0; h < 2; ++h) {
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t a = ql[64 * h + l], c = ql[64 * h + l + 32], hb = qh[32 * h + l];
+          uint8_t* q = u->q + 128 * h + l;
+          q[0] = static_cast<uint8_t>((a & 0xF) | ((hb & 3) << 4));
+          q[32] = static_cast<uint8_t>((c & 0xF) | (((hb >> 2) & 3) << 4));
+          q[64] = static_cast<uint8_t>((a >> 4) | (((hb >> 4) & 3) << 4));
+          q[96] = static_cast<uint8_t>((c >> 4) | (((hb >> 6) & 3) << 4));
+        }
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+std::optional<QuantPanelFormat> quant_panel_format(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ8_0:
+      return QuantPanelFormat{type, 32, 32, 34 * kPanel, 8, 0, false};
+    case GgmlType::kQ4_0:
+      return QuantPanelFormat{type, 32, 32, 18 * kPanel, 4, 8, false};
+    case GgmlType::kQ4_1:
+      return QuantPanelFormat{type, 32, 32, 20 * kPanel, 4, 0, true};
+    case GgmlType::kQ4_K:
+      return QuantPanelFormat{type, 256, 32, 148 * kPanel, 4, 0, true};
+    case GgmlType::kQ5_K:
+      return QuantPanelFormat{type, 256, 32, 180 * kPanel, 5, 0, true};
+    case GgmlType::kQ6_K:
+      return QuantPanelFormat{type, 256, 16, 210 * kPanel, 6, 32, false};
+    default:
+      return std::nullopt;
+  }
+}
+
+QuantBlockLayout quant_block_layout(const QuantPanelFormat& f) {
+  QuantBlockLayout l;
+  int64_t at = 2 * kPanel;  // d
+  const int64_t groups = f.block_cols / f.group_cols;
+  const bool k_quant = f.block_cols == 256;
+  if (f.has_offset) {  // Q4_1's m, the K-quants' dmin
+    l.m = at;
+    at += 2 * kPanel;
+  }
+  if (k_quant) {
+    l.scales = at;
+    at += groups * kPanel;
+    if (f.has_offset) {
+      l.mins = at;
+      at += groups * kPanel;
+    }
+  }
+  if (f.quant_bits == 8) {
+    l.bytes8 = at;
+    at += f.block_cols * kPanel;
+  } else {
+    l.nibbles = at;
+    at += f.block_cols / 2 * kPanel;
+    if (f.quant_bits > 4) {
+      l.high = at;
+      at += f.block_cols / (f.quant_bits == 5 ? 8 : 4) * kPanel;
+    }
+  }
+  l.size = at;
+  return l;
+}
+
+void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_t cols,
+                    uint8_t* panel, int64_t slot) {
+  const QuantBlockLayout l = quant_block_layout(f);
+  const auto info = quant::ggml_type_info(static_cast<uint32_t>(f.type));
+  const int64_t groups = f.block_cols / f.group_cols;
+  UnpackedBlock u;
+  for (int64_t b = 0; b < cols / f.block_cols; ++b) {
+    unpack_block(f.type, row_blocks + b * info->block_bytes, &u);
+    uint8_t* dst = panel + b * f.block_bytes;
+    std::memcpy(dst + l.d + 2 * slot, &u.d, 2);
+    if (l.m >= 0) std::memcpy(dst + l.m + 2 * slot, &u.m, 2);
+    for (int64_t g = 0; g < groups && l.scales >= 0; ++g) {
+      dst[l.scales + g * kPanel + slot] = u.scales[g];
+      if (l.mins >= 0) dst[l.mins + g * kPanel + slot] = u.mins[g];
+    }
+    for (int64_t c = 0; c < f.block_cols; ++c) {
+      const uint8_t q = u.q[c];
+      if (l.bytes8 >= 0) {
+        dst[l.bytes8 + c * kPanel + slot] = q;
+        continue;
+      }
+      dst[l.nibbles + (c / 2) * kPanel + slot] |= static_cast<uint8_t>((q & 0xF) << (4 * (c % 2)));
+      if (f.quant_bits == 5)
+        dst[l.high + (c / 8) * kPanel + slot] |= static_cast<uint8_t>((q >> 4) << (c % 8));
+      else if (f.quant_bits == 6)
+        dst[l.high + (c / 4) * kPanel + slot] |= static_cast<uint8_t>((q >> 4) << (2 * (c % 4)));
+    }
+  }
+}
+
+void quant_row_terms(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_t cols, float* q,
+                     float* scale, float* offset) {
+  const auto info = quant::ggml_type_info(static_cast<uint32_t>(f.type));
+  const int64_t groups = f.block_cols / f.group_cols;
+  UnpackedBlock u;
+  for (int64_t b = 0; b < cols / f.block_cols; ++b) {
+    unpack_block(f.type, row_blocks + b * info->block_bytes, &u);
+    const float d = f16_to_f32(u.d), m = f16_to_f32(u.m);
+    for (int64_t c = 0; c < f.block_cols; ++c) {
+      const int v = f.quant_bits == 8 ? static_cast<int8_t>(u.q[c]) : u.q[c] - f.q_offset;
+      q[b * f.block_cols + c] = static_cast<float>(v);
+    }
+    for (int64_t g = 0; g < groups; ++g) {
+      float s = d, o = 0.0f;
+      if (f.type == quant::GgmlType::kQ4_1) {
+        o = m;
+      } else if (f.type == quant::GgmlType::kQ6_K) {
+        s = d * static_cast<float>(static_cast<int8_t>(u.scales[g]));
+      } else if (f.block_cols == 256) {
+        s = d * static_cast<float>(u.scales[g]);
+        o = -(m * static_cast<float>(u.mins[g]));
+      }
+      scale[b * groups + g] = s;
+      offset[b * groups + g] = o;
+    }
+  }
+}
+
+}  // namespace rlt::kernels

@@ -1,0 +1,73 @@
+// GGML block-quantized weights re-laid out once at load into rlt's own panel format, so that the
+// quantized kernel (linear_quant.cpp) reads them the way the float kernel reads its panels:
+// kPanelWidth outputs side by side, input columns in order.
+//
+// A panel is a sequence of blocks along the input columns (32 columns for Q8_0 / Q4_0 / Q4_1,
+// 256 for the K-quants). One block of a panel holds, for all 64 outputs, the source blocks'
+// scale fields (each field as an array over the 64 outputs) followed by the quants, column by
+// column, 64 outputs per column:
+//   - 4-bit quants (and the low 4 bits of 5- and 6-bit ones): one byte per output for each pair
+//     of columns, column 2i in the low nibble and 2i+1 in the high one;
+//   - 8-bit quants: one signed byte per output per column;
+//   - Q5_K's fifth bits: one byte per output for each 8 columns (bit j: column 8i+j);
+//   - Q6_K's top two bits: one byte per output for each 4 columns (bits 2j..2j+1: column 4i+j).
+// Every block is the same size per output as the GGML block it came from (Q4_K and Q5_K: 4 bytes
+// more per 256 weights, their 6-bit scales unpacked to bytes), so a decode step streams
+// the file's bytes, no more.
+//
+// The value of weight (n, k) is scale(g) · q + offset(g) for the group g of 32 (Q6_K: 16)
+// columns holding k, exactly the dequantization ggml defines:
+//   Q8_0: d · q                     (q signed 8-bit)
+//   Q4_0: d · (q − 8)
+//   Q4_1: d · q + m
+//   Q4_K / Q5_K: (d · sc) · q − (dmin · m)   (sc, m: the group's 6-bit scale and min)
+//   Q6_K: (d · sc) · (q − 32)                (sc: the group's signed 8-bit scale)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "quant/ggml_type.h"
+
+namespace rlt::kernels {
+
+struct QuantPanelFormat {
+  quant::GgmlType type;
+  int64_t block_cols;   // input columns per block (32 or 256)
+  int64_t group_cols;   // columns sharing one scale (32, Q6_K 16)
+  int64_t block_bytes;  // bytes of one block of a 64-output panel
+  int quant_bits;       // 4, 5, 6 or 8
+  int q_offset;         // subtracted from the stored unsigned quant (Q4_0 8, Q6_K 32)
+  bool has_offset;      // a per-group additive term (Q4_1, Q4_K, Q5_K)
+};
+
+// The panel format of a GGML type; nullopt for types the quantized kernel does not compute on
+// (those are dequantized at load instead).
+std::optional<QuantPanelFormat> quant_panel_format(quant::GgmlType type);
+
+// Byte offsets of the fields inside one block of a 64-output panel.
+struct QuantBlockLayout {
+  int64_t d = 0;         // f16[64]
+  int64_t m = -1;        // f16[64]: Q4_1's min; K-quants' dmin
+  int64_t scales = -1;   // u8[groups][64] (Q6_K: i8)
+  int64_t mins = -1;     // u8[groups][64] (K-quants with an offset)
+  int64_t nibbles = -1;  // u8[block_cols / 2][64]
+  int64_t bytes8 = -1;   // i8[block_cols][64] (Q8_0)
+  int64_t high = -1;     // u8[block_cols / 8][64] (Q5_K) or [block_cols / 4][64] (Q6_K)
+  int64_t size = 0;
+};
+QuantBlockLayout quant_block_layout(const QuantPanelFormat& format);
+
+// Writes source row `row_blocks` (cols / block_cols GGML blocks of `format.type`, as stored in a
+// GGUF file) into slot `slot` of a panel whose blocks start at `panel`. The panel must be zeroed
+// beforehand; slots never written stay zero (their outputs compute to 0).
+void pack_quant_row(const QuantPanelFormat& format, const uint8_t* row_blocks, int64_t cols,
+                    uint8_t* panel, int64_t slot);
+
+// Row `row_blocks` as the quantized kernel computes with it: each column's quant as f32 (offset
+// applied: Q4_0 q − 8, Q6_K q − 32), each group's scale and offset (0 for types without one), in
+// f32, rounded as ggml rounds them. For tests and reference paths.
+void quant_row_terms(const QuantPanelFormat& format, const uint8_t* row_blocks, int64_t cols,
+                     float* q, float* scale, float* offset);
+
+}  // namespace rlt::kernels
