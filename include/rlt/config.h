@@ -21,6 +21,9 @@ enum class KVDType : uint8_t { kAuto, kF32, kBF16, kF16 };
 // Q4_1, Q4_K, Q5_K and Q6_K as stored (other quantized types, and GPU runs, dequantize to bf16);
 // kBF16 / kF32 / kF16: every quantized weight dequantized into that type at load.
 enum class WeightDType : uint8_t { kAuto, kBF16, kF32, kF16 };
+// Safetensors checkpoints: quantize the linear layers' matrices at load into a GGML block type the
+// CPU computes on (norms, the exit gate and the embedding, hence a tied lm head, stay as stored).
+enum class QuantizeType : uint8_t { kNone, kQ8_0, kQ4_K, kQ6_K };
 // Activations entering the CPU's linear layers: f32 (exact f32 products), or bf16 for bf16
 // weights on CPUs with AVX512_BF16 (rounded as a bf16 PyTorch model computes; about twice the
 // prefill rate).
@@ -45,6 +48,7 @@ enum class CudaGraphs : uint8_t { kAuto, kOn, kOff };
 Result<KVLayout> parse_kv_layout(std::string_view name);
 Result<KVDType> parse_kv_dtype(std::string_view name);
 Result<WeightDType> parse_weight_dtype(std::string_view name);
+Result<QuantizeType> parse_quantize_type(std::string_view name);
 Result<ActivationDType> parse_activation_dtype(std::string_view name);
 Result<BatchMode> parse_batch_mode(std::string_view name);
 Result<QueuePolicy> parse_queue_policy(std::string_view name);
@@ -53,6 +57,7 @@ Result<CudaGraphs> parse_cuda_graphs(std::string_view name);
 std::string_view name(KVLayout v);
 std::string_view name(KVDType v);
 std::string_view name(WeightDType v);
+std::string_view name(QuantizeType v);
 std::string_view name(ActivationDType v);
 std::string_view name(BatchMode v);
 std::string_view name(QueuePolicy v);
@@ -79,6 +84,8 @@ struct EngineConfig {
   std::string model;
   // GGUF files: quantized weights computed on as stored (auto), or dequantized into a float type.
   WeightDType dtype = WeightDType::kAuto;
+  // Safetensors checkpoints: the linear layers quantized at load (CPU runs).
+  QuantizeType quantize = QuantizeType::kNone;
 
   // KV cache
   int32_t block_size = 16;    // tokens per page

@@ -181,8 +181,7 @@ json trace_json(const model::StepResult& s) {
 // The dense reference model: one request, greedy, with an optional per-step trace.
 int run_reference(const std::string& dir, const GenerateOptions& opt, const std::vector<Job>& jobs,
                   LazyTokenizer& tokenizer) {
-  model::LoadOptions load =
-      model::load_options(opt.engine.config.activation_dtype, opt.engine.config.dtype);
+  model::LoadOptions load = model::load_options(opt.engine.config);
   auto loaded = model::load_ouro_model(dir, load);
   if (!loaded.ok()) return report_error(loaded.status());
   if (auto t = tokenizer.get(); !t.ok()) return report_error(t.status());  // outside the timing

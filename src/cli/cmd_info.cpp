@@ -225,10 +225,7 @@ void add_info_command(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<InfoOptions>();
   CLI::App* cmd = app.add_subcommand("info", "Describe a model folder or GGUF file: shape, parameters, weight and KV sizes, tokenizer, validation");
   cmd->add_option("--model", opt->model, kModelFlagHelp);
-  add_enum_option(*cmd, "--dtype", opt->dtype, parse_weight_dtype,
-                  "GGUF files: auto (the CPU computes on Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K as stored; other "
-      "quantized types, and GPU runs, dequantize to bf16), or bf16 / f32 / f16 (every quantized weight "
-      "dequantized into it at load)");
+  add_enum_option(*cmd, "--dtype", opt->dtype, parse_weight_dtype, kWeightDTypeHelp);
   cmd->add_flag("--json", opt->json, "Print JSON instead of text");
   cmd->callback([opt, exit_code] { *exit_code = run_info(*opt); });
 }

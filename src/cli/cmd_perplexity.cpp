@@ -33,6 +33,7 @@ struct PerplexityOptions {
   int64_t ctx = 512;
   int64_t max_chunks = 0;
   WeightDType dtype = WeightDType::kAuto;
+  QuantizeType quantize = QuantizeType::kNone;
   int threads = 0;
 };
 
@@ -96,6 +97,7 @@ int run_perplexity(const PerplexityOptions& opt) {
   if (opt.threads > 0) omp_set_num_threads(opt.threads);
   model::LoadOptions load;
   load.quantized = opt.dtype;
+  load.quantize = opt.quantize;
   auto model = model::load_ouro_model(*src, load);
   if (!model.ok()) return report_error(model.status());
   const int64_t vocab = (*model)->config.vocab_size;
@@ -151,10 +153,8 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--dump-ids", opt->dump_ids, "Write the token ids used as a JSON array");
   cmd->add_option("--ctx", opt->ctx, "Tokens per chunk; the second half of each is scored")->capture_default_str();
   cmd->add_option("--max-chunks", opt->max_chunks, "Score at most this many chunks (0 = all)")->capture_default_str();
-  add_enum_option(*cmd, "--dtype", opt->dtype, parse_weight_dtype,
-                  "GGUF files: auto (the CPU computes on Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K as stored; other "
-      "quantized types, and GPU runs, dequantize to bf16), or bf16 / f32 / f16 (every quantized weight "
-      "dequantized into it at load)");
+  add_enum_option(*cmd, "--dtype", opt->dtype, parse_weight_dtype, kWeightDTypeHelp);
+  add_enum_option(*cmd, "--quantize", opt->quantize, parse_quantize_type, kQuantizeHelp);
   cmd->add_option("--threads", opt->threads, "CPU kernel threads (0 = all cores)")->capture_default_str();
   cmd->callback([opt, exit_code] { *exit_code = run_perplexity(*opt); });
 }

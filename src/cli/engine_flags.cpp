@@ -23,6 +23,9 @@ void add_enum_option(CLI::App& cmd, const std::string& flag, E& value,
 template void add_enum_option<WeightDType>(CLI::App&, const std::string&, WeightDType&,
                                            Result<WeightDType> (*)(std::string_view),
                                            const std::string&);
+template void add_enum_option<QuantizeType>(CLI::App&, const std::string&, QuantizeType&,
+                                            Result<QuantizeType> (*)(std::string_view),
+                                            const std::string&);
 
 EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
   EngineConfig c = config;
@@ -55,10 +58,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   add_enum_option(cmd, "--kv-layout", c.kv_layout, parse_kv_layout,
                   "last_exited (one plane per loop) or shared (one plane)");
   add_enum_option(
-      cmd, "--dtype", c.dtype, parse_weight_dtype,
-      "GGUF files: auto (the CPU computes on Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K as stored; other "
-      "quantized types, and GPU runs, dequantize to bf16), or bf16 / f32 / f16 (every quantized weight "
-      "dequantized into it at load)");
+      cmd, "--dtype", c.dtype, parse_weight_dtype, kWeightDTypeHelp);
+  add_enum_option(cmd, "--quantize", c.quantize, parse_quantize_type, kQuantizeHelp);
   add_enum_option(cmd, "--kv-dtype", c.kv_dtype, parse_kv_dtype,
                   "K/V cache dtype: auto (= weights), f32, bf16, f16");
   cmd.add_flag("--enable-prefix-caching", c.enable_prefix_caching, "Share full prompt pages between requests");

@@ -44,4 +44,13 @@ void add_enum_option(CLI::App& cmd, const std::string& flag, E& value,
                      Result<E> (*parse)(std::string_view), const std::string& description);
 void add_sampling_flags(CLI::App& cmd, SamplingFlags& flags);
 
+// The help of --dtype and --quantize, shared by every command that loads weights.
+inline constexpr const char* kWeightDTypeHelp =
+    "GGUF files: auto (the CPU computes on Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K as "
+    "stored; other quantized types, and GPU runs, dequantize to bf16), or bf16 / f32 / f16 (every "
+    "quantized weight dequantized into it at load)";
+inline constexpr const char* kQuantizeHelp =
+    "Safetensors checkpoints: quantize the linear layers at load (none, q8_0, q4_k, q6_k; the "
+    "embedding, norms and exit gate stay as stored; CPU runs)";
+
 }  // namespace rlt::cli

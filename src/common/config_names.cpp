@@ -40,6 +40,10 @@ constexpr Names<WeightDType, 4> kWeightDTypes{{{WeightDType::kAuto, "auto"},
                                                 {WeightDType::kBF16, "bf16"},
                                                 {WeightDType::kF32, "f32"},
                                                 {WeightDType::kF16, "f16"}}};
+constexpr Names<QuantizeType, 4> kQuantizeTypes{{{QuantizeType::kNone, "none"},
+                                                  {QuantizeType::kQ8_0, "q8_0"},
+                                                  {QuantizeType::kQ4_K, "q4_k"},
+                                                  {QuantizeType::kQ6_K, "q6_k"}}};
 constexpr Names<ActivationDType, 2> kActivationDTypes{
     {{ActivationDType::kF32, "f32"}, {ActivationDType::kBF16, "bf16"}}};
 constexpr Names<BatchMode, 2> kBatchModes{
@@ -62,6 +66,9 @@ Result<KVDType> parse_kv_dtype(std::string_view n) {
 }
 Result<WeightDType> parse_weight_dtype(std::string_view n) {
   return parse(kWeightDTypes, n, "weight dtype");
+}
+Result<QuantizeType> parse_quantize_type(std::string_view n) {
+  return parse(kQuantizeTypes, n, "quantization type");
 }
 Result<ActivationDType> parse_activation_dtype(std::string_view n) {
   return parse(kActivationDTypes, n, "activation dtype");
@@ -87,6 +94,9 @@ std::string_view name(KVDType v) {
 }
 std::string_view name(WeightDType v) {
   return lookup(kWeightDTypes, v);
+}
+std::string_view name(QuantizeType v) {
+  return lookup(kQuantizeTypes, v);
 }
 std::string_view name(ActivationDType v) {
   return lookup(kActivationDTypes, v);

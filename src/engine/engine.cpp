@@ -213,16 +213,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   if (config.threads > 0) omp_set_num_threads(config.threads);
-  model::LoadOptions load = model::load_options(config.activation_dtype);
+  model::LoadOptions load = model::load_options(config);
   if (device.cuda && load.bf16_activations) {
     return invalid_argument("--activation-dtype bf16 selects the CPU kernels' activations; GPU runs round "
                             "activations to the weight type inside their GEMMs already: drop it with --device cuda");
   }
   load.pack_for_cpu = !device.cuda;  // the GPU uploads the checkpoint's tensors itself
-  load.quantized = config.dtype;
   RLT_ASSIGN_OR_RETURN(source::ModelSource source, source::ModelSource::open(config.model));
   for (const std::string& note : source.notes()) log_warn(fmt::format("{}: {}", config.model, note));
   RLT_ASSIGN_OR_RETURN(impl->model, model::load_ouro_model(source, load));
+  for (const std::string& note : impl->model->load_notes) log_warn(fmt::format("{}: {}", config.model, note));
   const io::ModelConfig& mc = impl->model->config;
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
   if (config.detokenize && source.has_tokenizer()) {

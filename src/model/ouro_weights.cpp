@@ -9,6 +9,7 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_bf16.h"
 #include "kernels/cpu/quant_panels.h"
+#include "model/quantize_on_load.h"
 
 namespace rlt::model {
 namespace {
@@ -147,15 +148,18 @@ int64_t OuroModel::lm_head_bytes() const {
   return static_cast<int64_t>(checkpoint.find(name)->nbytes);
 }
 
-LoadOptions load_options(ActivationDType activations, WeightDType weights) {
-  return LoadOptions{.bf16_activations = activations == ActivationDType::kBF16, .quantized = weights};
+LoadOptions load_options(const EngineConfig& c) {
+  return LoadOptions{.bf16_activations = c.activation_dtype == ActivationDType::kBF16,
+                     .quantized = c.dtype,
+                     .quantize = c.quantize};
 }
 
 io::QuantizedTensors quantized_tensors(WeightDType weights, bool for_cpu) {
   io::QuantizedTensors q(source::weight_dtype(weights));
   if (weights == WeightDType::kAuto && for_cpu) {
-    for (quant::GgmlType t : {quant::GgmlType::kQ8_0, quant::GgmlType::kQ4_0, quant::GgmlType::kQ4_1,
-                              quant::GgmlType::kQ4_K, quant::GgmlType::kQ5_K, quant::GgmlType::kQ6_K}) {
+    for (quant::GgmlType t :
+         {quant::GgmlType::kQ8_0, quant::GgmlType::kQ4_0, quant::GgmlType::kQ4_1, quant::GgmlType::kQ5_0,
+          quant::GgmlType::kQ5_1, quant::GgmlType::kQ4_K, quant::GgmlType::kQ5_K, quant::GgmlType::kQ6_K}) {
       if (kernels::quant_panel_format(t)) q.keep.insert(t);
     }
   }
@@ -176,6 +180,27 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
   model->generation = source.generation();
   RLT_ASSIGN_OR_RETURN(model->checkpoint, source.open_checkpoint(quantized_tensors(
                                                 options.quantized, options.pack_for_cpu)));
+  if (options.quantize != QuantizeType::kNone) {
+    if (source.format() == source::ModelFormat::kGguf) {
+      return invalid_argument(fmt::format(
+          "--quantize applies to safetensors checkpoints, and {} is a GGUF file: its quantized "
+          "tensors are computed as stored (--dtype auto); drop --quantize",
+          dir));
+    }
+    if (!options.pack_for_cpu) {
+      return invalid_argument(
+          "--quantize feeds the CPU's quantized kernels; GPU runs compute on the checkpoint's "
+          "float weights: drop it with --device cuda");
+    }
+    if (options.bf16_activations) {
+      return invalid_argument(
+          "--quantize and --activation-dtype bf16 do not combine (bf16 activations need bf16 "
+          "weights); choose one");
+    }
+    RLT_ASSIGN_OR_RETURN(model->checkpoint,
+                         quantize_linear_weights(std::move(model->checkpoint), model->config,
+                                                 options.quantize, &model->load_notes));
+  }
   if (options.bf16_activations) {
     if (!kernels::bf16_dot_supported()) {
       return unimplemented(

@@ -56,10 +56,12 @@ struct LoadOptions {
   bool pack_for_cpu = true;
   // GGUF sources: quantized tensors computed on as stored (auto) or dequantized (--dtype).
   WeightDType quantized = WeightDType::kAuto;
+  // Safetensors sources: the linear layers quantized at load (--quantize; CPU runs).
+  QuantizeType quantize = QuantizeType::kNone;
 };
 
-// The load options of an activation dtype and a --dtype (the other options at their defaults).
-LoadOptions load_options(ActivationDType activations, WeightDType weights = WeightDType::kAuto);
+// The load options an engine configuration asks for (activations, --dtype, --quantize).
+LoadOptions load_options(const EngineConfig& config);
 
 // How a GGUF source's quantized tensors are loaded for --dtype: with auto on the CPU, the types
 // the quantized kernels compute on stay in their blocks; everything else is dequantized.
@@ -71,6 +73,8 @@ struct OuroModel {
   io::ModelConfig config;
   io::GenerationConfig generation;
   io::Checkpoint checkpoint;
+  // What loading changed that a user should know (matrices --quantize could not convert).
+  std::vector<std::string> load_notes;
   OuroWeights weights;
 
   // Stop token ids: generation_config.json's eos ids, else config.json's.

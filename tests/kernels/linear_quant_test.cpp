@@ -4,6 +4,7 @@
 #include "kernels/cpu/linear_quant.h"
 
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 #include <omp.h>
 
 #include <cmath>
@@ -11,8 +12,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <hwy/targets.h>
 
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/quant_panels.h"
@@ -55,7 +54,8 @@ RowTerms row_terms(const QuantRows& w, int64_t r) {
 }
 
 bool has_offset(GgmlType t) {
-  return t == GgmlType::kQ4_1 || t == GgmlType::kQ4_K || t == GgmlType::kQ5_K;
+  return t == GgmlType::kQ4_1 || t == GgmlType::kQ5_1 || t == GgmlType::kQ4_K ||
+         t == GgmlType::kQ5_K;
 }
 
 // The documented order, scalar, with fused multiply-adds.
@@ -190,7 +190,8 @@ TEST_P(LinearQuantTest, SwiGLUEqualsSeparateProducts) {
 
 INSTANTIATE_TEST_SUITE_P(Types, LinearQuantTest,
                          ::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
-                                           GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K),
+                                           GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
+                                           GgmlType::kQ5_K, GgmlType::kQ6_K),
                          [](const auto& info) {
                            return std::string(quant::ggml_type_name(info.param));
                          });
@@ -234,13 +235,13 @@ TEST(LinearQuantConcat, UnalignedMixOrUnsupportedTypeFallsBackToF32) {
   const PackedMatrix mixed = PackedMatrix::pack_concat({a.view(), b.view()});
   EXPECT_EQ(mixed.layout(), PackedMatrix::Layout::kPanels);
   EXPECT_EQ(mixed.dtype(), DType::kF32);
-  const QuantRows c = random_rows(GgmlType::kQ5_0, 20, k, rng);
+  const QuantRows c = random_rows(GgmlType::kQ2_K, 20, k, rng);
   const PackedMatrix q50 = PackedMatrix::pack(c.view());
   EXPECT_EQ(q50.layout(), PackedMatrix::Layout::kPanels);
   std::vector<float> x(static_cast<size_t>(k), 0.5f), y(20), deq(static_cast<size_t>(k));
   linear(x.data(), 1, q50, y.data());
   for (int64_t r = 0; r < 20; ++r) {
-    ASSERT_TRUE(quant::dequantize_row(GgmlType::kQ5_0, c.bytes.data() + r * c.view().row_bytes(), k,
+    ASSERT_TRUE(quant::dequantize_row(GgmlType::kQ2_K, c.bytes.data() + r * c.view().row_bytes(), k,
                                       deq.data())
                     .ok());
     float expect = 0.0f;

@@ -109,5 +109,26 @@ class DequantizeOracle(unittest.TestCase):
         self.assertEqual(types, {"F32", "Q8_0", "Q4_1"})
 
 
+class QuantizeOracle(unittest.TestCase):
+    def test_q8_0_quantization_is_bit_exact(self):
+        # Gaussian rows of several magnitudes, exact ties (x·id landing on .5), zero and constant
+        # blocks: rlt's quantize_row against gguf.quants.quantize, byte for byte.
+        rng = np.random.default_rng(7)
+        rows = [rng.normal(0, s, 256).astype(np.float32) for s in (1e-4, 1e-2, 1.0, 1e3)]
+        ties = np.tile(np.array([127.0, 0.5, -0.5, 1.5, -2.5, 63.5] + [0.0] * 26, np.float32), 8)
+        rows += [ties, np.zeros(256, np.float32), np.full(256, -3.25, np.float32)]
+        x = np.stack(rows)
+        with tempfile.TemporaryDirectory() as tmp:
+            src, out = os.path.join(tmp, "x.f32"), os.path.join(tmp, "q.bin")
+            x.tofile(src)
+            r = subprocess.run([dump_bin(), "--quantize", "Q8_0", src, "256", out], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = np.fromfile(out, dtype=np.uint8)
+        expected = gguf.quants.quantize(x, Q.Q8_0).ravel()
+        self.assertEqual(got.size, expected.size)
+        diff = np.flatnonzero(got != expected)
+        self.assertEqual(diff.size, 0, f"first differing byte {diff[:1]}")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -53,13 +53,19 @@ constexpr int SliceVectors() {
 
 template <GgmlType T>
 struct Traits {
-  static constexpr int kBits = T == GgmlType::kQ8_0   ? 8
+  // Q5_0 / Q5_1 are packed a byte per quant (quant_panels.h).
+  static constexpr bool kByteQuants =
+      T == GgmlType::kQ8_0 || T == GgmlType::kQ5_0 || T == GgmlType::kQ5_1;
+  static constexpr int kBits = kByteQuants            ? 8
                                : T == GgmlType::kQ5_K ? 5
                                : T == GgmlType::kQ6_K ? 6
                                                       : 4;
-  static constexpr int kQOffset = T == GgmlType::kQ4_0 ? 8 : T == GgmlType::kQ6_K ? 32 : 0;
+  static constexpr int kQOffset = T == GgmlType::kQ4_0   ? 8
+                                  : T == GgmlType::kQ5_0 ? 16
+                                  : T == GgmlType::kQ6_K ? 32
+                                                         : 0;
   static constexpr bool kHasOffset =
-      T == GgmlType::kQ4_1 || T == GgmlType::kQ4_K || T == GgmlType::kQ5_K;
+      T == GgmlType::kQ4_1 || T == GgmlType::kQ5_1 || T == GgmlType::kQ4_K || T == GgmlType::kQ5_K;
   static constexpr int64_t kBlockCols =
       T == GgmlType::kQ4_K || T == GgmlType::kQ5_K || T == GgmlType::kQ6_K ? 256 : 32;
   static constexpr int64_t kGroupCols = T == GgmlType::kQ6_K ? 16 : 32;
@@ -67,6 +73,8 @@ struct Traits {
   static constexpr int64_t kBlockBytesPerOutput = T == GgmlType::kQ8_0   ? 34
                                                   : T == GgmlType::kQ4_0 ? 18
                                                   : T == GgmlType::kQ4_1 ? 20
+                                                  : T == GgmlType::kQ5_0 ? 34
+                                                  : T == GgmlType::kQ5_1 ? 36
                                                   : T == GgmlType::kQ4_K ? 148
                                                   : T == GgmlType::kQ5_K ? 180
                                                                          : 210;
@@ -88,8 +96,14 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, const QuantBlockLayo
   if constexpr (Tr::kBits == 8) {
     const DI8 di8;
     const auto* p = reinterpret_cast<const int8_t*>(blk + l.bytes8 + c * kPanel + L);
-    q0 = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, p)));
-    q1 = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, p + kPanel)));
+    auto i0 = hn::PromoteTo(di, hn::LoadU(di8, p));
+    auto i1 = hn::PromoteTo(di, hn::LoadU(di8, p + kPanel));
+    if constexpr (Tr::kQOffset != 0) {
+      i0 = hn::Sub(i0, hn::Set(di, Tr::kQOffset));
+      i1 = hn::Sub(i1, hn::Set(di, Tr::kQOffset));
+    }
+    q0 = hn::ConvertTo(df, i0);
+    q1 = hn::ConvertTo(df, i1);
   } else {
     const DU8 du8;
     const auto b = hn::PromoteTo(du, hn::LoadU(du8, blk + l.nibbles + (c / 2) * kPanel + L));
@@ -229,22 +243,25 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
 constexpr int64_t kChunkCols = 64;
 #if HWY_TARGET <= HWY_AVX3
 constexpr int kExpandedRows = 6;  // 24 accumulators of 16 lanes + 6 broadcasts
-#else
-constexpr int kExpandedRows = 2;
-#endif
 constexpr int kExpandedSlice = kVectors < 4 ? kVectors : 4;
+#else
+// 16 registers: 3 rows x 4 vectors of accumulators, 3 broadcasts, the weights (each weight load
+// feeds 3 multiply-adds, so the loads keep pace with the FMA units).
+constexpr int kExpandedRows = 3;
+constexpr int kExpandedSlice = kVectors < 4 ? kVectors : 4;
+#endif
 
 struct Expanded {
-  std::vector<float> q;      // [column][64]
-  std::vector<float> scale;  // [group][64]
-  std::vector<float> offset; // [group][64]
-  std::vector<float> y;      // [row][64]: the outputs carried from chunk to chunk
+  std::vector<float> q;       // [column][64]
+  std::vector<float> scale;   // [group][64]
+  std::vector<float> offset;  // [group][64]
+  std::vector<float> y;       // [row][64]: the outputs carried from chunk to chunk
 };
 
 // Columns col0 .. col0 + cols (whole groups, inside one block or whole blocks) expanded.
 template <GgmlType T>
-void ExpandChunk(const uint8_t* panel, const QuantBlockLayout& l, int64_t block_bytes,
-                 int64_t col0, int64_t cols, Expanded& e) {
+void ExpandChunk(const uint8_t* panel, const QuantBlockLayout& l, int64_t block_bytes, int64_t col0,
+                 int64_t cols, Expanded& e) {
   using Tr = Traits<T>;
   const DF df;
   for (int64_t i = 0; i < cols; i += 2) {
@@ -333,7 +350,8 @@ void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, con
         ExpandedTile<T, kExpandedRows>(x + m0 * k, k, xsum + m0 * groups, groups, e, col0, cols,
                                        e.y.data() + m0 * kPanel);
       for (; m0 < m; ++m0)
-        ExpandedTile<T, 1>(x + m0 * k, k, xsum + m0 * groups, groups, e, col0, cols, e.y.data() + m0 * kPanel);
+        ExpandedTile<T, 1>(x + m0 * k, k, xsum + m0 * groups, groups, e, col0, cols,
+                           e.y.data() + m0 * kPanel);
     }
     store_panel(w, p, e.y.data(), static_cast<int>(m), 0, y);
     return;
@@ -341,8 +359,8 @@ void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, con
   int64_t m0 = 0;
   for (; m0 + kRowsTile <= m; m0 += kRowsTile) {
     float out[kRowsTile][kPanel];
-    QuantTile<T, kRowsTile>(x + m0 * k, k, xsum + m0 * groups, groups, panel, l,
-                            format.block_bytes, out);
+    QuantTile<T, kRowsTile>(x + m0 * k, k, xsum + m0 * groups, groups, panel, l, format.block_bytes,
+                            out);
     store_panel(w, p, &out[0][0], kRowsTile, m0, y);
   }
   for (; m0 < m; ++m0) {
@@ -372,28 +390,48 @@ void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y)
   // a quantized weight cost several times a bf16 one, so the region pays from ~256k weights
   // (every matrix of SmolLM2-135M at one token: ~30 µs of work on one thread).
   const bool parallel = m * w.outputs() * k >= (int64_t{1} << 18);
+  // Prefill splits rows as well as panels (blocks of kRowBlock rows): a matrix of few panels
+  // (SmolLM2's 9 for 576 outputs) would otherwise leave a thread idle for a whole panel. Rows are
+  // independent, so the split changes no result; each task expands its panel again, which costs
+  // one decode per weight per kRowBlock rows.
+  constexpr int64_t kRowBlock = 64;
+  const int64_t row_blocks = m >= kExpandFromRows ? (m + kRowBlock - 1) / kRowBlock : 1;
+  const int64_t block_rows = m >= kExpandFromRows ? kRowBlock : m;
+  const int64_t n = w.outputs();
+  const int64_t tasks = w.panels() * row_blocks;
 #pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t p = 0; p < w.panels(); ++p) {
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int64_t p = task / row_blocks, r0 = task % row_blocks * block_rows;
+    const int64_t rows = std::min(block_rows, m - r0);
     const PackedMatrix::QuantPanel& qp = w.quant_panels()[static_cast<size_t>(p)];
     const uint8_t* panel = base + qp.offset;
+    const float* xr = x + r0 * k;
+    const float* sr = sums + r0 * groups;
+    float* yr = y + r0 * n;
     switch (qp.type) {
       case GgmlType::kQ8_0:
-        QuantPanel<GgmlType::kQ8_0>(x, m, w, p, panel, sums, groups, y);
+        QuantPanel<GgmlType::kQ8_0>(xr, rows, w, p, panel, sr, groups, yr);
         break;
       case GgmlType::kQ4_0:
-        QuantPanel<GgmlType::kQ4_0>(x, m, w, p, panel, sums, groups, y);
+        QuantPanel<GgmlType::kQ4_0>(xr, rows, w, p, panel, sr, groups, yr);
         break;
       case GgmlType::kQ4_1:
-        QuantPanel<GgmlType::kQ4_1>(x, m, w, p, panel, sums, groups, y);
+        QuantPanel<GgmlType::kQ4_1>(xr, rows, w, p, panel, sr, groups, yr);
+        break;
+      case GgmlType::kQ5_0:
+        QuantPanel<GgmlType::kQ5_0>(xr, rows, w, p, panel, sr, groups, yr);
+        break;
+      case GgmlType::kQ5_1:
+        QuantPanel<GgmlType::kQ5_1>(xr, rows, w, p, panel, sr, groups, yr);
         break;
       case GgmlType::kQ4_K:
-        QuantPanel<GgmlType::kQ4_K>(x, m, w, p, panel, sums, groups, y);
+        QuantPanel<GgmlType::kQ4_K>(xr, rows, w, p, panel, sr, groups, yr);
         break;
       case GgmlType::kQ5_K:
-        QuantPanel<GgmlType::kQ5_K>(x, m, w, p, panel, sums, groups, y);
+        QuantPanel<GgmlType::kQ5_K>(xr, rows, w, p, panel, sr, groups, yr);
         break;
       case GgmlType::kQ6_K:
-        QuantPanel<GgmlType::kQ6_K>(x, m, w, p, panel, sums, groups, y);
+        QuantPanel<GgmlType::kQ6_K>(xr, rows, w, p, panel, sr, groups, yr);
         break;
       default:
         break;  // packing admits only the types above

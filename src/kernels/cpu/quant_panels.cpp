@@ -54,6 +54,20 @@ void unpack_block(GgmlType type, const uint8_t* b, UnpackedBlock* u) {
       }
       return;
     }
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1: {
+      const bool with_min = type == GgmlType::kQ5_1;
+      u->d = u16_at(b);
+      if (with_min) u->m = u16_at(b + 2);
+      uint32_t qh;
+      std::memcpy(&qh, b + (with_min ? 4 : 2), 4);
+      const uint8_t* qs = b + (with_min ? 8 : 6);
+      for (int j = 0; j < 16; ++j) {
+        u->q[j] = static_cast<uint8_t>((qs[j] & 0xF) | (((qh >> j) & 1u) << 4));
+        u->q[j + 16] = static_cast<uint8_t>((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
+      }
+      return;
+    }
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K: {
       const bool five = type == GgmlType::kQ5_K;
@@ -108,6 +122,10 @@ std::optional<QuantPanelFormat> quant_panel_format(GgmlType type) {
       return QuantPanelFormat{type, 32, 32, 18 * kPanel, 4, 8, false};
     case GgmlType::kQ4_1:
       return QuantPanelFormat{type, 32, 32, 20 * kPanel, 4, 0, true};
+    case GgmlType::kQ5_0:
+      return QuantPanelFormat{type, 32, 32, 34 * kPanel, 8, 16, false};
+    case GgmlType::kQ5_1:
+      return QuantPanelFormat{type, 32, 32, 36 * kPanel, 8, 0, true};
     case GgmlType::kQ4_K:
       return QuantPanelFormat{type, 256, 32, 148 * kPanel, 4, 0, true};
     case GgmlType::kQ5_K:
@@ -190,12 +208,12 @@ void quant_row_terms(const QuantPanelFormat& f, const uint8_t* row_blocks, int64
     unpack_block(f.type, row_blocks + b * info->block_bytes, &u);
     const float d = f16_to_f32(u.d), m = f16_to_f32(u.m);
     for (int64_t c = 0; c < f.block_cols; ++c) {
-      const int v = f.quant_bits == 8 ? static_cast<int8_t>(u.q[c]) : u.q[c] - f.q_offset;
+      const int v = (f.quant_bits == 8 ? static_cast<int8_t>(u.q[c]) : u.q[c]) - f.q_offset;
       q[b * f.block_cols + c] = static_cast<float>(v);
     }
     for (int64_t g = 0; g < groups; ++g) {
       float s = d, o = 0.0f;
-      if (f.type == quant::GgmlType::kQ4_1) {
+      if (f.type == quant::GgmlType::kQ4_1 || f.type == quant::GgmlType::kQ5_1) {
         o = m;
       } else if (f.type == quant::GgmlType::kQ6_K) {
         s = d * static_cast<float>(static_cast<int8_t>(u.scales[g]));

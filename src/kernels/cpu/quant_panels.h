@@ -2,24 +2,28 @@
 // quantized kernel (linear_quant.cpp) reads them the way the float kernel reads its panels:
 // kPanelWidth outputs side by side, input columns in order.
 //
-// A panel is a sequence of blocks along the input columns (32 columns for Q8_0 / Q4_0 / Q4_1,
-// 256 for the K-quants). One block of a panel holds, for all 64 outputs, the source blocks'
-// scale fields (each field as an array over the 64 outputs) followed by the quants, column by
-// column, 64 outputs per column:
+// A panel is a sequence of blocks along the input columns (32 columns for Q8_0 / Q4_0 / Q4_1 /
+// Q5_0 / Q5_1, 256 for the K-quants). One block of a panel holds, for all 64 outputs, the source
+// blocks' scale fields (each field as an array over the 64 outputs) followed by the quants, column
+// by column, 64 outputs per column:
 //   - 4-bit quants (and the low 4 bits of 5- and 6-bit ones): one byte per output for each pair
 //     of columns, column 2i in the low nibble and 2i+1 in the high one;
-//   - 8-bit quants: one signed byte per output per column;
+//   - 8-bit quants (and Q5_0 / Q5_1's, as stored unsigned): one byte per output per column;
 //   - Q5_K's fifth bits: one byte per output for each 8 columns (bit j: column 8i+j);
 //   - Q6_K's top two bits: one byte per output for each 4 columns (bits 2j..2j+1: column 4i+j).
 // Every block is the same size per output as the GGML block it came from (Q4_K and Q5_K: 4 bytes
-// more per 256 weights, their 6-bit scales unpacked to bytes), so a decode step streams
-// the file's bytes, no more.
+// more per 256 weights, their 6-bit scales unpacked to bytes), so a decode step streams the file's
+// bytes, no more — except Q5_0 / Q5_1, whose quants are widened to a byte each (34 / 36 bytes per
+// 32 weights instead of 22 / 24): a fifth bit per column costs more to extract than the bytes it
+// saves, and llama.cpp's quantizer writes Q5_0 where a K-quant does not divide a row.
 //
 // The value of weight (n, k) is scale(g) · q + offset(g) for the group g of 32 (Q6_K: 16)
 // columns holding k, exactly the dequantization ggml defines:
 //   Q8_0: d · q                     (q signed 8-bit)
 //   Q4_0: d · (q − 8)
 //   Q4_1: d · q + m
+//   Q5_0: d · (q − 16)              (q 5-bit)
+//   Q5_1: d · q + m
 //   Q4_K / Q5_K: (d · sc) · q − (dmin · m)   (sc, m: the group's 6-bit scale and min)
 //   Q6_K: (d · sc) · (q − 32)                (sc: the group's signed 8-bit scale)
 #pragma once
@@ -37,8 +41,8 @@ struct QuantPanelFormat {
   int64_t group_cols;   // columns sharing one scale (32, Q6_K 16)
   int64_t block_bytes;  // bytes of one block of a 64-output panel
   int quant_bits;       // 4, 5, 6 or 8
-  int q_offset;         // subtracted from the stored unsigned quant (Q4_0 8, Q6_K 32)
-  bool has_offset;      // a per-group additive term (Q4_1, Q4_K, Q5_K)
+  int q_offset;         // subtracted from the stored unsigned quant (Q4_0 8, Q5_0 16, Q6_K 32)
+  bool has_offset;      // a per-group additive term (Q4_1, Q5_1, Q4_K, Q5_K)
 };
 
 // The panel format of a GGML type; nullopt for types the quantized kernel does not compute on
