@@ -12,6 +12,7 @@
 #include "kernels/cpu/linear_bf16.h"
 #include "kernels/cpu/linear_epilogue.h"
 #include "kernels/cpu/linear_quant.h"
+#include "kernels/cpu/panel_lanes-inl.h"
 #include "kernels/cpu/widen-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -19,18 +20,6 @@ namespace rlt::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int64_t kPanel = PackedMatrix::kPanelWidth;
-
-// f32 lanes per vector: whole vectors on fixed-width targets (capped at 16, AVX-512), 128 bits on
-// scalable ones (always available there).
-#if HWY_HAVE_SCALABLE
-constexpr int64_t kLanes = 4;
-#else
-constexpr int64_t kLanes = HWY_LANES(float) < 16 ? HWY_LANES(float) : 16;
-#endif
-using DF = hn::FixedTag<float, kLanes>;
-using VF = hn::Vec<DF>;
-constexpr int kVectors = static_cast<int>(kPanel / kLanes);  // vectors per panel row
 // Vectors of a panel row one pass over k keeps in registers: the whole row on AVX-512 (4), a
 // slice elsewhere, so that rows x vectors accumulators plus the weights fit the register file.
 constexpr int kSliceVectors = kVectors < 4 ? kVectors : 4;

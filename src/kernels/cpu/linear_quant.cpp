@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/linear_epilogue.h"
+#include "kernels/cpu/panel_lanes-inl.h"
 #include "kernels/cpu/quant_panels.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -18,23 +19,11 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using quant::GgmlType;
 
-constexpr int64_t kPanel = PackedMatrix::kPanelWidth;
-
-// f32 lanes per vector, as in linear.cpp: whole vectors on fixed-width targets (capped at 16),
-// 128 bits on scalable ones.
-#if HWY_HAVE_SCALABLE
-constexpr int64_t kLanes = 4;
-#else
-constexpr int64_t kLanes = HWY_LANES(float) < 16 ? HWY_LANES(float) : 16;
-#endif
-using DF = hn::FixedTag<float, kLanes>;
-using VF = hn::Vec<DF>;
 using DI = hn::RebindToSigned<DF>;
 using DU = hn::RebindToUnsigned<DF>;
 using DU8 = hn::Rebind<uint8_t, DF>;
 using DI8 = hn::Rebind<int8_t, DF>;
 using DH = hn::Rebind<hwy::float16_t, DF>;
-constexpr int kVectors = static_cast<int>(kPanel / kLanes);
 
 // Input rows sharing each decoded weight vector. Decoding (unpacking, converting) costs more
 // than the multiply-adds it feeds, so prefill takes as many rows as the registers allow.
@@ -43,8 +32,10 @@ constexpr int kRowsTile = 4;
 #else
 constexpr int kRowsTile = 2;
 #endif
-// Vectors of a panel row one pass keeps in registers: accumulators for the group (inner) and the
-// output (y) per row and vector, besides the decoded weights and broadcast activations.
+// Vectors of a panel row one pass keeps in accumulators (inner and y per row and vector). One row
+// (decode) takes the whole panel, so each panel is streamed from memory once (a second pass over
+// half-used cache lines cost a third of the bandwidth); y spills to the stack at worst, touched
+// once per group. Several rows take two vectors, so the decoded weights and broadcasts fit too.
 template <int kRows>
 constexpr int SliceVectors() {
   constexpr int want = kRows == 1 ? 8 : 2;
@@ -370,6 +361,33 @@ void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, con
   }
 }
 
+using PanelFn = void (*)(const float*, int64_t, const PackedMatrix&, int64_t, const uint8_t*,
+                         const float*, int64_t, float*);
+
+// The panel routine of a block type; null for types packing never admits.
+PanelFn panel_fn(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ8_0:
+      return &QuantPanel<GgmlType::kQ8_0>;
+    case GgmlType::kQ4_0:
+      return &QuantPanel<GgmlType::kQ4_0>;
+    case GgmlType::kQ4_1:
+      return &QuantPanel<GgmlType::kQ4_1>;
+    case GgmlType::kQ5_0:
+      return &QuantPanel<GgmlType::kQ5_0>;
+    case GgmlType::kQ5_1:
+      return &QuantPanel<GgmlType::kQ5_1>;
+    case GgmlType::kQ4_K:
+      return &QuantPanel<GgmlType::kQ4_K>;
+    case GgmlType::kQ5_K:
+      return &QuantPanel<GgmlType::kQ5_K>;
+    case GgmlType::kQ6_K:
+      return &QuantPanel<GgmlType::kQ6_K>;
+    default:
+      return nullptr;
+  }
+}
+
 void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y) {
   const int64_t k = w.cols();
   // Σ x over each group of 32 columns, in column order, once per input row: the offset terms'
@@ -404,38 +422,10 @@ void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y)
     const int64_t p = task / row_blocks, r0 = task % row_blocks * block_rows;
     const int64_t rows = std::min(block_rows, m - r0);
     const PackedMatrix::QuantPanel& qp = w.quant_panels()[static_cast<size_t>(p)];
-    const uint8_t* panel = base + qp.offset;
     const float* xr = x + r0 * k;
     const float* sr = sums + r0 * groups;
     float* yr = y + r0 * n;
-    switch (qp.type) {
-      case GgmlType::kQ8_0:
-        QuantPanel<GgmlType::kQ8_0>(xr, rows, w, p, panel, sr, groups, yr);
-        break;
-      case GgmlType::kQ4_0:
-        QuantPanel<GgmlType::kQ4_0>(xr, rows, w, p, panel, sr, groups, yr);
-        break;
-      case GgmlType::kQ4_1:
-        QuantPanel<GgmlType::kQ4_1>(xr, rows, w, p, panel, sr, groups, yr);
-        break;
-      case GgmlType::kQ5_0:
-        QuantPanel<GgmlType::kQ5_0>(xr, rows, w, p, panel, sr, groups, yr);
-        break;
-      case GgmlType::kQ5_1:
-        QuantPanel<GgmlType::kQ5_1>(xr, rows, w, p, panel, sr, groups, yr);
-        break;
-      case GgmlType::kQ4_K:
-        QuantPanel<GgmlType::kQ4_K>(xr, rows, w, p, panel, sr, groups, yr);
-        break;
-      case GgmlType::kQ5_K:
-        QuantPanel<GgmlType::kQ5_K>(xr, rows, w, p, panel, sr, groups, yr);
-        break;
-      case GgmlType::kQ6_K:
-        QuantPanel<GgmlType::kQ6_K>(xr, rows, w, p, panel, sr, groups, yr);
-        break;
-      default:
-        break;  // packing admits only the types above
-    }
+    if (const PanelFn fn = panel_fn(qp.type)) fn(xr, rows, w, p, base + qp.offset, sr, groups, yr);
   }
 }
 
