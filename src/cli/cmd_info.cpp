@@ -2,9 +2,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <iostream>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -93,13 +91,7 @@ WeightReport check_weights(const source::ModelSource& src, const io::QuantizedTe
     if (!v.ok()) w.validation = v.to_string();
     if (auto* e = ckpt->find("model.embed_tokens.weight"))
       w.dtype = std::string(e->quant ? quant::ggml_type_name(*e->quant) : dtype_name(e->dtype));
-    std::map<std::string, size_t> kept;
-    for (const auto& [_, t] : ckpt->tensors())
-      if (t.quant) kept[std::string(quant::ggml_type_name(*t.quant))] += t.nbytes;
-    std::vector<std::pair<size_t, std::string>> order;
-    for (const auto& [name, bytes] : kept) order.emplace_back(bytes, name);
-    std::sort(order.rbegin(), order.rend());
-    for (const auto& [_, name] : order) w.held_as += (w.held_as.empty() ? "" : ", ") + name;
+    w.held_as = io::quantized_types(*ckpt);
     if (!w.held_as.empty()) w.held_as += " blocks";
   } else if (ckpt.status().code() == ErrorCode::kNotFound && !src.gguf()) {
     w.validation = "config ok; no weights in this folder (model.safetensors or model.safetensors.index.json)";

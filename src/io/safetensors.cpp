@@ -36,7 +36,8 @@ Result<json> parse_header_json(const char* begin, const char* end, const std::st
   } catch (const json::exception& e) {
     return header_error(file, fmt::format("not valid JSON ({})", e.what()));
   }
-  if (!duplicate.empty()) return header_error(file, fmt::format("tensor '{}' is listed twice", duplicate));
+  if (!duplicate.empty())
+    return header_error(file, fmt::format("tensor '{}' is listed twice", duplicate));
   if (!header.is_object()) return header_error(file, "the header is not a JSON object");
   return header;
 }
@@ -57,14 +58,18 @@ Result<TensorView> parse_entry(const std::string& name, const json& entry, const
     if (key != "dtype" && key != "shape" && key != "data_offsets")
       return fail(fmt::format("unknown field '{}'", key));
   }
-  if (!entry.contains("dtype") || !entry["dtype"].is_string()) return fail("missing string field 'dtype'");
+  if (!entry.contains("dtype") || !entry["dtype"].is_string())
+    return fail("missing string field 'dtype'");
   const auto& dtype_name_str = entry["dtype"].get_ref<const std::string&>();
   auto dtype = dtype_from_name(dtype_name_str);
   if (!dtype) {
-    return fail(fmt::format("unsupported dtype '{}' (supported: F32, BF16, F16, F64, I64, I32, I16, "
-                            "I8, U8, BOOL)", dtype_name_str));
+    return fail(
+        fmt::format("unsupported dtype '{}' (supported: F32, BF16, F16, F64, I64, I32, I16, "
+                    "I8, U8, BOOL)",
+                    dtype_name_str));
   }
-  if (!entry.contains("shape") || !entry["shape"].is_array()) return fail("missing array field 'shape'");
+  if (!entry.contains("shape") || !entry["shape"].is_array())
+    return fail("missing array field 'shape'");
   TensorView t;
   t.name = name;
   t.dtype = *dtype;
@@ -73,7 +78,8 @@ Result<TensorView> parse_entry(const std::string& name, const json& entry, const
   for (const auto& dim : entry["shape"]) {
     if (!dim.is_number_unsigned()) return fail("shape entries must be non-negative integers");
     uint64_t d = dim.get<uint64_t>();
-    if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || !checked_mul(numel, d, &numel))
+    if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+        !checked_mul(numel, d, &numel))
       return fail("shape overflows 64 bits");
     t.shape.push_back(static_cast<int64_t>(d));
   }
@@ -84,13 +90,16 @@ Result<TensorView> parse_entry(const std::string& name, const json& entry, const
   uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
   if (begin > end) return fail(fmt::format("data_offsets [{}, {}] has begin > end", begin, end));
   if (end > data_size) {
-    return fail(fmt::format("data_offsets [{}, {}] run past the data region ({} bytes); the file is "
-                            "truncated or the header is wrong", begin, end, data_size));
+    return fail(
+        fmt::format("data_offsets [{}, {}] run past the data region ({} bytes); the file is "
+                    "truncated or the header is wrong",
+                    begin, end, data_size));
   }
   uint64_t expected_bytes = 0;
   if (!checked_mul(numel, dtype_size(*dtype), &expected_bytes) || expected_bytes != end - begin) {
     return fail(fmt::format("shape {} of {} needs {} bytes but data_offsets [{}, {}] span {}",
-                            t.shape_string(), dtype_name_str, expected_bytes, begin, end, end - begin));
+                            t.shape_string(), dtype_name_str, expected_bytes, begin, end,
+                            end - begin));
   }
   if (begin % dtype_size(*dtype) != 0 ||
       reinterpret_cast<uintptr_t>(data + begin) % dtype_size(*dtype) != 0) {
@@ -110,7 +119,9 @@ int64_t TensorView::numel() const {
   return n;
 }
 
-std::string TensorView::shape_string() const { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+std::string TensorView::shape_string() const {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   RLT_ASSIGN_OR_RETURN(auto mapping, MappedFile::open(path));
@@ -121,7 +132,8 @@ Result<SafetensorsFile> SafetensorsFile::parse(const uint8_t* bytes, size_t size
                                                const std::string& name,
                                                std::shared_ptr<MappedFile> keep_alive) {
   if (size < 8) {
-    return header_error(name, fmt::format("file is {} bytes, shorter than the 8-byte length prefix", size));
+    return header_error(
+        name, fmt::format("file is {} bytes, shorter than the 8-byte length prefix", size));
   }
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];
@@ -146,7 +158,8 @@ Result<SafetensorsFile> SafetensorsFile::parse(const uint8_t* bytes, size_t size
       if (!value.is_object()) return header_error(name, "'__metadata__' must be an object");
       for (const auto& [mk, mv] : value.items()) {
         if (!mv.is_string()) {
-          return header_error(name, fmt::format("'__metadata__' value for '{}' is not a string", mk));
+          return header_error(name,
+                              fmt::format("'__metadata__' value for '{}' is not a string", mk));
         }
         file.metadata_[mk] = mv.get<std::string>();
       }
@@ -159,13 +172,15 @@ Result<SafetensorsFile> SafetensorsFile::parse(const uint8_t* bytes, size_t size
   // reference implementation's rule, and it catches headers that disagree with the data.
   std::vector<const TensorView*> order;
   for (const auto& t : file.tensors_) order.push_back(&t);
-  std::sort(order.begin(), order.end(),
-            [](const TensorView* a, const TensorView* b) { return a->data < b->data || (a->data == b->data && a->nbytes < b->nbytes); });
+  std::sort(order.begin(), order.end(), [](const TensorView* a, const TensorView* b) {
+    return a->data < b->data || (a->data == b->data && a->nbytes < b->nbytes);
+  });
   const uint8_t* cursor = data;
   for (const TensorView* t : order) {
     if (t->data < cursor) {
-      return header_error(name, fmt::format("tensor '{}' (bytes {}..{}) overlaps the tensor before it",
-                                            t->name, t->data - data, t->data - data + t->nbytes));
+      return header_error(
+          name, fmt::format("tensor '{}' (bytes {}..{}) overlaps the tensor before it", t->name,
+                            t->data - data, t->data - data + t->nbytes));
     }
     if (t->data > cursor) {
       return header_error(name, fmt::format("unused bytes {}..{} before tensor '{}'", cursor - data,
@@ -174,7 +189,8 @@ Result<SafetensorsFile> SafetensorsFile::parse(const uint8_t* bytes, size_t size
     cursor = t->data + t->nbytes;
   }
   if (cursor != data + data_size) {
-    return header_error(name, fmt::format("{} trailing bytes after the last tensor", data + data_size - cursor));
+    return header_error(
+        name, fmt::format("{} trailing bytes after the last tensor", data + data_size - cursor));
   }
   return file;
 }
@@ -186,7 +202,8 @@ Result<Checkpoint> Checkpoint::open_file(const std::string& path) {
   return ckpt;
 }
 
-Result<Checkpoint> Checkpoint::from_views(std::vector<TensorView> views, std::vector<std::shared_ptr<const void>> owners,
+Result<Checkpoint> Checkpoint::from_views(std::vector<TensorView> views,
+                                          std::vector<std::shared_ptr<const void>> owners,
                                           std::vector<std::string> files) {
   Checkpoint ckpt;
   for (TensorView& t : views) {
@@ -204,8 +221,8 @@ Status Checkpoint::add_file(SafetensorsFile file) {
   for (const auto& t : shard->tensors()) {
     auto [it, inserted] = tensors_.emplace(t.name, t);
     if (!inserted) {
-      return data_loss(fmt::format("tensor '{}' appears in both '{}' and '{}'", t.name, it->second.file,
-                                   t.file));
+      return data_loss(fmt::format("tensor '{}' appears in both '{}' and '{}'", t.name,
+                                   it->second.file, t.file));
     }
   }
   files_.push_back(shard->path());
@@ -232,15 +249,19 @@ Result<Checkpoint> Checkpoint::open_index(const std::string& index_path) {
   std::vector<std::string> shard_names;
   for (const auto& [tensor, shard] : index["weight_map"].items()) {
     if (!shard.is_string()) {
-      return data_loss(fmt::format("{}: weight_map entry for '{}' is not a file name", index_path, tensor));
+      return data_loss(
+          fmt::format("{}: weight_map entry for '{}' is not a file name", index_path, tensor));
     }
     const auto& s = shard.get_ref<const std::string&>();
     if (s.empty() || s.find('/') != std::string::npos || s == "..") {
-      return data_loss(fmt::format("{}: weight_map entry for '{}' names '{}', which is not a file in "
-                                   "the checkpoint directory", index_path, tensor, s));
+      return data_loss(
+          fmt::format("{}: weight_map entry for '{}' names '{}', which is not a file in "
+                      "the checkpoint directory",
+                      index_path, tensor, s));
     }
     weight_map[tensor] = s;
-    if (std::find(shard_names.begin(), shard_names.end(), s) == shard_names.end()) shard_names.push_back(s);
+    if (std::find(shard_names.begin(), shard_names.end(), s) == shard_names.end())
+      shard_names.push_back(s);
   }
   std::sort(shard_names.begin(), shard_names.end());
   Checkpoint ckpt;
@@ -251,12 +272,13 @@ Result<Checkpoint> Checkpoint::open_index(const std::string& index_path) {
   for (const auto& [tensor, shard] : weight_map) {
     auto it = ckpt.tensors_.find(tensor);
     if (it == ckpt.tensors_.end()) {
-      return data_loss(fmt::format("{}: tensor '{}' is mapped to '{}' but that file does not contain it",
-                                   index_path, tensor, shard));
+      return data_loss(
+          fmt::format("{}: tensor '{}' is mapped to '{}' but that file does not contain it",
+                      index_path, tensor, shard));
     }
     if (std::filesystem::path(it->second.file).filename() != shard) {
-      return data_loss(fmt::format("{}: tensor '{}' is mapped to '{}' but found in '{}'", index_path,
-                                   tensor, shard, it->second.file));
+      return data_loss(fmt::format("{}: tensor '{}' is mapped to '{}' but found in '{}'",
+                                   index_path, tensor, shard, it->second.file));
     }
   }
   for (const auto& [name, t] : ckpt.tensors_) {
@@ -276,8 +298,10 @@ Result<Checkpoint> Checkpoint::open_dir(const std::string& dir) {
   auto single = fs::path(dir) / "model.safetensors";
   if (fs::exists(index, ec)) return open_index(index.string());
   if (fs::exists(single, ec)) return open_file(single.string());
-  return not_found(fmt::format("'{}' holds neither model.safetensors nor model.safetensors.index.json; "
-                               "point --model at a Hugging Face model folder", dir));
+  return not_found(
+      fmt::format("'{}' holds neither model.safetensors nor model.safetensors.index.json; "
+                  "point --model at a Hugging Face model folder",
+                  dir));
 }
 
 const TensorView* Checkpoint::find(const std::string& name) const {
@@ -307,11 +331,11 @@ Status validate_tensor_set(const Checkpoint& ckpt, const std::vector<ExpectedTen
                                       t->shape_string(), fmt::join(e.shape, ", ")));
     }
     if (t->quant && e.shape.size() != 2) {
-      bad_dtype.push_back(fmt::format("'{}' in {} is {} (vectors must be F32, BF16 or F16)", e.name, t->file,
-                                      quant::ggml_type_name(*t->quant)));
+      bad_dtype.push_back(fmt::format("'{}' in {} is {} (vectors must be F32, BF16 or F16)", e.name,
+                                      t->file, quant::ggml_type_name(*t->quant)));
     } else if (!t->quant && !is_weight_float(t->dtype)) {
-      bad_dtype.push_back(fmt::format("'{}' in {} is {} (expected F32, BF16 or F16)", e.name, t->file,
-                                      dtype_name(t->dtype)));
+      bad_dtype.push_back(fmt::format("'{}' in {} is {} (expected F32, BF16 or F16)", e.name,
+                                      t->file, dtype_name(t->dtype)));
     }
   }
   for (const auto& [name, t] : ckpt.tensors()) {
@@ -320,17 +344,32 @@ Status validate_tensor_set(const Checkpoint& ckpt, const std::vector<ExpectedTen
   std::vector<std::string> parts;
   auto add = [&](const char* what, const std::vector<std::string>& items) {
     if (items.empty()) return;
-    std::vector<std::string> shown(items.begin(), items.begin() + std::min(items.size(), kMaxListed));
-    std::string more = items.size() > kMaxListed ? fmt::format(" and {} more", items.size() - kMaxListed) : "";
-    parts.push_back(fmt::format("{} {} tensor(s): {}{}", items.size(), what, fmt::join(shown, ", "), more));
+    std::vector<std::string> shown(items.begin(),
+                                   items.begin() + std::min(items.size(), kMaxListed));
+    std::string more =
+        items.size() > kMaxListed ? fmt::format(" and {} more", items.size() - kMaxListed) : "";
+    parts.push_back(
+        fmt::format("{} {} tensor(s): {}{}", items.size(), what, fmt::join(shown, ", "), more));
   };
   add("missing", missing);
   add("unexpected", unexpected);
   add("wrongly shaped", bad_shape);
   add("wrongly typed", bad_dtype);
   if (parts.empty()) return {};
-  return invalid_argument(fmt::format("checkpoint does not match the model config: {}",
-                                      fmt::join(parts, "; ")));
+  return invalid_argument(
+      fmt::format("checkpoint does not match the model config: {}", fmt::join(parts, "; ")));
+}
+
+std::string quantized_types(const Checkpoint& ckpt) {
+  std::map<std::string, size_t> bytes;
+  for (const auto& [_, t] : ckpt.tensors())
+    if (t.quant) bytes[std::string(quant::ggml_type_name(*t.quant))] += t.nbytes;
+  std::vector<std::pair<size_t, std::string>> order;
+  for (const auto& [name, n] : bytes) order.emplace_back(n, name);
+  std::sort(order.rbegin(), order.rend());
+  std::string out;
+  for (const auto& [_, name] : order) out += (out.empty() ? "" : ", ") + name;
+  return out;
 }
 
 }  // namespace rlt::io

@@ -83,6 +83,10 @@ class Checkpoint {
   std::vector<std::string> files_;
 };
 
+// The GGML types of the tensors kept in blocks (TensorView::quant), most bytes first:
+// "Q4_1, Q8_0"; empty when none are.
+std::string quantized_types(const Checkpoint& ckpt);
+
 // The tensor set a model expects: name, dtype class and exact shape.
 struct ExpectedTensor {
   std::string name;

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <map>
 
 #include "common/half.h"
@@ -114,17 +113,7 @@ DType OuroModel::weight_dtype() const {
   return best;
 }
 
-std::string OuroModel::quantized_types() const {
-  std::map<std::string, size_t> bytes;
-  for (const auto& [_, t] : checkpoint.tensors())
-    if (t.quant) bytes[std::string(quant::ggml_type_name(*t.quant))] += t.nbytes;
-  std::vector<std::pair<size_t, std::string>> order;
-  for (const auto& [name, n] : bytes) order.emplace_back(n, name);
-  std::sort(order.rbegin(), order.rend());
-  std::string out;
-  for (const auto& [_, name] : order) out += (out.empty() ? "" : ", ") + name;
-  return out;
-}
+std::string OuroModel::quantized_types() const { return io::quantized_types(checkpoint); }
 
 int64_t OuroModel::core_weight_bytes_per_loop() const {
   int64_t bytes = 0;

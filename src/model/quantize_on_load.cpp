@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "kernels/cpu/weight_matrix.h"
+#include "model/ouro_weights.h"
 #include "quant/quantize.h"
 
 namespace rlt::model {
@@ -22,16 +23,13 @@ quant::GgmlType ggml_type(QuantizeType t) {
   }
 }
 
+// The matrices the linear layers stream: every 2-D tensor of the model but the embedding (a tied
+// lm head is the embedding, so it is not listed) and the exit gate's single row.
 std::vector<std::string> linear_names(const io::ModelConfig& c) {
   std::vector<std::string> names;
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    for (const char* s : {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                          "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-                          "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"}) {
-      names.push_back(fmt::format("model.layers.{}.{}", i, s));
-    }
-  }
-  if (!c.tie_word_embeddings) names.push_back("lm_head.weight");
+  for (const io::ExpectedTensor& t : ouro_expected_tensors(c))
+    if (t.shape.size() == 2 && t.shape[0] > 1 && t.name != "model.embed_tokens.weight")
+      names.push_back(t.name);
   return names;
 }
 

@@ -53,11 +53,6 @@ RowTerms row_terms(const QuantRows& w, int64_t r) {
   return t;
 }
 
-bool has_offset(GgmlType t) {
-  return t == GgmlType::kQ4_1 || t == GgmlType::kQ5_1 || t == GgmlType::kQ4_K ||
-         t == GgmlType::kQ5_K;
-}
-
 // The documented order, scalar, with fused multiply-adds.
 float scalar_order(const float* x, const RowTerms& t, int64_t k, bool offset) {
   float y = 0.0f;
@@ -106,7 +101,7 @@ void check_odd_shapes(GgmlType type) {
       for (int64_t r = 0; r < m; ++r) {
         const float* xr = x.data() + r * k;
         const float got = y[static_cast<size_t>(r * n + c)];
-        const float order = scalar_order(xr, t, k, has_offset(type));
+        const float order = scalar_order(xr, t, k, quant_panel_format(type)->has_offset);
         if (fused_target()) {
           ASSERT_EQ(got, order) << "m=" << m << " n=" << n << " k=" << k << " at " << r << "," << c;
         }

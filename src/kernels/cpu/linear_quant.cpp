@@ -42,33 +42,17 @@ constexpr int SliceVectors() {
   return kVectors < want ? kVectors : want;
 }
 
+// A type's panel format (quant_panels.h) as compile-time constants.
 template <GgmlType T>
 struct Traits {
-  // Q5_0 / Q5_1 are packed a byte per quant (quant_panels.h).
-  static constexpr bool kByteQuants =
-      T == GgmlType::kQ8_0 || T == GgmlType::kQ5_0 || T == GgmlType::kQ5_1;
-  static constexpr int kBits = kByteQuants            ? 8
-                               : T == GgmlType::kQ5_K ? 5
-                               : T == GgmlType::kQ6_K ? 6
-                                                      : 4;
-  static constexpr int kQOffset = T == GgmlType::kQ4_0   ? 8
-                                  : T == GgmlType::kQ5_0 ? 16
-                                  : T == GgmlType::kQ6_K ? 32
-                                                         : 0;
-  static constexpr bool kHasOffset =
-      T == GgmlType::kQ4_1 || T == GgmlType::kQ5_1 || T == GgmlType::kQ4_K || T == GgmlType::kQ5_K;
-  static constexpr int64_t kBlockCols =
-      T == GgmlType::kQ4_K || T == GgmlType::kQ5_K || T == GgmlType::kQ6_K ? 256 : 32;
-  static constexpr int64_t kGroupCols = T == GgmlType::kQ6_K ? 16 : 32;
-  // Bytes per output of one block (quant_panels.cpp's formats).
-  static constexpr int64_t kBlockBytesPerOutput = T == GgmlType::kQ8_0   ? 34
-                                                  : T == GgmlType::kQ4_0 ? 18
-                                                  : T == GgmlType::kQ4_1 ? 20
-                                                  : T == GgmlType::kQ5_0 ? 34
-                                                  : T == GgmlType::kQ5_1 ? 36
-                                                  : T == GgmlType::kQ4_K ? 148
-                                                  : T == GgmlType::kQ5_K ? 180
-                                                                         : 210;
+  static constexpr QuantPanelFormat kFormat = *quant_panel_format(T);
+  static constexpr QuantBlockLayout kLayout = quant_block_layout(kFormat);
+  static constexpr int kBits = kFormat.quant_bits;
+  static constexpr int kQOffset = kFormat.q_offset;
+  static constexpr bool kHasOffset = kFormat.has_offset;
+  static constexpr int64_t kBlockCols = kFormat.block_cols;
+  static constexpr int64_t kGroupCols = kFormat.group_cols;
+  static constexpr int64_t kBlockBytes = kFormat.block_bytes;
 };
 
 // A panel is one forward stream; asking for lines ahead keeps more misses in flight than the
@@ -78,12 +62,12 @@ constexpr int64_t kPrefetchBytes = 2048;
 // The quants of columns c and c + 1 (c even) of a block, for the kLanes outputs from L, as f32
 // (exact: small integers).
 template <GgmlType T>
-HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, const QuantBlockLayout& l, int64_t c,
-                           int64_t L, VF& q0, VF& q1) {
+HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L, VF& q0, VF& q1) {
   const DF df;
   const DI di;
   const DU du;
   using Tr = Traits<T>;
+  constexpr QuantBlockLayout l = Tr::kLayout;
   if constexpr (Tr::kBits == 8) {
     const DI8 di8;
     const auto* p = reinterpret_cast<const int8_t*>(blk + l.bytes8 + c * kPanel + L);
@@ -136,14 +120,14 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, const QuantBlockLayo
 // Group g's scale and offset for the kLanes outputs from L, computed as ggml's dequantization
 // does (d · sc rounded once, the offset −(dmin · m) likewise).
 template <GgmlType T>
-HWY_INLINE void GroupScale(const uint8_t* HWY_RESTRICT blk, const QuantBlockLayout& l, int64_t g,
-                           int64_t L, VF& s, VF& o) {
+HWY_INLINE void GroupScale(const uint8_t* HWY_RESTRICT blk, int64_t g, int64_t L, VF& s, VF& o) {
   const DF df;
   const DH dh;
   const DI di;
   const DU du;
   const DU8 du8;
   using Tr = Traits<T>;
+  constexpr QuantBlockLayout l = Tr::kLayout;
   const VF d =
       hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(blk + l.d) + L));
   if constexpr (Tr::kBlockCols == 32) {
@@ -169,7 +153,6 @@ HWY_INLINE void GroupScale(const uint8_t* HWY_RESTRICT blk, const QuantBlockLayo
 template <GgmlType T, int kRows>
 HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* HWY_RESTRICT xsum,
                           int64_t groups, const uint8_t* HWY_RESTRICT panel,
-                          const QuantBlockLayout& l, int64_t block_bytes,
                           float (&out)[kRows][kPanel]) {
   using Tr = Traits<T>;
   constexpr int kSlice = SliceVectors<kRows>();
@@ -181,7 +164,7 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
     for (int r = 0; r < kRows; ++r)
       for (int v = 0; v < kSlice; ++v) y[r][v] = hn::Zero(df);
     for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* blk = panel + b * block_bytes;
+      const uint8_t* blk = panel + b * Tr::kBlockBytes;
       const int64_t col0 = b * Tr::kBlockCols;
       for (int64_t g = 0; g < kGroupsPerBlock; ++g) {
         VF inner[kRows][kSlice];
@@ -190,7 +173,7 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
         for (int64_t c = g * Tr::kGroupCols; c < (g + 1) * Tr::kGroupCols; c += 2) {
           if (slice == 0) {
             // The first slice's pass moves through the block at its average rate per column pair.
-            constexpr int64_t kPerPair = Tr::kBlockBytesPerOutput * kPanel * 2 / Tr::kBlockCols;
+            constexpr int64_t kPerPair = Tr::kBlockBytes * 2 / Tr::kBlockCols;
             const char* ahead =
                 reinterpret_cast<const char*>(blk) + c / 2 * kPerPair + kPrefetchBytes;
             for (int64_t line = 0; line < kPerPair; line += 64) __builtin_prefetch(ahead + line);
@@ -202,7 +185,7 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
           }
           for (int v = 0; v < kSlice; ++v) {
             VF q0, q1;
-            DecodePair<T>(blk, l, c, (slice + v) * kLanes, q0, q1);
+            DecodePair<T>(blk, c, (slice + v) * kLanes, q0, q1);
             for (int r = 0; r < kRows; ++r) {
               inner[r][v] = hn::MulAdd(x0[r], q0, inner[r][v]);
               inner[r][v] = hn::MulAdd(x1[r], q1, inner[r][v]);
@@ -211,7 +194,7 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
         }
         for (int v = 0; v < kSlice; ++v) {
           VF s, o;
-          GroupScale<T>(blk, l, g, (slice + v) * kLanes, s, o);
+          GroupScale<T>(blk, g, (slice + v) * kLanes, s, o);
           for (int r = 0; r < kRows; ++r) {
             y[r][v] = hn::MulAdd(s, inner[r][v], y[r][v]);
             if constexpr (Tr::kHasOffset)
@@ -251,27 +234,26 @@ struct Expanded {
 
 // Columns col0 .. col0 + cols (whole groups, inside one block or whole blocks) expanded.
 template <GgmlType T>
-void ExpandChunk(const uint8_t* panel, const QuantBlockLayout& l, int64_t block_bytes, int64_t col0,
-                 int64_t cols, Expanded& e) {
+void ExpandChunk(const uint8_t* panel, int64_t col0, int64_t cols, Expanded& e) {
   using Tr = Traits<T>;
   const DF df;
   for (int64_t i = 0; i < cols; i += 2) {
     const int64_t col = col0 + i;
-    const uint8_t* blk = panel + col / Tr::kBlockCols * block_bytes;
+    const uint8_t* blk = panel + col / Tr::kBlockCols * Tr::kBlockBytes;
     for (int v = 0; v < kVectors; ++v) {
       VF q0, q1;
-      DecodePair<T>(blk, l, col % Tr::kBlockCols, v * kLanes, q0, q1);
+      DecodePair<T>(blk, col % Tr::kBlockCols, v * kLanes, q0, q1);
       hn::StoreU(q0, df, e.q.data() + i * kPanel + v * kLanes);
       hn::StoreU(q1, df, e.q.data() + (i + 1) * kPanel + v * kLanes);
     }
   }
   for (int64_t i = 0; i < cols; i += Tr::kGroupCols) {
     const int64_t col = col0 + i;
-    const uint8_t* blk = panel + col / Tr::kBlockCols * block_bytes;
+    const uint8_t* blk = panel + col / Tr::kBlockCols * Tr::kBlockBytes;
     const int64_t g = col % Tr::kBlockCols / Tr::kGroupCols, gi = i / Tr::kGroupCols;
     for (int v = 0; v < kVectors; ++v) {
       VF s, o = hn::Zero(df);
-      GroupScale<T>(blk, l, g, v * kLanes, s, o);
+      GroupScale<T>(blk, g, v * kLanes, s, o);
       hn::StoreU(s, df, e.scale.data() + gi * kPanel + v * kLanes);
       hn::StoreU(o, df, e.offset.data() + gi * kPanel + v * kLanes);
     }
@@ -323,8 +305,6 @@ template <GgmlType T>
 void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, const uint8_t* panel,
                 const float* xsum, int64_t groups, float* y) {
   using Tr = Traits<T>;
-  const QuantPanelFormat format = *quant_panel_format(T);
-  const QuantBlockLayout l = quant_block_layout(format);
   const int64_t k = w.cols();
   if (m >= kExpandFromRows) {
     thread_local Expanded e;
@@ -335,7 +315,7 @@ void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, con
     e.y.assign(static_cast<size_t>(m * kPanel), 0.0f);
     for (int64_t col0 = 0; col0 < k; col0 += chunk) {
       const int64_t cols = std::min(chunk, k - col0);
-      ExpandChunk<T>(panel, l, format.block_bytes, col0, cols, e);
+      ExpandChunk<T>(panel, col0, cols, e);
       int64_t m0 = 0;
       for (; m0 + kExpandedRows <= m; m0 += kExpandedRows)
         ExpandedTile<T, kExpandedRows>(x + m0 * k, k, xsum + m0 * groups, groups, e, col0, cols,
@@ -350,13 +330,12 @@ void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, con
   int64_t m0 = 0;
   for (; m0 + kRowsTile <= m; m0 += kRowsTile) {
     float out[kRowsTile][kPanel];
-    QuantTile<T, kRowsTile>(x + m0 * k, k, xsum + m0 * groups, groups, panel, l, format.block_bytes,
-                            out);
+    QuantTile<T, kRowsTile>(x + m0 * k, k, xsum + m0 * groups, groups, panel, out);
     store_panel(w, p, &out[0][0], kRowsTile, m0, y);
   }
   for (; m0 < m; ++m0) {
     float out[1][kPanel];
-    QuantTile<T, 1>(x + m0 * k, k, xsum + m0 * groups, groups, panel, l, format.block_bytes, out);
+    QuantTile<T, 1>(x + m0 * k, k, xsum + m0 * groups, groups, panel, out);
     store_panel(w, p, &out[0][0], 1, m0, y);
   }
 }
@@ -391,11 +370,14 @@ PanelFn panel_fn(GgmlType type) {
 void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y) {
   const int64_t k = w.cols();
   // Σ x over each group of 32 columns, in column order, once per input row: the offset terms'
-  // factor (every type with an offset has groups of 32).
+  // factor (every type with an offset has groups of 32). Only matrices with such panels need it.
   const int64_t groups = k / 32;
+  bool offsets = false;
+  for (const PackedMatrix::QuantPanel& qp : w.quant_panels())
+    offsets |= quant_panel_format(qp.type)->has_offset;
   thread_local std::vector<float> xsum;
-  xsum.assign(static_cast<size_t>(m * groups), 0.0f);
-  for (int64_t r = 0; r < m; ++r) {
+  xsum.resize(static_cast<size_t>(m * groups));
+  for (int64_t r = 0; offsets && r < m; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
       float s = 0.0f;
       for (int64_t c = g * 32; c < (g + 1) * 32; ++c) s += x[r * k + c];

@@ -114,61 +114,6 @@ void unpack_block(GgmlType type, const uint8_t* b, UnpackedBlock* u) {
 
 }  // namespace
 
-std::optional<QuantPanelFormat> quant_panel_format(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ8_0:
-      return QuantPanelFormat{type, 32, 32, 34 * kPanel, 8, 0, false};
-    case GgmlType::kQ4_0:
-      return QuantPanelFormat{type, 32, 32, 18 * kPanel, 4, 8, false};
-    case GgmlType::kQ4_1:
-      return QuantPanelFormat{type, 32, 32, 20 * kPanel, 4, 0, true};
-    case GgmlType::kQ5_0:
-      return QuantPanelFormat{type, 32, 32, 34 * kPanel, 8, 16, false};
-    case GgmlType::kQ5_1:
-      return QuantPanelFormat{type, 32, 32, 36 * kPanel, 8, 0, true};
-    case GgmlType::kQ4_K:
-      return QuantPanelFormat{type, 256, 32, 148 * kPanel, 4, 0, true};
-    case GgmlType::kQ5_K:
-      return QuantPanelFormat{type, 256, 32, 180 * kPanel, 5, 0, true};
-    case GgmlType::kQ6_K:
-      return QuantPanelFormat{type, 256, 16, 210 * kPanel, 6, 32, false};
-    default:
-      return std::nullopt;
-  }
-}
-
-QuantBlockLayout quant_block_layout(const QuantPanelFormat& f) {
-  QuantBlockLayout l;
-  int64_t at = 2 * kPanel;  // d
-  const int64_t groups = f.block_cols / f.group_cols;
-  const bool k_quant = f.block_cols == 256;
-  if (f.has_offset) {  // Q4_1's m, the K-quants' dmin
-    l.m = at;
-    at += 2 * kPanel;
-  }
-  if (k_quant) {
-    l.scales = at;
-    at += groups * kPanel;
-    if (f.has_offset) {
-      l.mins = at;
-      at += groups * kPanel;
-    }
-  }
-  if (f.quant_bits == 8) {
-    l.bytes8 = at;
-    at += f.block_cols * kPanel;
-  } else {
-    l.nibbles = at;
-    at += f.block_cols / 2 * kPanel;
-    if (f.quant_bits > 4) {
-      l.high = at;
-      at += f.block_cols / (f.quant_bits == 5 ? 8 : 4) * kPanel;
-    }
-  }
-  l.size = at;
-  return l;
-}
-
 void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_t cols,
                     uint8_t* panel, int64_t slot) {
   const QuantBlockLayout l = quant_block_layout(f);

@@ -46,21 +46,75 @@ struct QuantPanelFormat {
 };
 
 // The panel format of a GGML type; nullopt for types the quantized kernel does not compute on
-// (those are dequantized at load instead).
-std::optional<QuantPanelFormat> quant_panel_format(quant::GgmlType type);
+// (those are dequantized at load instead). Block bytes are per 64-output panel.
+constexpr std::optional<QuantPanelFormat> quant_panel_format(quant::GgmlType type) {
+  using quant::GgmlType;
+  constexpr int64_t kPanel = 64;  // PackedMatrix::kPanelWidth (kept free of that header)
+  switch (type) {
+    case GgmlType::kQ8_0:
+      return QuantPanelFormat{type, 32, 32, 34 * kPanel, 8, 0, false};
+    case GgmlType::kQ4_0:
+      return QuantPanelFormat{type, 32, 32, 18 * kPanel, 4, 8, false};
+    case GgmlType::kQ4_1:
+      return QuantPanelFormat{type, 32, 32, 20 * kPanel, 4, 0, true};
+    case GgmlType::kQ5_0:
+      return QuantPanelFormat{type, 32, 32, 34 * kPanel, 8, 16, false};
+    case GgmlType::kQ5_1:
+      return QuantPanelFormat{type, 32, 32, 36 * kPanel, 8, 0, true};
+    case GgmlType::kQ4_K:
+      return QuantPanelFormat{type, 256, 32, 148 * kPanel, 4, 0, true};
+    case GgmlType::kQ5_K:
+      return QuantPanelFormat{type, 256, 32, 180 * kPanel, 5, 0, true};
+    case GgmlType::kQ6_K:
+      return QuantPanelFormat{type, 256, 16, 210 * kPanel, 6, 32, false};
+    default:
+      return std::nullopt;
+  }
+}
 
 // Byte offsets of the fields inside one block of a 64-output panel.
 struct QuantBlockLayout {
   int64_t d = 0;         // f16[64]
-  int64_t m = -1;        // f16[64]: Q4_1's min; K-quants' dmin
+  int64_t m = -1;        // f16[64]: Q4_1 / Q5_1's min; K-quants' dmin
   int64_t scales = -1;   // u8[groups][64] (Q6_K: i8)
   int64_t mins = -1;     // u8[groups][64] (K-quants with an offset)
   int64_t nibbles = -1;  // u8[block_cols / 2][64]
-  int64_t bytes8 = -1;   // i8[block_cols][64] (Q8_0)
+  int64_t bytes8 = -1;   // u8[block_cols][64] (8-bit quants, Q5_0 / Q5_1)
   int64_t high = -1;     // u8[block_cols / 8][64] (Q5_K) or [block_cols / 4][64] (Q6_K)
   int64_t size = 0;
 };
-QuantBlockLayout quant_block_layout(const QuantPanelFormat& format);
+constexpr QuantBlockLayout quant_block_layout(const QuantPanelFormat& f) {
+  constexpr int64_t kPanel = 64;
+  QuantBlockLayout l;
+  int64_t at = 2 * kPanel;  // d
+  const int64_t groups = f.block_cols / f.group_cols;
+  const bool k_quant = f.block_cols == 256;
+  if (f.has_offset) {  // Q4_1 / Q5_1's m, the K-quants' dmin
+    l.m = at;
+    at += 2 * kPanel;
+  }
+  if (k_quant) {
+    l.scales = at;
+    at += groups * kPanel;
+    if (f.has_offset) {
+      l.mins = at;
+      at += groups * kPanel;
+    }
+  }
+  if (f.quant_bits == 8) {
+    l.bytes8 = at;
+    at += f.block_cols * kPanel;
+  } else {
+    l.nibbles = at;
+    at += f.block_cols / 2 * kPanel;
+    if (f.quant_bits > 4) {
+      l.high = at;
+      at += f.block_cols / (f.quant_bits == 5 ? 8 : 4) * kPanel;
+    }
+  }
+  l.size = at;
+  return l;
+}
 
 // Writes source row `row_blocks` (cols / block_cols GGML blocks of `format.type`, as stored in a
 // GGUF file) into slot `slot` of a panel whose blocks start at `panel`. The panel must be zeroed
