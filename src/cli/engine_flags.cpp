@@ -61,7 +61,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
       cmd, "--dtype", c.dtype, parse_weight_dtype, kWeightDTypeHelp);
   add_enum_option(cmd, "--quantize", c.quantize, parse_quantize_type, kQuantizeHelp);
   add_enum_option(cmd, "--kv-dtype", c.kv_dtype, parse_kv_dtype,
-                  "K/V cache dtype: auto (= weights), f32, bf16, f16");
+                  "K/V cache dtype: auto (the weights' float type; bf16 for quantized weights), f32, bf16, f16");
   cmd.add_flag("--enable-prefix-caching", c.enable_prefix_caching, "Share full prompt pages between requests");
   cmd.add_option("--watermark", c.watermark, "Share of the pool admission keeps free for growth")->capture_default_str();
   auto per_device = [](int64_t cpu, int64_t gpu) {
