@@ -2,6 +2,8 @@
 //   GEMV (one token, decode): quantized bytes streamed per second vs the copy bandwidth, with the
 //     bf16 kernel on the same shape beside it;
 //   GEMM (prefill rows): GFLOP/s vs the bf16 kernel on the same shape.
+// Each quantized type runs with f32 activations and, where the CPU has the kernel, int8 ones
+// (`--activation-dtype int8`; label "<type>/i8").
 // Weights are random GGML blocks (quant::random_blocks), packed as the engine packs them.
 // Usage: rlt_bench_quant_linear [--quick]
 #include <fmt/format.h>
@@ -14,6 +16,7 @@
 #include "bandwidth_probe.h"
 #include "common/half.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_quant_int8.h"
 #include "quant/random_blocks.h"
 
 namespace {
@@ -26,8 +29,15 @@ struct Shape {
   int64_t out, in;
 };
 
-// One packed matrix of a kind: a GGML type, or bf16 (type unset).
-kernels::PackedMatrix make(std::optional<GgmlType> type, const Shape& s, uint32_t seed) {
+// A GGML type (bf16 when unset) and the activations it runs with.
+struct Kind {
+  std::optional<GgmlType> type;
+  bool int8 = false;
+};
+
+// One packed matrix of a kind.
+kernels::PackedMatrix make(const Kind& kind, const Shape& s, uint32_t seed) {
+  const std::optional<GgmlType> type = kind.type;
   if (!type) {
     std::vector<uint16_t> w(static_cast<size_t>(s.out * s.in));
     std::mt19937 rng(seed);
@@ -38,11 +48,18 @@ kernels::PackedMatrix make(std::optional<GgmlType> type, const Shape& s, uint32_
   const int64_t blocks =
       s.out * s.in / quant::ggml_type_info(static_cast<uint32_t>(*type))->block_elems;
   const std::vector<uint8_t> bytes = quant::random_blocks(*type, blocks, seed);
-  return kernels::PackedMatrix::pack({DType::kF32, s.out, s.in, bytes.data(), type});
+  return kernels::PackedMatrix::pack({DType::kF32, s.out, s.in, bytes.data(), type},
+                                     {.int8_activations = kind.int8});
 }
 
-std::string label(std::optional<GgmlType> type) {
-  return type ? std::string(quant::ggml_type_name(*type)) : "bf16";
+std::string label(const Kind& kind) {
+  if (!kind.type) return "bf16";
+  return std::string(quant::ggml_type_name(*kind.type)) + (kind.int8 ? "/i8" : "");
+}
+
+// In --quick runs: bf16, Q8_0 and Q4_K only.
+bool quick_kind(const Kind& k) {
+  return !k.type || *k.type == GgmlType::kQ4_K || *k.type == GgmlType::kQ8_0;
 }
 
 }  // namespace
@@ -53,9 +70,12 @@ int main(int argc, char** argv) {
   fmt::print("threads: {}, kernels: {}\n", omp_get_max_threads(), kernels::cpu_dispatch_target());
   const double copy = bench::copy_bandwidth_gbs();
   fmt::print("copy bandwidth (read+write): {:.1f} GB/s\n\n", copy);
-  const std::vector<std::optional<GgmlType>> kinds = {
-      std::nullopt,    GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
-      GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+  std::vector<Kind> kinds = {{}};
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K,
+                     GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    kinds.push_back({t, false});
+    if (kernels::linear_quant_int8_supported() && t != GgmlType::kQ5_K) kinds.push_back({t, true});
+  }
   const Shape shapes[] = {
       {"ouro q/k/v/o 2048x2048", 2048, 2048}, {"ouro gate/up 5632x2048", 5632, 2048},
       {"ouro down 2048x5632", 2048, 5632},    {"ouro lm_head 49152x2048", 49152, 2048},
@@ -68,7 +88,7 @@ int main(int argc, char** argv) {
              "of copy", "weights/ns");
   for (const Shape& s : shapes) {
     for (const auto& kind : kinds) {
-      if (quick && kind && *kind != GgmlType::kQ4_K && *kind != GgmlType::kQ8_0) continue;
+      if (quick && !quick_kind(kind)) continue;
       const kernels::PackedMatrix first = make(kind, s, 1);
       const int64_t copies = std::max<int64_t>(1, (int64_t{256} << 20) / first.bytes() + 1);
       std::vector<kernels::PackedMatrix> ws;
@@ -91,14 +111,14 @@ int main(int argc, char** argv) {
     for (const Shape& s : {shapes[0], shapes[1], shapes[5]}) {
       double bf16 = 0;
       for (const auto& kind : kinds) {
-        if (quick && kind && *kind != GgmlType::kQ4_K) continue;
+        if (quick && !quick_kind(kind)) continue;
         const kernels::PackedMatrix w = make(kind, s, 7);
         std::vector<float> x(static_cast<size_t>(m * s.in), 0.5f),
             y(static_cast<size_t>(m * s.out));
         const double secs =
             bench::best_seconds(reps, [&] { kernels::linear(x.data(), m, w, y.data()); });
         const double gf = 2.0 * static_cast<double>(m * s.out * s.in) / secs / 1e9;
-        if (!kind) bf16 = gf;
+        if (!kind.type) bf16 = gf;
         fmt::print("{:<28} {:<6} {:>10.1f} {:>9.0f}%\n", fmt::format("m={} {}", m, s.name),
                    label(kind), gf, 100.0 * gf / bf16);
       }

@@ -9,12 +9,13 @@ quality, not speed: both engines read the same bytes, which is what this compare
 
 For each file and each --threads value: llama.cpp (prompt of --prompt-len tokens in one batch,
 then --gen-len greedy single-token evals) and `rlt bench` (one request, the whole prompt in one
-batch, --dtype auto: the quantized kernels on the blocks as stored, f32 activations), best of
---reps each. pp = prompt tokens / time to the first token; tg = (gen_len - 1) / decode time.
+batch, --dtype auto: the quantized kernels on the blocks as stored, once per
+--activation-dtypes value: f32, and int8 as llama.cpp multiplies), best of --reps each. pp = prompt tokens / time to the first token; tg = (gen_len - 1) / decode time.
 
 Usage:
     .venv/bin/python bench/peer/llamacpp_quant_peer.py [--gguf FILE] [--types Q4_1,Q8_0,Q4_K_M]
         [--threads 1,2] [--prompt-len 512] [--gen-len 128] [--reps 3] [--out FILE.json]
+        [--activation-dtypes f32,int8]
         [--rlt-arg X ...]
 """
 
@@ -73,6 +74,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rlt-bin", default=DEFAULT_RLT_BIN)
     ap.add_argument("--rlt-arg", action="append", default=[])
+    ap.add_argument("--activation-dtypes", default="f32,int8")
     ap.add_argument("--llamacpp-flash-attn", choices=["on", "off"], default="on")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
@@ -87,21 +89,23 @@ def main(argv=None):
         for t in threads:
             log(f"{kind}, {t} thread(s): llama.cpp")
             lc = bench_llamacpp(llama_cpp, path, prompt, args.gen_len, t, args.reps, args.llamacpp_flash_attn == "on")
-            log(f"{kind}, {t} thread(s): rlt")
-            r = bench_rlt(args.rlt_bin, path, args.prompt_len, args.gen_len, t, args.reps,
-                          ["--dtype", "auto"] + args.rlt_arg)
-            rows.append({"type": kind, "file": path, "threads": t, "rlt": r, "llamacpp": lc,
-                         "pp_ratio": _ratio(r["pp_tokens_per_s"], lc["pp_tokens_per_s"]),
-                         "tg_ratio": _ratio(r["tg_tokens_per_s"], lc["tg_tokens_per_s"])})
+            for act in args.activation_dtypes.split(","):
+                log(f"{kind}, {t} thread(s): rlt, {act} activations")
+                r = bench_rlt(args.rlt_bin, path, args.prompt_len, args.gen_len, t, args.reps,
+                              ["--dtype", "auto", "--activation-dtype", act] + args.rlt_arg)
+                rows.append({"type": kind, "file": path, "threads": t, "activations": act, "rlt": r,
+                             "llamacpp": lc,
+                             "pp_ratio": _ratio(r["pp_tokens_per_s"], lc["pp_tokens_per_s"]),
+                             "tg_ratio": _ratio(r["tg_tokens_per_s"], lc["tg_tokens_per_s"])})
     machine = {"cpu": cpu_model(), "date": datetime.date.today().isoformat(),
                "llama_cpp_python": getattr(llama_cpp, "__version__", "?")}
     print(f"\n{machine['cpu']}, {machine['date']}, pp {args.prompt_len} tokens, tg {args.gen_len} tokens, "
           f"best of {args.reps}")
-    print("| file | threads | pp rlt | pp llama.cpp | pp ratio | tg rlt | tg llama.cpp | tg ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| file | threads | rlt activations | pp rlt | pp llama.cpp | pp ratio | tg rlt | tg llama.cpp | tg ratio |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         r, lc = row["rlt"], row["llamacpp"]
-        print(f"| {row['type']} | {row['threads']} | {_fmt(r['pp_tokens_per_s'])} | {_fmt(lc['pp_tokens_per_s'])} | "
+        print(f"| {row['type']} | {row['threads']} | {row['activations']} | {_fmt(r['pp_tokens_per_s'])} | {_fmt(lc['pp_tokens_per_s'])} | "
               f"{_fmt(row['pp_ratio'], 2)} | {_fmt(r['tg_tokens_per_s'])} | {_fmt(lc['tg_tokens_per_s'])} | "
               f"{_fmt(row['tg_ratio'], 2)} |")
     if args.out:

@@ -27,7 +27,9 @@ enum class QuantizeType : uint8_t { kNone, kQ8_0, kQ4_K, kQ6_K };
 // Activations entering the CPU's linear layers: f32 (exact f32 products), or bf16 for bf16
 // weights on CPUs with AVX512_BF16 (rounded as a bf16 PyTorch model computes; about twice the
 // prefill rate).
-enum class ActivationDType : uint8_t { kF32, kBF16 };
+// Linear-layer activations: f32 (exact products), bf16 (bf16 weights on AVX512_BF16 CPUs) or int8
+// (quantized weights: activations rounded to 8 bits per 32 columns, integer dot products).
+enum class ActivationDType : uint8_t { kF32, kBF16, kInt8 };
 enum class BatchMode : uint8_t {
   kRefill,    // a request leaving the loop is replaced at the next loop boundary (Continuous Depth
               // Batching)

@@ -34,6 +34,7 @@ struct PerplexityOptions {
   int64_t max_chunks = 0;
   WeightDType dtype = WeightDType::kAuto;
   QuantizeType quantize = QuantizeType::kNone;
+  ActivationDType activations = ActivationDType::kF32;
   int threads = 0;
 };
 
@@ -98,6 +99,8 @@ int run_perplexity(const PerplexityOptions& opt) {
   model::LoadOptions load;
   load.quantized = opt.dtype;
   load.quantize = opt.quantize;
+  load.bf16_activations = opt.activations == ActivationDType::kBF16;
+  load.int8_activations = opt.activations == ActivationDType::kInt8;
   auto model = model::load_ouro_model(*src, load);
   if (!model.ok()) return report_error(model.status());
   const int64_t vocab = (*model)->config.vocab_size;
@@ -155,6 +158,8 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-chunks", opt->max_chunks, "Score at most this many chunks (0 = all)")->capture_default_str();
   add_enum_option(*cmd, "--dtype", opt->dtype, parse_weight_dtype, kWeightDTypeHelp);
   add_enum_option(*cmd, "--quantize", opt->quantize, parse_quantize_type, kQuantizeHelp);
+  add_enum_option(*cmd, "--activation-dtype", opt->activations, parse_activation_dtype,
+                  kActivationDTypeHelp);
   cmd->add_option("--threads", opt->threads, "CPU kernel threads (0 = all cores)")->capture_default_str();
   cmd->callback([opt, exit_code] { *exit_code = run_perplexity(*opt); });
 }

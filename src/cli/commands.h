@@ -17,5 +17,6 @@ void add_tokenize_commands(CLI::App& app, int* exit_code);
 void add_make_model_command(CLI::App& app, int* exit_code);
 void add_chat_command(CLI::App& app, int* exit_code);
 void add_perplexity_command(CLI::App& app, int* exit_code);
+void add_convert_command(CLI::App& app, int* exit_code);
 
 }  // namespace rlt::cli

@@ -26,6 +26,9 @@ template void add_enum_option<WeightDType>(CLI::App&, const std::string&, Weight
 template void add_enum_option<QuantizeType>(CLI::App&, const std::string&, QuantizeType&,
                                             Result<QuantizeType> (*)(std::string_view),
                                             const std::string&);
+template void add_enum_option<ActivationDType>(CLI::App&, const std::string&, ActivationDType&,
+                                               Result<ActivationDType> (*)(std::string_view),
+                                               const std::string&);
 
 EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
   EngineConfig c = config;
@@ -102,8 +105,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
                "GPU runs: copy the logits to the host sampler instead of sampling on the device");
   cmd.add_option("--device", c.device, "Where the model runs: cpu, or cuda / cuda:N (CUDA builds)")->capture_default_str();
   add_enum_option(
-      cmd, "--activation-dtype", c.activation_dtype, parse_activation_dtype,
-      "Linear-layer activations: f32, or bf16 (bf16 weights on AVX512_BF16 CPUs: ~2x prefill)");
+      cmd, "--activation-dtype", c.activation_dtype, parse_activation_dtype, kActivationDTypeHelp);
 }
 
 SamplingParams SamplingFlags::resolve() const {

@@ -44,7 +44,8 @@ void add_enum_option(CLI::App& cmd, const std::string& flag, E& value,
                      Result<E> (*parse)(std::string_view), const std::string& description);
 void add_sampling_flags(CLI::App& cmd, SamplingFlags& flags);
 
-// The help of --dtype and --quantize, shared by every command that loads weights.
+// The help of --dtype, --quantize and --activation-dtype, shared by every command that loads
+// weights.
 inline constexpr const char* kWeightDTypeHelp =
     "GGUF files: auto (the CPU computes on Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K as "
     "stored; other quantized types, and GPU runs, dequantize to bf16), or bf16 / f32 / f16 (every "
@@ -52,5 +53,9 @@ inline constexpr const char* kWeightDTypeHelp =
 inline constexpr const char* kQuantizeHelp =
     "Safetensors checkpoints: quantize the linear layers at load (none, q8_0, q4_k, q6_k; the "
     "embedding, norms and exit gate stay as stored; CPU runs)";
+inline constexpr const char* kActivationDTypeHelp =
+    "Linear-layer activations: f32, bf16 (bf16 weights on AVX512_BF16 CPUs: ~2x prefill), or "
+    "int8 (quantized weights on AVX2 CPUs: 8-bit activations per 32 columns, integer dot "
+    "products, as llama.cpp)";
 
 }  // namespace rlt::cli

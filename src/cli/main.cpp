@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   rlt::cli::add_make_model_command(app, &exit_code);
   rlt::cli::add_chat_command(app, &exit_code);
   rlt::cli::add_perplexity_command(app, &exit_code);
+  rlt::cli::add_convert_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

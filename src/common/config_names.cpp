@@ -44,8 +44,9 @@ constexpr Names<QuantizeType, 4> kQuantizeTypes{{{QuantizeType::kNone, "none"},
                                                   {QuantizeType::kQ8_0, "q8_0"},
                                                   {QuantizeType::kQ4_K, "q4_k"},
                                                   {QuantizeType::kQ6_K, "q6_k"}}};
-constexpr Names<ActivationDType, 2> kActivationDTypes{
-    {{ActivationDType::kF32, "f32"}, {ActivationDType::kBF16, "bf16"}}};
+constexpr Names<ActivationDType, 3> kActivationDTypes{{{ActivationDType::kF32, "f32"},
+                                                       {ActivationDType::kBF16, "bf16"},
+                                                       {ActivationDType::kInt8, "int8"}}};
 constexpr Names<BatchMode, 2> kBatchModes{
     {{BatchMode::kRefill, "refill"}, {BatchMode::kNoRefill, "no_refill"}}};
 constexpr Names<QueuePolicy, 2> kQueuePolicies{

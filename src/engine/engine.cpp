@@ -214,9 +214,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   impl->config = config;
   if (config.threads > 0) omp_set_num_threads(config.threads);
   model::LoadOptions load = model::load_options(config);
-  if (device.cuda && load.bf16_activations) {
-    return invalid_argument("--activation-dtype bf16 selects the CPU kernels' activations; GPU runs round "
-                            "activations to the weight type inside their GEMMs already: drop it with --device cuda");
+  if (device.cuda && (load.bf16_activations || load.int8_activations)) {
+    return invalid_argument(fmt::format(
+        "--activation-dtype {} selects the CPU kernels' activations; GPU runs round activations to the "
+        "weight type inside their GEMMs already: drop it with --device cuda",
+        name(config.activation_dtype)));
   }
   load.pack_for_cpu = !device.cuda;  // the GPU uploads the checkpoint's tensors itself
   RLT_ASSIGN_OR_RETURN(source::ModelSource source, source::ModelSource::open(config.model));

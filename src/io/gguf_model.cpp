@@ -98,12 +98,8 @@ std::string hf_name(const std::string& gguf_name, bool ouro) {
   return gguf_name;
 }
 
-// llama.cpp's converter interleaves each head's Q/K rows; this is the stored row that holds
-// Hugging Face row `row` (heads of `head_dim` rows; HF pairs i, i + d/2; GGUF pairs 2i, 2i + 1).
-int64_t interleaved_row(int64_t row, int64_t head_dim) {
-  const int64_t head = row / head_dim, r = row % head_dim, half = head_dim / 2;
-  return head * head_dim + 2 * (r % half) + r / half;
-}
+// HF pairs i, i + d/2; GGUF pairs 2i, 2i + 1 (gguf_interleaved_row).
+int64_t interleaved_row(int64_t row, int64_t head_dim) { return gguf_interleaved_row(row, head_dim); }
 
 Result<int64_t> required_int(const GgufFile& f, const std::string& key) {
   RLT_ASSIGN_OR_RETURN(auto v, f.get_int(key));
@@ -135,6 +131,24 @@ Status token_id(const GgufFile& f, const std::string& key, int64_t vocab,
 }
 
 }  // namespace
+
+int64_t gguf_interleaved_row(int64_t row, int64_t head_dim) {
+  const int64_t head = row / head_dim, r = row % head_dim, half = head_dim / 2;
+  return head * head_dim + 2 * (r % half) + r / half;
+}
+
+std::optional<std::string> gguf_tensor_name(const std::string& hf, bool ouro) {
+  for (const auto& [gguf, name] : global_names())
+    if (name == hf) return gguf;
+  constexpr std::string_view kLayers = "model.layers.";
+  if (hf.rfind(kLayers, 0) != 0) return std::nullopt;
+  const size_t dot = hf.find('.', kLayers.size());
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string layer = hf.substr(kLayers.size(), dot - kLayers.size()), rest = hf.substr(dot + 1);
+  for (const auto& [gguf, name] : layer_names(ouro))
+    if (name == rest) return fmt::format("blk.{}.{}", layer, gguf);
+  return std::nullopt;
+}
 
 Result<GgufModelInfo> read_gguf_model_info(const GgufFile& f) {
   const std::string& path = f.path();

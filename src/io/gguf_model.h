@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -60,6 +61,13 @@ struct GgufTypeCount {
   int64_t tensors = 0;
   int64_t bytes = 0;
 };
+// The GGUF name of a Hugging Face tensor name in llama.cpp's layout (rlt's own names for Ouro's
+// exit gate), the inverse of the reader's mapping; nullopt for a name outside it.
+std::optional<std::string> gguf_tensor_name(const std::string& hf_name, bool ouro);
+// llama.cpp's converter interleaves each head's Q/K rows for its RoPE convention: the stored row
+// that holds Hugging Face row `row` (heads of `head_dim` rows).
+int64_t gguf_interleaved_row(int64_t row, int64_t head_dim);
+
 // Tensor count and bytes per GGML type, most bytes first.
 std::vector<GgufTypeCount> gguf_type_summary(const GgufFile& file);
 

@@ -7,6 +7,7 @@
 #include "common/half.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_bf16.h"
+#include "kernels/cpu/linear_quant_int8.h"
 #include "kernels/cpu/quant_panels.h"
 #include "model/quantize_on_load.h"
 
@@ -139,6 +140,7 @@ int64_t OuroModel::lm_head_bytes() const {
 
 LoadOptions load_options(const EngineConfig& c) {
   return LoadOptions{.bf16_activations = c.activation_dtype == ActivationDType::kBF16,
+                     .int8_activations = c.activation_dtype == ActivationDType::kInt8,
                      .quantized = c.dtype,
                      .quantize = c.quantize};
 }
@@ -154,6 +156,36 @@ io::QuantizedTensors quantized_tensors(WeightDType weights, bool for_cpu) {
   }
   return q;
 }
+
+namespace {
+
+// --activation-dtype int8 applies to quantized weights on a CPU with the kernel; it is an explicit
+// choice, so anything else is an error rather than a silent f32 run. Types without an int8
+// kernel keep f32 activations, with a note.
+Status check_int8_activations(OuroModel& model, const LoadOptions& options) {
+  if (!options.pack_for_cpu) return Status::ok_status();  // the engine refuses GPU runs itself
+  if (!kernels::linear_quant_int8_supported()) {
+    return unimplemented(
+        fmt::format("--activation-dtype int8 needs an x86 CPU with AVX2 (this one runs the {} "
+                    "kernels); use --activation-dtype f32",
+                    kernels::cpu_dispatch_target()));
+  }
+  const std::string types = model.quantized_types();
+  if (types.empty()) {
+    return invalid_argument(fmt::format(
+        "--activation-dtype int8 applies to quantized weights, and {} stores {}: load a quantized "
+        "GGUF file, add --quantize q8_0|q4_k|q6_k, or use --activation-dtype f32",
+        model.dir, dtype_name(model.weight_dtype())));
+  }
+  if (types.find("Q5_K") != std::string::npos) {
+    model.load_notes.push_back(
+        "--activation-dtype int8: matrices holding Q5_K blocks keep f32 activations (the int8 "
+        "kernel covers Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K)");
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
 
 Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& path, LoadOptions options) {
   RLT_ASSIGN_OR_RETURN(source::ModelSource source, source::ModelSource::open(path));
@@ -211,9 +243,11 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
                       dir, dtype_name(model->weight_dtype())));
     }
   }
-  auto bound =
-      bind_ouro_weights(model->checkpoint, model->config,
-                        {.bf16_activations = options.bf16_activations}, options.pack_for_cpu);
+  if (options.int8_activations) RLT_RETURN_IF_ERROR(check_int8_activations(*model, options));
+  auto bound = bind_ouro_weights(
+      model->checkpoint, model->config,
+      {.bf16_activations = options.bf16_activations, .int8_activations = options.int8_activations},
+      options.pack_for_cpu);
   if (!bound.ok()) return bound.status().with_context(dir);
   model->weights = std::move(bound).value();
   return std::shared_ptr<const OuroModel>(std::move(model));

@@ -246,13 +246,27 @@ void q6_k(const float* x, uint8_t* b) {
 }  // namespace
 
 bool can_quantize(GgmlType type) {
-  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
+  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K || type == GgmlType::kQ6_K ||
+         type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
 }
 
 Status quantize_row(GgmlType type, const float* src, int64_t elems, uint8_t* dst) {
   if (!can_quantize(type))
-    return unimplemented(fmt::format("rlt cannot quantize into {} (accepted: Q8_0, Q4_K, Q6_K)",
-                                     ggml_type_name(type)));
+    return unimplemented(
+        fmt::format("rlt cannot quantize into {} (accepted: Q8_0, Q4_K, Q6_K, F32, F16, BF16)",
+                    ggml_type_name(type)));
+  if (type == GgmlType::kF32) {
+    std::memcpy(dst, src, static_cast<size_t>(elems) * 4);
+    return {};
+  }
+  if (type == GgmlType::kF16 ||
+      type == GgmlType::kBF16) {  // nearest even, as dequantize_row's inverse
+    for (int64_t i = 0; i < elems; ++i) {
+      const uint16_t v = type == GgmlType::kF16 ? f32_to_f16(src[i]) : f32_to_bf16(src[i]);
+      std::memcpy(dst + 2 * i, &v, 2);
+    }
+    return {};
+  }
   const auto info = *ggml_type_info(static_cast<uint32_t>(type));
   if (elems % info.block_elems != 0)
     return invalid_argument(fmt::format("{} values are not a whole number of {} blocks of {}",

@@ -1,7 +1,8 @@
 // Float rows into GGML blocks, as ggml's reference quantizers compute them (quantize_row_*_ref):
 // Q8_0 (absmax / 127 per 32 values), Q4_K (per 32 values a weighted least-squares scale and min,
 // 6-bit sub-scales under an f16 super-block scale) and Q6_K (per 16 values a searched signed
-// scale, 8-bit sub-scales). What `--quantize` applies to safetensors checkpoints at load.
+// scale, 8-bit sub-scales). What `--quantize` applies to safetensors checkpoints at load and
+// `rlt convert` writes. F32 / F16 / BF16 rows are written too (rounded to nearest even).
 #pragma once
 
 #include <cstdint>

@@ -16,25 +16,12 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/quant_panels.h"
 #include "quant/dequantize.h"
-#include "quant/random_blocks.h"
+#include "quant_rows.h"
 
 namespace rlt::kernels {
 namespace {
 
 using quant::GgmlType;
-
-struct QuantRows {
-  GgmlType type;
-  int64_t rows = 0, cols = 0;
-  std::vector<uint8_t> bytes;
-  WeightMatrix view() const { return {DType::kF32, rows, cols, bytes.data(), type}; }
-};
-
-QuantRows random_rows(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
-  const int64_t blocks =
-      rows * cols / quant::ggml_type_info(static_cast<uint32_t>(type))->block_elems;
-  return {type, rows, cols, quant::random_blocks(type, blocks, static_cast<uint32_t>(rng()))};
-}
 
 struct RowTerms {
   std::vector<float> q, scale, offset;
@@ -48,8 +35,7 @@ RowTerms row_terms(const QuantRows& w, int64_t r) {
   t.q.resize(static_cast<size_t>(w.cols));
   t.scale.resize(static_cast<size_t>(w.cols / f.group_cols));
   t.offset.resize(t.scale.size());
-  quant_row_terms(f, w.bytes.data() + r * w.view().row_bytes(), w.cols, t.q.data(), t.scale.data(),
-                  t.offset.data());
+  quant_row_terms(f, w.row(r), w.cols, t.q.data(), t.scale.data(), t.offset.data());
   return t;
 }
 
@@ -94,9 +80,7 @@ void check_odd_shapes(GgmlType type) {
     linear(x.data(), m, packed, y.data());
     std::vector<float> deq(static_cast<size_t>(k));
     for (int64_t c = 0; c < n; ++c) {
-      ASSERT_TRUE(
-          quant::dequantize_row(type, w.bytes.data() + c * w.view().row_bytes(), k, deq.data())
-              .ok());
+      ASSERT_TRUE(quant::dequantize_row(type, w.row(c), k, deq.data()).ok());
       const RowTerms t = row_terms(w, c);
       for (int64_t r = 0; r < m; ++r) {
         const float* xr = x.data() + r * k;
@@ -236,9 +220,7 @@ TEST(LinearQuantConcat, UnalignedMixOrUnsupportedTypeFallsBackToF32) {
   std::vector<float> x(static_cast<size_t>(k), 0.5f), y(20), deq(static_cast<size_t>(k));
   linear(x.data(), 1, q50, y.data());
   for (int64_t r = 0; r < 20; ++r) {
-    ASSERT_TRUE(quant::dequantize_row(GgmlType::kQ2_K, c.bytes.data() + r * c.view().row_bytes(), k,
-                                      deq.data())
-                    .ok());
+    ASSERT_TRUE(quant::dequantize_row(GgmlType::kQ2_K, c.row(r), k, deq.data()).ok());
     float expect = 0.0f;
     for (int64_t i = 0; i < k; ++i) expect = std::fma(0.5f, deq[static_cast<size_t>(i)], expect);
     if (fused_target()) {

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "common/half.h"
 #include "quant/dequantize.h"
 
 namespace rlt::quant {
@@ -96,6 +98,29 @@ TEST(Quantize, RefusesOtherTypesAndPartialBlocks) {
   const Status partial = quantize_row(GgmlType::kQ4_K, x.data(), 100, q.data());
   EXPECT_FALSE(partial.ok());
   EXPECT_NE(partial.message().find("whole number"), std::string::npos) << partial.to_string();
+}
+
+// Float rows: F32 as is, F16 / BF16 rounded to nearest even — dequantize_row gives back exactly the
+// rounded values, and values already in the type come back unchanged.
+TEST(Quantize, FloatTypesRoundTripThroughDequantize) {
+  std::vector<float> x = {1.0f, -2.5f, 3.14159265f, 1e-8f, 65504.0f, -0.0f, 1.0f / 3.0f, 7e5f};
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
+    SCOPED_TRACE(std::string(ggml_type_name(t)));
+    ASSERT_TRUE(can_quantize(t));
+    std::vector<uint8_t> q(x.size() * 4);
+    ASSERT_TRUE(quantize_row(t, x.data(), static_cast<int64_t>(x.size()), q.data()).ok());
+    std::vector<float> back(x.size()), again(x.size());
+    ASSERT_TRUE(dequantize_row(t, q.data(), static_cast<int64_t>(x.size()), back.data()).ok());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float expect = t == GgmlType::kF32   ? x[i]
+                           : t == GgmlType::kF16 ? f16_to_f32(f32_to_f16(x[i]))
+                                                 : bf16_to_f32(f32_to_bf16(x[i]));
+      EXPECT_EQ(std::bit_cast<uint32_t>(back[i]), std::bit_cast<uint32_t>(expect)) << i;
+    }
+    ASSERT_TRUE(quantize_row(t, back.data(), static_cast<int64_t>(x.size()), q.data()).ok());
+    ASSERT_TRUE(dequantize_row(t, q.data(), static_cast<int64_t>(x.size()), again.data()).ok());
+    EXPECT_EQ(again, back);
+  }
 }
 
 }  // namespace

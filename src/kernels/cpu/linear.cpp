@@ -12,6 +12,7 @@
 #include "kernels/cpu/linear_bf16.h"
 #include "kernels/cpu/linear_epilogue.h"
 #include "kernels/cpu/linear_quant.h"
+#include "kernels/cpu/linear_quant_int8.h"
 #include "kernels/cpu/panel_lanes-inl.h"
 #include "kernels/cpu/widen-inl.h"
 
@@ -125,6 +126,7 @@ void linear(const float* x, int64_t m, const PackedMatrix& w, float* y) {
   if (m <= 0 || w.empty()) return;
   if (w.layout() == PackedMatrix::Layout::kBf16Pairs) return linear_bf16_pairs(x, m, w, y);
   if (w.layout() == PackedMatrix::Layout::kQuant) return linear_quant(x, m, w, y);
+  if (w.layout() == PackedMatrix::Layout::kQuantInt8) return linear_quant_int8(x, m, w, y);
   HWY_DYNAMIC_DISPATCH(LinearImpl)(x, m, w, y);
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kernels/cpu/linear_bf16.h"
+#include "kernels/cpu/linear_quant_int8.h"
 #include "kernels/cpu/quant_panels.h"
 
 namespace rlt::kernels {
@@ -61,6 +62,14 @@ bool quant_packable(const std::vector<WeightMatrix>& parts, bool concatenated) {
   if (!concatenated) return false;
   for (size_t i = 0; i + 1 < parts.size(); ++i)
     if (parts[i].rows % PackedMatrix::kPanelWidth != 0) return false;
+  return true;
+}
+
+// Whether quantized parts go to the int8-activation kernel.
+bool int8_layout(const std::vector<WeightMatrix>& parts, const PackOptions& options) {
+  if (!options.int8_activations || !linear_quant_int8_supported()) return false;
+  for (const auto& p : parts)
+    if (!int8_computable(*quant_panel_format(*p.quant))) return false;
   return true;
 }
 
@@ -133,12 +142,13 @@ PackedMatrix PackedMatrix::build(DType dtype, Epilogue epilogue, Options options
 }
 
 template <typename SourceRow>
-PackedMatrix PackedMatrix::build_quant(Epilogue epilogue, int64_t outputs, int64_t packed_rows,
-                                       int64_t cols, SourceRow source) {
+PackedMatrix PackedMatrix::build_quant(Epilogue epilogue, bool int8, int64_t outputs,
+                                       int64_t packed_rows, int64_t cols, SourceRow source) {
   PackedMatrix p;
   p.dtype_ = DType::kU8;
   p.epilogue_ = epilogue;
-  p.layout_ = Layout::kQuant;
+  p.layout_ = int8 ? Layout::kQuantInt8 : Layout::kQuant;
+  const QuantArrangement arrangement = int8 ? QuantArrangement::kQuads : QuantArrangement::kColumns;
   p.outputs_ = outputs;
   p.cols_ = cols;
   p.panels_ = (packed_rows + kPanelWidth - 1) / kPanelWidth;
@@ -167,7 +177,7 @@ PackedMatrix PackedMatrix::build_quant(Epilogue epilogue, int64_t outputs, int64
       const RowRef src = source(panel * kPanelWidth + slot);
       if (src.matrix == nullptr) continue;
       const auto* row = static_cast<const uint8_t*>(src.matrix->data) + src.row * src.matrix->row_bytes();
-      pack_quant_row(format, row, cols, static_cast<uint8_t*>(raw) + qp.offset, slot);
+      pack_quant_row(format, row, cols, static_cast<uint8_t*>(raw) + qp.offset, slot, arrangement);
     }
   }
   return p;
@@ -190,7 +200,7 @@ PackedMatrix PackedMatrix::pack_concat(const std::vector<WeightMatrix>& parts, O
     return RowRef{};
   };
   if (any_quantized(parts) && quant_packable(parts, true))
-    return build_quant(Epilogue::kStore, rows, rows, cols, source);
+    return build_quant(Epilogue::kStore, int8_layout(parts, options), rows, rows, cols, source);
   return build(common_dtype(parts), Epilogue::kStore, options, rows, rows, cols, source);
 }
 
@@ -208,7 +218,8 @@ PackedMatrix PackedMatrix::pack_swiglu(const WeightMatrix& gate, const WeightMat
     return RowRef{slot < kHalf ? &parts[0] : &parts[1], out};
   };
   if (any_quantized(parts) && quant_packable(parts, false))
-    return build_quant(Epilogue::kSwiGLU, n, panels * kPanelWidth, gate.cols, source);
+    return build_quant(Epilogue::kSwiGLU, int8_layout(parts, options), n, panels * kPanelWidth,
+                       gate.cols, source);
   return build(common_dtype(parts), Epilogue::kSwiGLU, options, n, panels * kPanelWidth, gate.cols,
                source);
 }

@@ -29,6 +29,9 @@ struct PackOptions {
   // Use the bf16 dot-product kernel for bf16 weights where the CPU has it (activations are then
   // rounded to bf16). Ignored for other dtypes or CPUs.
   bool bf16_activations = false;
+  // Lay quantized matrices out for the int8-activation kernel where the CPU has it and every
+  // part's type is one it computes on (linear_quant_int8.h); others keep f32 activations.
+  bool int8_activations = false;
 };
 
 class PackedMatrix {
@@ -44,6 +47,7 @@ class PackedMatrix {
     kPanels,     // [panel][column][output]: the f32-activation kernel
     kBf16Pairs,  // [panel][column pair][output][2], bf16: the bf16 dot-product kernel
     kQuant,      // each panel in the GGML block format of its rows (quant_panels.h)
+    kQuantInt8,  // the same blocks with the quants in column quads: the int8-activation kernel
   };
 
   // Where a kQuant panel starts in data() and the block type its rows are stored in.
@@ -73,7 +77,7 @@ class PackedMatrix {
   static PackedMatrix pack_swiglu(const WeightMatrix& gate, const WeightMatrix& up,
                                   Options options = {});
 
-  // The element type of the float layouts (kU8 for kQuant).
+  // The element type of the float layouts (kU8 for the quantized ones).
   DType dtype() const { return dtype_; }
   Epilogue epilogue() const { return epilogue_; }
   Layout layout() const { return layout_; }
@@ -81,12 +85,12 @@ class PackedMatrix {
   int64_t cols() const { return cols_; }        // input features
   int64_t panels() const { return panels_; }
   const void* data() const { return data_.get(); }
-  // kQuant: one entry per panel.
+  // kQuant, kQuantInt8: one entry per panel.
   const std::vector<QuantPanel>& quant_panels() const { return quant_panels_; }
-  bool quantized() const { return layout_ == Layout::kQuant; }
+  bool quantized() const { return layout_ == Layout::kQuant || layout_ == Layout::kQuantInt8; }
   // Weight bytes one pass streams (padding included).
   int64_t bytes() const {
-    if (layout_ == Layout::kQuant) return quant_bytes_;
+    if (quantized()) return quant_bytes_;
     return panels_ * kPanelWidth * stored_cols() * static_cast<int64_t>(dtype_size(dtype_));
   }
   // Columns as stored: rounded up to whole pairs in the kBf16Pairs layout.
@@ -106,8 +110,8 @@ class PackedMatrix {
   static PackedMatrix build(DType dtype, Epilogue epilogue, Options options, int64_t outputs,
                             int64_t packed_rows, int64_t cols, SourceRow source);
   template <typename SourceRow>
-  static PackedMatrix build_quant(Epilogue epilogue, int64_t outputs, int64_t packed_rows,
-                                  int64_t cols, SourceRow source);
+  static PackedMatrix build_quant(Epilogue epilogue, bool int8, int64_t outputs,
+                                  int64_t packed_rows, int64_t cols, SourceRow source);
 
   DType dtype_ = DType::kF32;
   Epilogue epilogue_ = Epilogue::kStore;

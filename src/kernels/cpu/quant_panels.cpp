@@ -115,10 +115,11 @@ void unpack_block(GgmlType type, const uint8_t* b, UnpackedBlock* u) {
 }  // namespace
 
 void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_t cols,
-                    uint8_t* panel, int64_t slot) {
+                    uint8_t* panel, int64_t slot, QuantArrangement arrangement) {
   const QuantBlockLayout l = quant_block_layout(f);
   const auto info = quant::ggml_type_info(static_cast<uint32_t>(f.type));
   const int64_t groups = f.block_cols / f.group_cols;
+  const bool quads = arrangement == QuantArrangement::kQuads;
   UnpackedBlock u;
   for (int64_t b = 0; b < cols / f.block_cols; ++b) {
     unpack_block(f.type, row_blocks + b * info->block_bytes, &u);
@@ -131,6 +132,19 @@ void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_
     }
     for (int64_t c = 0; c < f.block_cols; ++c) {
       const uint8_t q = u.q[c];
+      if (quads) {  // see quant_panels.h: 4 adjacent bytes per output and column quad
+        const int64_t lane = 4 * slot + c % 4;
+        if (l.bytes8 >= 0) {
+          dst[l.bytes8 + (c / 4) * 4 * kPanel + lane] = q;
+          continue;
+        }
+        dst[l.nibbles + (c / 8) * 4 * kPanel + lane] |=
+            static_cast<uint8_t>((q & 0xF) << (4 * (c % 8 / 4)));
+        if (f.quant_bits == 6)
+          dst[l.high + (c / 16) * 4 * kPanel + lane] |=
+              static_cast<uint8_t>((q >> 4) << (2 * (c % 16 / 4)));
+        continue;
+      }
       if (l.bytes8 >= 0) {
         dst[l.bytes8 + c * kPanel + slot] = q;
         continue;

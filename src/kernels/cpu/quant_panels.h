@@ -17,6 +17,17 @@
 // 32 weights instead of 22 / 24): a fifth bit per column costs more to extract than the bytes it
 // saves, and llama.cpp's quantizer writes Q5_0 where a K-quant does not divide a row.
 //
+// The int8-activation kernel (linear_quant_int8.cpp) reads the same blocks with the quants in a
+// second arrangement (QuantArrangement::kQuads), the one integer dot products want: each output's
+// 4 consecutive columns in 4 adjacent bytes, 64 outputs after one another (256 bytes per column
+// quad; a 32-byte load is 8 outputs x 4 columns):
+//   - 8-bit quants: column quad j (columns 4j..4j+3) at bytes8 + 256 j + 4 slot + (c % 4);
+//   - 4-bit quants: column octet j at nibbles + 256 j + 4 slot + (c % 4), columns 8j..8j+3 in the
+//     low nibbles, 8j+4..8j+7 in the high ones;
+//   - Q6_K's top two bits: columns 16j..16j+15 at high + 256 j + 4 slot + (c % 4), in bits
+//     2 ((c % 16) / 4) and above.
+// Fields and sizes are the same in both arrangements; Q5_K (fifth bits) has no kQuads form.
+//
 // The value of weight (n, k) is scale(g) · q + offset(g) for the group g of 32 (Q6_K: 16)
 // columns holding k, exactly the dequantization ggml defines:
 //   Q8_0: d · q                     (q signed 8-bit)
@@ -72,6 +83,13 @@ constexpr std::optional<QuantPanelFormat> quant_panel_format(quant::GgmlType typ
   }
 }
 
+// Where the quants of a block sit: column by column (the f32 kernel) or in column quads (the
+// int8 kernel).
+enum class QuantArrangement { kColumns, kQuads };
+
+// Whether the int8-activation kernel computes on a format (every one but Q5_K).
+constexpr bool int8_computable(const QuantPanelFormat& f) { return f.quant_bits != 5; }
+
 // Byte offsets of the fields inside one block of a 64-output panel.
 struct QuantBlockLayout {
   int64_t d = 0;         // f16[64]
@@ -120,7 +138,8 @@ constexpr QuantBlockLayout quant_block_layout(const QuantPanelFormat& f) {
 // GGUF file) into slot `slot` of a panel whose blocks start at `panel`. The panel must be zeroed
 // beforehand; slots never written stay zero (their outputs compute to 0).
 void pack_quant_row(const QuantPanelFormat& format, const uint8_t* row_blocks, int64_t cols,
-                    uint8_t* panel, int64_t slot);
+                    uint8_t* panel, int64_t slot,
+                    QuantArrangement arrangement = QuantArrangement::kColumns);
 
 // Row `row_blocks` as the quantized kernel computes with it: each column's quant as f32 (offset
 // applied: Q4_0 q − 8, Q6_K q − 32), each group's scale and offset (0 for types without one), in
