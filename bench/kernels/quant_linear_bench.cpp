@@ -5,12 +5,13 @@
 // Each quantized type runs with f32 activations and, where the CPU has the kernel, int8 ones
 // (`--activation-dtype int8`; label "<type>/i8").
 // Weights are random GGML blocks (quant::random_blocks), packed as the engine packs them.
-// Usage: rlt_bench_quant_linear [--quick]
+// Usage: rlt_bench_quant_linear [--quick] [--only LABEL] (LABEL as printed: bf16, Q4_K, Q4_K/i8, ...)
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bandwidth_probe.h"
@@ -65,7 +66,15 @@ bool quick_kind(const Kind& k) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+  }
+  auto skip = [&](const Kind& k) {
+    return (quick && !quick_kind(k)) || (!only.empty() && label(k) != only && k.type);
+  };
   const int reps = quick ? 3 : 7;
   fmt::print("threads: {}, kernels: {}\n", omp_get_max_threads(), kernels::cpu_dispatch_target());
   const double copy = bench::copy_bandwidth_gbs();
@@ -88,7 +97,7 @@ int main(int argc, char** argv) {
              "of copy", "weights/ns");
   for (const Shape& s : shapes) {
     for (const auto& kind : kinds) {
-      if (quick && !quick_kind(kind)) continue;
+      if (skip(kind)) continue;
       const kernels::PackedMatrix first = make(kind, s, 1);
       const int64_t copies = std::max<int64_t>(1, (int64_t{256} << 20) / first.bytes() + 1);
       std::vector<kernels::PackedMatrix> ws;
@@ -111,7 +120,7 @@ int main(int argc, char** argv) {
     for (const Shape& s : {shapes[0], shapes[1], shapes[5]}) {
       double bf16 = 0;
       for (const auto& kind : kinds) {
-        if (quick && !quick_kind(kind)) continue;
+        if (skip(kind)) continue;
         const kernels::PackedMatrix w = make(kind, s, 7);
         std::vector<float> x(static_cast<size_t>(m * s.in), 0.5f),
             y(static_cast<size_t>(m * s.out));
