@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_bf16.h"
+#include "kernels/cpu/linear_quant_int8.h"
 #include "model/ouro_weights.h"
 #include "source/model_source.h"
 #ifdef RLT_HAVE_CUDA
@@ -43,7 +44,8 @@ std::string cuda_summary() {
   const cuda::DeviceList list = cuda::list_devices();
   std::string devices;
   for (const auto& d : list.devices)
-    devices += fmt::format("{}{} (sm_{}{})", devices.empty() ? "" : ", ", d.name, d.compute_major, d.compute_minor);
+    devices += fmt::format("{}{} (sm_{}{})", devices.empty() ? "" : ", ", d.name, d.compute_major,
+                           d.compute_minor);
   return fmt::format("built for {}; devices: {}", cuda::compiled_architectures(),
                      devices.empty() ? "none (" + list.why_none + ")" : devices);
 #else
@@ -62,15 +64,16 @@ std::string human_bytes(double bytes) {
 struct WeightReport {
   bool present = false, ok = false, broken = false;
   std::string validation = "ok";
-  size_t bytes = 0;            // as loaded (GGUF: after dequantization)
-  size_t file_bytes = 0;       // as stored
-  std::string dtype = "bf16";  // of the embedding
+  size_t bytes = 0;               // as loaded (GGUF: after dequantization)
+  size_t file_bytes = 0;          // as stored
+  std::string dtype = "bf16";     // of the embedding
   std::string kv_dtype = "bf16";  // the K/V cache's auto dtype
   std::string held_as;            // how the matrices are held: "bf16", or "Q4_1, Q8_0 blocks"
   std::vector<io::GgufTypeCount> types;  // GGUF: stored tensors by type
 };
 
-WeightReport check_weights(const source::ModelSource& src, const io::QuantizedTensors& quantized_to) {
+WeightReport check_weights(const source::ModelSource& src,
+                           const io::QuantizedTensors& quantized_to) {
   WeightReport w;
   const io::ModelConfig& c = src.config();
   Result<io::Checkpoint> ckpt = internal_error("unset");
@@ -78,7 +81,8 @@ WeightReport check_weights(const source::ModelSource& src, const io::QuantizedTe
     w.types = io::gguf_type_summary(*src.gguf());
     for (const auto& t : w.types) w.file_bytes += static_cast<size_t>(t.bytes);
     auto plan = io::gguf_tensor_plan(*src.gguf(), c, quantized_to);
-    ckpt = plan.ok() ? io::Checkpoint::from_views(std::move(plan).value(), {}, {src.path()}) : Result<io::Checkpoint>(plan.status());
+    ckpt = plan.ok() ? io::Checkpoint::from_views(std::move(plan).value(), {}, {src.path()})
+                     : Result<io::Checkpoint>(plan.status());
   } else {
     ckpt = io::Checkpoint::open_dir(src.path());
   }
@@ -94,7 +98,8 @@ WeightReport check_weights(const source::ModelSource& src, const io::QuantizedTe
     w.held_as = io::quantized_types(*ckpt);
     if (!w.held_as.empty()) w.held_as += " blocks";
   } else if (ckpt.status().code() == ErrorCode::kNotFound && !src.gguf()) {
-    w.validation = "config ok; no weights in this folder (model.safetensors or model.safetensors.index.json)";
+    w.validation =
+        "config ok; no weights in this folder (model.safetensors or model.safetensors.index.json)";
   } else {
     w.broken = true;  // files exist but cannot be read: as bad as a wrong tensor set
     w.validation = ckpt.status().to_string();
@@ -120,7 +125,8 @@ std::string tokenizer_summary(const source::ModelSource& src) {
     if (model.ok() && *model) kind += ")";
   }
   auto tmpl = src.chat_template();
-  return fmt::format("{}, {} tokens; chat template {}", kind, (*t)->vocab_size(), tmpl.ok() ? "present" : "absent");
+  return fmt::format("{}, {} tokens; chat template {}", kind, (*t)->vocab_size(),
+                     tmpl.ok() ? "present" : "absent");
 }
 
 int run_info(const InfoOptions& opt) {
@@ -162,49 +168,65 @@ int run_info(const InfoOptions& opt) {
     j["weights_present"] = w.present;
     j["weight_dtype"] = w.dtype;
     j["weight_bytes"] = w.present ? static_cast<int64_t>(w.bytes) : expected_weight_bytes;
-    j["stored_weight_bytes"] = w.present ? static_cast<int64_t>(w.file_bytes) : expected_weight_bytes;
+    j["stored_weight_bytes"] =
+        w.present ? static_cast<int64_t>(w.file_bytes) : expected_weight_bytes;
     nlohmann::ordered_json types = nlohmann::ordered_json::array();
-    for (const auto& t : w.types) types.push_back({{"type", t.type}, {"tensors", t.tensors}, {"bytes", t.bytes}});
+    for (const auto& t : w.types)
+      types.push_back({{"type", t.type}, {"tensors", t.tensors}, {"bytes", t.bytes}});
     j["tensor_types"] = types;
     j["tokenizer"] = tokenizer_summary(*src);
-    j["kv_bytes_per_token"] = {{"last_exited", last_exited}, {"shared", shared}, {"dtype", w.kv_dtype}};
+    j["kv_bytes_per_token"] = {
+        {"last_exited", last_exited}, {"shared", shared}, {"dtype", w.kv_dtype}};
     j["cpu_dispatch_target"] = kernels::cpu_dispatch_target();
     j["cpu_bf16_dot_products"] = kernels::bf16_dot_supported();
+    j["cpu_int8_dot_products"] = kernels::linear_quant_int8_supported();
     j["cuda"] = cuda_summary();
     j["valid"] = !w.broken && (!w.present || w.ok);
     j["validation"] = w.validation;
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << fmt::format("model          {} ({}, {})\n", *path, c.model_type, src->format_name());
-    std::cout << fmt::format("shape          {} layers x {} loops, hidden {}, intermediate {}, vocab {}{}{}\n",
-                             c.num_layers, c.total_ut_steps, c.hidden_size, c.intermediate_size, c.vocab_size,
-                             c.has_exit_gate() ? ", exit gate" : "", c.tie_word_embeddings ? ", tied lm head" : "");
-    std::cout << fmt::format("attention      {} query heads, {} kv heads, head_dim {}, rope theta {}, max positions {}\n",
-                             c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, c.max_position_embeddings);
+    std::cout << fmt::format("model          {} ({}, {})\n", *path, c.model_type,
+                             src->format_name());
+    std::cout << fmt::format(
+        "shape          {} layers x {} loops, hidden {}, intermediate {}, vocab {}{}{}\n",
+        c.num_layers, c.total_ut_steps, c.hidden_size, c.intermediate_size, c.vocab_size,
+        c.has_exit_gate() ? ", exit gate" : "", c.tie_word_embeddings ? ", tied lm head" : "");
+    std::cout << fmt::format(
+        "attention      {} query heads, {} kv heads, head_dim {}, rope theta {}, max positions "
+        "{}\n",
+        c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, c.max_position_embeddings);
     std::cout << fmt::format("parameters     {}\n", with_commas(c.parameter_count()));
-    for (const std::string& note : src->notes()) std::cout << fmt::format("note           {}\n", note);
+    for (const std::string& note : src->notes())
+      std::cout << fmt::format("note           {}\n", note);
     if (!w.types.empty()) {
       std::vector<std::string> parts;
       for (const auto& t : w.types)
-        parts.push_back(fmt::format("{} x{} ({})", t.type, t.tensors, human_bytes(static_cast<double>(t.bytes))));
-      std::cout << fmt::format("stored as      {}: {}\n", human_bytes(static_cast<double>(w.file_bytes)),
+        parts.push_back(fmt::format("{} x{} ({})", t.type, t.tensors,
+                                    human_bytes(static_cast<double>(t.bytes))));
+      std::cout << fmt::format("stored as      {}: {}\n",
+                               human_bytes(static_cast<double>(w.file_bytes)),
                                fmt::join(parts, ", "));
     }
-    std::cout << fmt::format("weights        {} ({}){}\n",
-                             human_bytes(static_cast<double>(w.present ? w.bytes : expected_weight_bytes)), w.held_as,
-                             !w.present ? "; expected size, no weight files present"
-                             : !src->gguf()                  ? ""
-                             : opt.dtype == WeightDType::kAuto
-                                 ? "; as loaded: quantized types the CPU computes on kept as stored, others dequantized (--dtype)"
-                                 : "; as loaded, quantized tensors dequantized (--dtype)");
+    std::cout << fmt::format(
+        "weights        {} ({}){}\n",
+        human_bytes(static_cast<double>(w.present ? w.bytes : expected_weight_bytes)), w.held_as,
+        !w.present                        ? "; expected size, no weight files present"
+        : !src->gguf()                    ? ""
+        : opt.dtype == WeightDType::kAuto ? "; as loaded: quantized types the CPU computes on kept "
+                                            "as stored, others dequantized (--dtype)"
+                                          : "; as loaded, quantized tensors dequantized (--dtype)");
     std::cout << fmt::format("kv per token   last_exited {} ({} planes), shared {} (1 plane), {}\n",
                              human_bytes(static_cast<double>(last_exited)), c.total_ut_steps,
                              human_bytes(static_cast<double>(shared)), w.kv_dtype);
     std::cout << fmt::format("eos ids        {}\n", fmt::join(c.eos_token_ids, ", "));
     std::cout << fmt::format("tokenizer      {}\n", tokenizer_summary(*src));
-    std::cout << fmt::format("cpu kernels    {} (Highway dynamic dispatch); AVX512_BF16 dot products {}\n",
-                             kernels::cpu_dispatch_target(),
-                             kernels::bf16_dot_supported() ? "available (--activation-dtype bf16)" : "not available");
+    std::cout << fmt::format(
+        "cpu kernels    {} (Highway dynamic dispatch); AVX512_BF16 dot products {}; "
+        "int8 dot products {}\n",
+        kernels::cpu_dispatch_target(),
+        kernels::bf16_dot_supported() ? "available (--activation-dtype bf16)" : "not available",
+        kernels::linear_quant_int8_supported() ? "available (--activation-dtype int8)"
+                                               : "not available");
     std::cout << fmt::format("cuda           {}\n", cuda_summary());
     std::cout << fmt::format("validation     {}\n", w.validation);
   }
@@ -215,7 +237,9 @@ int run_info(const InfoOptions& opt) {
 
 void add_info_command(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<InfoOptions>();
-  CLI::App* cmd = app.add_subcommand("info", "Describe a model folder or GGUF file: shape, parameters, weight and KV sizes, tokenizer, validation");
+  CLI::App* cmd = app.add_subcommand("info",
+                                     "Describe a model folder or GGUF file: shape, parameters, "
+                                     "weight and KV sizes, tokenizer, validation");
   cmd->add_option("--model", opt->model, kModelFlagHelp);
   add_enum_option(*cmd, "--dtype", opt->dtype, parse_weight_dtype, kWeightDTypeHelp);
   cmd->add_flag("--json", opt->json, "Print JSON instead of text");

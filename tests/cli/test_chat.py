@@ -87,8 +87,16 @@ class ChatInTmux(unittest.TestCase):
         self.send("C-c")
         self.wait_for("(/exit quits)", 10)
         # Ctrl-C during a long reply stops it; the program keeps running and answers again.
-        self.send("Write a very long story about a dragon who learns to bake bread.", "Enter")
-        time.sleep(3)
+        # Ctrl-C goes as soon as the reply shows (a fixed sleep raced the whole 400-token reply on
+        # a fast machine).
+        question = "Write a very long story about a dragon who learns to bake bread."
+        self.send(question, "Enter")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            after = self.screen().split(question, 1)[-1].strip()
+            if after:
+                break
+            time.sleep(0.1)
         self.send("C-c")
         self.wait_for("[stopped]", 30)
         answer = self.ask("Name a color.")

@@ -130,6 +130,19 @@ class SmolLM2Gguf(unittest.TestCase):
         info = json.loads(rlt("info", "--model", self.gguf, "--json"))
         self.assertEqual(info["weight_dtype"], "q8_0", "the embedding stays in its Q8_0 blocks")
 
+    def test_llamacpp_requantizations_match_the_oracle(self):
+        # llama.cpp's own Q8_0 and Q4_K_M requantizations of the file (Q4_K_M: Q4_K, Q6_K, Q5_0
+        # and Q8_0 tensors), where bench/peer/llamacpp_quant_peer.py has made them: rlt computing
+        # on those blocks as stored against the oracle on their dequantized values.
+        peer = os.path.join(os.path.dirname(self.gguf), "peer")
+        files = [os.path.join(peer, f"SmolLM2-135M-Instruct.{kind}.gguf") for kind in ("Q8_0", "Q4_K_M")]
+        files = [f for f in files if os.path.exists(f)]
+        if not files:
+            self.skipTest(f"no llama.cpp requantizations in {peer} (bench/peer/llamacpp_quant_peer.py makes them)")
+        for path in files:
+            with self.subTest(file=os.path.basename(path)):
+                self.check_against_oracle("auto", prompts=2, engine_too=True, path=path)
+
     def test_converted_files_match_the_oracle(self):
         # `rlt convert --to gguf`: the file requantized into Q8_0 and Q4_K (SmolLM2's 576-wide
         # rows fall back to Q8_0, the 1536-wide down projections take Q4_K) and read back by the

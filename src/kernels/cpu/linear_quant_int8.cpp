@@ -26,7 +26,6 @@ using quant::GgmlType;
 constexpr int64_t kPanel = PackedMatrix::kPanelWidth;
 constexpr int64_t kQuadBytes = 4 * kPanel;  // one column quad (octet for nibbles) of 64 outputs
 constexpr int kVectors = kPanel / 8;        // 8 int32 / f32 lanes per 256-bit vector
-constexpr int64_t kPrefetchBytes = 2048;    // as the f32 kernels: more misses in flight
 
 template <GgmlType T>
 struct Int8Traits {
@@ -171,10 +170,12 @@ HWY_INLINE void Int8Tile(const QuantizedActivations& a, int64_t r0,
     const uint8_t* blk = panel + b * f.block_bytes;
     const int64_t col0 = b * f.block_cols;
     for (int64_t g = 0; g < kGroups; ++g) {
-      if constexpr (kR == 1) {  // decode streams the panel: ask for the lines ahead
-        const char* ahead =
-            reinterpret_cast<const char*>(blk) + g * Tr::kGroupBytes + kPrefetchBytes;
-        for (int64_t line = 0; line < Tr::kGroupBytes; line += 64) __builtin_prefetch(ahead + line);
+      if constexpr (kR == 1) {
+        // Decode streams the panel: each group asks for its share of the next block. A block's
+        // fields are separate regions (scales, nibbles, Q6_K's top bits) read side by side, so
+        // a fixed distance ahead of one position would leave the later regions to the hardware.
+        const char* next = reinterpret_cast<const char*>(blk) + f.block_bytes + g * Tr::kGroupBytes;
+        for (int64_t line = 0; line < Tr::kGroupBytes; line += 64) __builtin_prefetch(next + line);
       }
       __m256i acc[kR][kV];
       for (int r = 0; r < kR; ++r)
