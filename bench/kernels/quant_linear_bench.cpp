@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K,
                      GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     kinds.push_back({t, false});
-    if (kernels::linear_quant_int8_supported() && t != GgmlType::kQ5_K) kinds.push_back({t, true});
+    if (kernels::linear_quant_int8_supported()) kinds.push_back({t, true});
   }
   const Shape shapes[] = {
       {"ouro q/k/v/o 2048x2048", 2048, 2048}, {"ouro gate/up 5632x2048", 5632, 2048},

@@ -114,7 +114,9 @@ DType OuroModel::weight_dtype() const {
   return best;
 }
 
-std::string OuroModel::quantized_types() const { return io::quantized_types(checkpoint); }
+std::string OuroModel::quantized_types() const {
+  return io::quantized_types(checkpoint);
+}
 
 int64_t OuroModel::core_weight_bytes_per_loop() const {
   int64_t bytes = 0;
@@ -149,8 +151,9 @@ io::QuantizedTensors quantized_tensors(WeightDType weights, bool for_cpu) {
   io::QuantizedTensors q(source::weight_dtype(weights));
   if (weights == WeightDType::kAuto && for_cpu) {
     for (quant::GgmlType t :
-         {quant::GgmlType::kQ8_0, quant::GgmlType::kQ4_0, quant::GgmlType::kQ4_1, quant::GgmlType::kQ5_0,
-          quant::GgmlType::kQ5_1, quant::GgmlType::kQ4_K, quant::GgmlType::kQ5_K, quant::GgmlType::kQ6_K}) {
+         {quant::GgmlType::kQ8_0, quant::GgmlType::kQ4_0, quant::GgmlType::kQ4_1,
+          quant::GgmlType::kQ5_0, quant::GgmlType::kQ5_1, quant::GgmlType::kQ4_K,
+          quant::GgmlType::kQ5_K, quant::GgmlType::kQ6_K}) {
       if (kernels::quant_panel_format(t)) q.keep.insert(t);
     }
   }
@@ -160,9 +163,8 @@ io::QuantizedTensors quantized_tensors(WeightDType weights, bool for_cpu) {
 namespace {
 
 // --activation-dtype int8 applies to quantized weights on a CPU with the kernel; it is an explicit
-// choice, so anything else is an error rather than a silent f32 run. Types without an int8
-// kernel keep f32 activations, with a note.
-Status check_int8_activations(OuroModel& model, const LoadOptions& options) {
+// choice, so anything else is an error rather than a silent f32 run.
+Status check_int8_activations(const OuroModel& model, const LoadOptions& options) {
   if (!options.pack_for_cpu) return Status::ok_status();  // the engine refuses GPU runs itself
   if (!kernels::linear_quant_int8_supported()) {
     return unimplemented(
@@ -177,17 +179,13 @@ Status check_int8_activations(OuroModel& model, const LoadOptions& options) {
         "GGUF file, add --quantize q8_0|q4_k|q6_k, or use --activation-dtype f32",
         model.dir, dtype_name(model.weight_dtype())));
   }
-  if (types.find("Q5_K") != std::string::npos) {
-    model.load_notes.push_back(
-        "--activation-dtype int8: matrices holding Q5_K blocks keep f32 activations (the int8 "
-        "kernel covers Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K)");
-  }
   return Status::ok_status();
 }
 
 }  // namespace
 
-Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& path, LoadOptions options) {
+Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& path,
+                                                         LoadOptions options) {
   RLT_ASSIGN_OR_RETURN(source::ModelSource source, source::ModelSource::open(path));
   return load_ouro_model(source, options);
 }
@@ -200,7 +198,7 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
   model->config = source.config();
   model->generation = source.generation();
   RLT_ASSIGN_OR_RETURN(model->checkpoint, source.open_checkpoint(quantized_tensors(
-                                                options.quantized, options.pack_for_cpu)));
+                                              options.quantized, options.pack_for_cpu)));
   if (options.quantize != QuantizeType::kNone) {
     if (source.format() == source::ModelFormat::kGguf) {
       return invalid_argument(fmt::format(

@@ -52,7 +52,7 @@ struct LoadOptions {
   // Round activations to bf16 in the linear layers (bf16 weights, AVX512_BF16 CPUs only).
   bool bf16_activations = false;
   // Round activations to 8 bits per 32 columns for the quantized matrices (integer dot products;
-  // AVX2 CPUs). Needs quantized weights; types without an int8 kernel (Q5_K) keep f32 activations.
+  // AVX2 CPUs). Needs quantized weights.
   bool int8_activations = false;
   // Pack the linear weights for the CPU kernels. GPU runs upload the checkpoint's tensors instead
   // and leave the packed matrices empty (no second host copy of the weights).

@@ -166,14 +166,14 @@ TEST_P(LinearQuantInt8Test, SwiGLUEqualsSeparateProducts) {
 INSTANTIATE_TEST_SUITE_P(Types, LinearQuantInt8Test,
                          ::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
                                            GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
-                                           GgmlType::kQ6_K),
+                                           GgmlType::kQ5_K, GgmlType::kQ6_K),
                          [](const auto& info) {
                            return std::string(quant::ggml_type_name(info.param));
                          });
 
-// Q4_K_M's q/k/v: Q4_K and Q6_K panels side by side in the int8 layout too; a Q5_K part (no int8
-// kernel) keeps the whole matrix on f32 activations.
-TEST(LinearQuantInt8Concat, MixedTypesAndQ5KFallback) {
+// Q4_K_M's q/k/v: Q4_K and Q6_K panels side by side in the int8 layout too (and Q5_K_M's Q5_K);
+// types that meet inside a panel fall back to f32 panels as with f32 activations.
+TEST(LinearQuantInt8Concat, MixedTypesAtPanelBoundaries) {
   if (!linear_quant_int8_supported()) GTEST_SKIP() << "this CPU has no int8 kernel (needs AVX2)";
   std::mt19937 rng(11);
   const int64_t k = 512, m = 6;
@@ -195,9 +195,11 @@ TEST(LinearQuantInt8Concat, MixedTypesAndQ5KFallback) {
     first += part->rows;
   }
   const QuantRows five = random_rows(GgmlType::kQ5_K, 64, k, rng);
-  EXPECT_EQ(PackedMatrix::pack(five.view(), kInt8).layout(), PackedMatrix::Layout::kQuant);
   EXPECT_EQ(PackedMatrix::pack_concat({q.view(), five.view()}, kInt8).layout(),
-            PackedMatrix::Layout::kQuant);
+            PackedMatrix::Layout::kQuantInt8);
+  EXPECT_EQ(PackedMatrix::pack_concat({v.view(), five.view()}, kInt8).layout(),
+            PackedMatrix::Layout::kPanels)
+      << "70 rows: the types would meet inside a panel";
 }
 
 // Rounding: q in [-127, 127], |x − d·q| ≤ d/2 (plus the f32 division's ulp), the sums exact; a

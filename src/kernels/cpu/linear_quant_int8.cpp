@@ -124,6 +124,34 @@ HWY_INLINE void GroupDots(const uint8_t* HWY_RESTRICT blk, int64_t g, int v0,
     for (int r = 0; r < kR; ++r)
       for (int v = 0; v < kV; ++v)
         acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_madd_epi16(s16[r][v], ones));
+  } else if constexpr (f.quant_bits == 5) {
+    // Q5_K: nibbles plus a fifth bit per column, column quad k of the group in bit k of its
+    // bytes. A pair sum reaches 2 · 31 · 127, so two octets (4 products per lane) add up in int16
+    // (≤ 31496) before each widening.
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    for (int v = 0; v < kV; ++v) {
+      const __m256i h = LoadBytes(blk + l.high + g * kQuadBytes + (v0 + v) * 32);
+      __m256i s16[kR];
+      for (int o = 0; o < 4; ++o) {  // the group's octets: quads 2o (low nibbles), 2o + 1 (high)
+        const __m256i raw = LoadBytes(blk + l.nibbles + (4 * g + o) * kQuadBytes + (v0 + v) * 32);
+        // Bit k of each byte to bit 4 (16-bit shifts: what crosses a byte is masked off).
+        const int k = 2 * o;
+        const __m256i hb_lo = k <= 4 ? _mm256_slli_epi16(h, 4 - k) : _mm256_srli_epi16(h, k - 4);
+        const __m256i hb_hi =
+            k + 1 <= 4 ? _mm256_slli_epi16(h, 3 - k) : _mm256_srli_epi16(h, k - 3);
+        const __m256i lo =
+            _mm256_or_si256(_mm256_and_si256(raw, low4), _mm256_and_si256(hb_lo, bit4));
+        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low4),
+                                           _mm256_and_si256(hb_hi, bit4));
+        for (int r = 0; r < kR; ++r) {
+          const int8_t* xr = xq[r] + col0 + gc + 8 * o;
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, BroadcastQuad(xr)),
+                                             _mm256_maddubs_epi16(hi, BroadcastQuad(xr + 4)));
+          s16[r] = o % 2 == 0 ? p : _mm256_add_epi16(s16[r], p);
+          if (o % 2 == 1) acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_madd_epi16(s16[r], ones));
+        }
+      }
+    }
   } else {
     static_assert(T == GgmlType::kQ6_K);
     // Q6_K: a group is 16 columns, two nibble octets and one set of top bits. A pair sum reaches
@@ -245,6 +273,8 @@ Int8PanelFn int8_panel_fn(GgmlType type) {
       return &Int8Panel<GgmlType::kQ5_1>;
     case GgmlType::kQ4_K:
       return &Int8Panel<GgmlType::kQ4_K>;
+    case GgmlType::kQ5_K:
+      return &Int8Panel<GgmlType::kQ5_K>;
     case GgmlType::kQ6_K:
       return &Int8Panel<GgmlType::kQ6_K>;
     default:

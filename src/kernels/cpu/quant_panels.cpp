@@ -140,7 +140,10 @@ void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_
         }
         dst[l.nibbles + (c / 8) * 4 * kPanel + lane] |=
             static_cast<uint8_t>((q & 0xF) << (4 * (c % 8 / 4)));
-        if (f.quant_bits == 6)
+        if (f.quant_bits == 5)
+          dst[l.high + (c / 32) * 4 * kPanel + lane] |=
+              static_cast<uint8_t>((q >> 4) << (c % 32 / 4));
+        else if (f.quant_bits == 6)
           dst[l.high + (c / 16) * 4 * kPanel + lane] |=
               static_cast<uint8_t>((q >> 4) << (2 * (c % 16 / 4)));
         continue;

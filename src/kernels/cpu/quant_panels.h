@@ -24,9 +24,11 @@
 //   - 8-bit quants: column quad j (columns 4j..4j+3) at bytes8 + 256 j + 4 slot + (c % 4);
 //   - 4-bit quants: column octet j at nibbles + 256 j + 4 slot + (c % 4), columns 8j..8j+3 in the
 //     low nibbles, 8j+4..8j+7 in the high ones;
+//   - Q5_K's fifth bits: columns 32j..32j+31 at high + 256 j + 4 slot + (c % 4), in bit
+//     (c % 32) / 4;
 //   - Q6_K's top two bits: columns 16j..16j+15 at high + 256 j + 4 slot + (c % 4), in bits
 //     2 ((c % 16) / 4) and above.
-// Fields and sizes are the same in both arrangements; Q5_K (fifth bits) has no kQuads form.
+// Fields and sizes are the same in both arrangements.
 //
 // The value of weight (n, k) is scale(g) · q + offset(g) for the group g of 32 (Q6_K: 16)
 // columns holding k, exactly the dequantization ggml defines:
@@ -87,8 +89,8 @@ constexpr std::optional<QuantPanelFormat> quant_panel_format(quant::GgmlType typ
 // int8 kernel).
 enum class QuantArrangement { kColumns, kQuads };
 
-// Whether the int8-activation kernel computes on a format (every one but Q5_K).
-constexpr bool int8_computable(const QuantPanelFormat& f) { return f.quant_bits != 5; }
+// Whether the int8-activation kernel computes on a format (every one).
+constexpr bool int8_computable(const QuantPanelFormat&) { return true; }
 
 // Byte offsets of the fields inside one block of a 64-output panel.
 struct QuantBlockLayout {
