@@ -12,6 +12,7 @@
 #include "common/half.h"
 #include "io/gguf_writer.h"
 #include "quant/ggml_type.h"
+#include "quant/random_blocks.h"
 
 namespace rlt::io::testing {
 
@@ -22,7 +23,8 @@ struct TinyGguf {
   int64_t hidden = 32, heads = 2, kv_heads = 1, intermediate = 64, layers = 1, vocab = 32;
 };
 
-// Random bytes of a tensor of `type` with finite f16 scales where the block has them.
+// Random bytes of a tensor of `type`: floats of small magnitude, or GGML blocks with finite f16
+// scales (quant::random_blocks).
 inline std::vector<uint8_t> random_tensor_bytes(quant::GgmlType type, int64_t rows, int64_t cols,
                                                 std::mt19937& rng) {
   const auto info = *quant::ggml_type_info(static_cast<uint32_t>(type));
@@ -41,14 +43,8 @@ inline std::vector<uint8_t> random_tensor_bytes(quant::GgmlType type, int64_t ro
     }
   } else if (type == quant::GgmlType::kF16 || type == quant::GgmlType::kBF16) {
     for (size_t i = 0; i < b.size(); i += 2) half_at(i);
-  } else {
-    std::vector<size_t> scales = {0};
-    if (type == quant::GgmlType::kQ4_1 || type == quant::GgmlType::kQ5_1 ||
-        type == quant::GgmlType::kQ4_K || type == quant::GgmlType::kQ5_K)
-      scales = {0, 2};
-    if (type == quant::GgmlType::kQ6_K) scales = {208};
-    for (size_t block = 0; block < b.size(); block += static_cast<size_t>(info.block_bytes))
-      for (size_t off : scales) half_at(block + off);
+  } else if (info.block_elems > 1) {  // quant::random_blocks sets each type's f16 fields
+    b = quant::random_blocks(type, rows * cols / info.block_elems, static_cast<uint32_t>(rng()));
   }
   return b;
 }
