@@ -161,7 +161,7 @@ Result<GgufExportReport> export_gguf(const Checkpoint& checkpoint, const ModelCo
   const GgmlType wanted = o.matrix_type;
   GgufExportReport report;
   std::vector<Planned> plan;
-  int64_t fallbacks = 0;
+  std::map<std::string, int64_t> fallbacks;  // type written instead -> matrices
   for (const auto& [name, t] : checkpoint.tensors()) {
     const std::optional<std::string> gguf_name = gguf_tensor_name(name, ouro);
     if (!gguf_name) {
@@ -178,11 +178,9 @@ Result<GgufExportReport> export_gguf(const Checkpoint& checkpoint, const ModelCo
       p.type = t.quant ? *t.quant : ggml_float_type(t.dtype);
     } else if (matrix) {
       p.type = wanted;
-      if (!quant::ggml_row_bytes(p.type, t.shape[1])) {
-        p.type = GgmlType::kQ8_0;
-        ++fallbacks;
-      }
+      if (!quant::ggml_row_bytes(p.type, t.shape[1])) p.type = GgmlType::kQ8_0;
       if (!quant::ggml_row_bytes(p.type, t.shape[1])) p.type = GgmlType::kF32;
+      if (p.type != wanted) ++fallbacks[std::string(quant::ggml_type_name(p.type))];
       p.interleave =
           name.ends_with("self_attn.q_proj.weight") || name.ends_with("self_attn.k_proj.weight");
     } else {
@@ -190,10 +188,10 @@ Result<GgufExportReport> export_gguf(const Checkpoint& checkpoint, const ModelCo
     }
     plan.push_back(p);
   }
-  if (fallbacks > 0) {
-    report.notes.push_back(
-        fmt::format("{} matri{} with an input width not a whole number of {}'s blocks: Q8_0",
-                    fallbacks, fallbacks == 1 ? "x" : "ces", quant::ggml_type_name(wanted)));
+  for (const auto& [type, count] : fallbacks) {
+    report.notes.push_back(fmt::format(
+        "{} matri{} with an input width not a whole number of {}'s blocks: written as {}", count,
+        count == 1 ? "x" : "ces", quant::ggml_type_name(wanted), type));
   }
   std::sort(plan.begin(), plan.end(), [](const Planned& a, const Planned& b) {
     return file_order(a.gguf_name) < file_order(b.gguf_name);

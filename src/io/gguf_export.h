@@ -25,7 +25,7 @@ namespace rlt::io {
 struct GgufExportOptions {
   // The linear layers' type: Q8_0, Q4_K, Q6_K (ggml's reference quantizers), or F32 / F16 / BF16.
   // A matrix whose width is not a whole number of a K-quant's blocks falls back to Q8_0, as
-  // llama.cpp's quantizer does.
+  // llama.cpp's quantizer does, and to F32 when not even Q8_0's 32 divide it; the report says so.
   quant::GgmlType matrix_type = quant::GgmlType::kQ8_0;
   // A GGUF source: every metadata key is copied (tokenizer and chat template included) but the
   // file type; without one the keys are written from the config (no tokenizer vocabulary).

@@ -130,6 +130,30 @@ TEST_F(GgufExport, ReexportInTheSameTypeKeepsTheBlocks) {
   EXPECT_EQ(**arch, "ouro");
 }
 
+// The demo model's 688-wide down projections: no block of 32 or 256 divides them, so they are
+// written as F32 and the report says so; the other matrices take the type asked for.
+TEST_F(GgufExport, WidthsNoBlockDividesAreWrittenAsF32) {
+  RandomCheckpointShape s{.vocab = 64,
+                          .hidden = 256,
+                          .intermediate = 688,
+                          .layers = 1,
+                          .heads = 4,
+                          .kv_heads = 2,
+                          .head_dim = 64,
+                          .loops = 2,
+                          .max_positions = 64};
+  const std::string odd = (dir_ / "odd").string(), out = file("odd.gguf");
+  ASSERT_TRUE(write_random_checkpoint(odd, s, 3).ok());
+  const io::GgufExportReport report = convert(odd, quant::GgmlType::kQ4_K, out);
+  ASSERT_EQ(report.notes.size(), 1u);  // the 256-wide matrices take Q4_K; down (688): F32
+  EXPECT_NE(report.notes[0].find("written as F32"), std::string::npos) << report.notes[0];
+  auto gguf = io::GgufFile::open(out);
+  ASSERT_TRUE(gguf.ok());
+  EXPECT_EQ((*gguf)->find_tensor("blk.0.ffn_down.weight")->type, quant::GgmlType::kF32);
+  EXPECT_EQ((*gguf)->find_tensor("blk.0.ffn_gate.weight")->type, quant::GgmlType::kQ4_K);
+  EXPECT_TRUE(load_ouro_model(out).ok());
+}
+
 TEST_F(GgufExport, UnknownTypeIsNamed) {
   auto t = io::parse_gguf_export_type("q3_k");
   ASSERT_FALSE(t.ok());
