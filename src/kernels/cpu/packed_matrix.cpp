@@ -65,12 +65,9 @@ bool quant_packable(const std::vector<WeightMatrix>& parts, bool concatenated) {
   return true;
 }
 
-// Whether quantized parts go to the int8-activation kernel.
-bool int8_layout(const std::vector<WeightMatrix>& parts, const PackOptions& options) {
-  if (!options.int8_activations || !linear_quant_int8_supported()) return false;
-  for (const auto& p : parts)
-    if (!int8_computable(*quant_panel_format(*p.quant))) return false;
-  return true;
+// Whether quantized parts go to the int8-activation kernel (it computes on every panel format).
+bool int8_layout(const PackOptions& options) {
+  return options.int8_activations && linear_quant_int8_supported();
 }
 
 }  // namespace
@@ -200,7 +197,7 @@ PackedMatrix PackedMatrix::pack_concat(const std::vector<WeightMatrix>& parts, O
     return RowRef{};
   };
   if (any_quantized(parts) && quant_packable(parts, true))
-    return build_quant(Epilogue::kStore, int8_layout(parts, options), rows, rows, cols, source);
+    return build_quant(Epilogue::kStore, int8_layout(options), rows, rows, cols, source);
   return build(common_dtype(parts), Epilogue::kStore, options, rows, rows, cols, source);
 }
 
@@ -218,7 +215,7 @@ PackedMatrix PackedMatrix::pack_swiglu(const WeightMatrix& gate, const WeightMat
     return RowRef{slot < kHalf ? &parts[0] : &parts[1], out};
   };
   if (any_quantized(parts) && quant_packable(parts, false))
-    return build_quant(Epilogue::kSwiGLU, int8_layout(parts, options), n, panels * kPanelWidth,
+    return build_quant(Epilogue::kSwiGLU, int8_layout(options), n, panels * kPanelWidth,
                        gate.cols, source);
   return build(common_dtype(parts), Epilogue::kSwiGLU, options, n, panels * kPanelWidth, gate.cols,
                source);

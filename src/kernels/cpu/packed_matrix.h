@@ -29,8 +29,8 @@ struct PackOptions {
   // Use the bf16 dot-product kernel for bf16 weights where the CPU has it (activations are then
   // rounded to bf16). Ignored for other dtypes or CPUs.
   bool bf16_activations = false;
-  // Lay quantized matrices out for the int8-activation kernel where the CPU has it and every
-  // part's type is one it computes on (linear_quant_int8.h); others keep f32 activations.
+  // Lay quantized matrices out for the int8-activation kernel where the CPU has it
+  // (linear_quant_int8.h); float matrices keep f32 activations.
   bool int8_activations = false;
 };
 

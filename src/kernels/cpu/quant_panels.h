@@ -89,9 +89,6 @@ constexpr std::optional<QuantPanelFormat> quant_panel_format(quant::GgmlType typ
 // int8 kernel).
 enum class QuantArrangement { kColumns, kQuads };
 
-// Whether the int8-activation kernel computes on a format (every one).
-constexpr bool int8_computable(const QuantPanelFormat&) { return true; }
-
 // Byte offsets of the fields inside one block of a 64-output panel.
 struct QuantBlockLayout {
   int64_t d = 0;         // f16[64]
