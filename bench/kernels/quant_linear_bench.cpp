@@ -5,7 +5,9 @@
 // Each quantized type runs with f32 activations and, where the CPU has the kernel, int8 ones
 // (`--activation-dtype int8`; label "<type>/i8").
 // Weights are random GGML blocks (quant::random_blocks), packed as the engine packs them.
-// Usage: rlt_bench_quant_linear [--quick] [--only LABEL] (LABEL as printed: bf16, Q4_K, Q4_K/i8, ...)
+//   GEMV from L2 (one thread): the decoding ceiling, what the arithmetic alone allows.
+// Usage: rlt_bench_quant_linear [--quick] [--only LABEL] [--ceiling] (LABEL as printed: bf16,
+// Q4_K, Q4_K/i8, ...; --ceiling runs only the from-L2 section)
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -68,9 +70,11 @@ bool quick_kind(const Kind& k) {
 int main(int argc, char** argv) {
   bool quick = false;
   std::string only;
+  bool ceiling_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+    if (std::strcmp(argv[i], "--ceiling") == 0) ceiling_only = true;
   }
   auto skip = [&](const Kind& k) {
     if (!only.empty()) return k.type && label(k) != only;  // bf16 stays: the ratios' reference
@@ -97,6 +101,7 @@ int main(int argc, char** argv) {
   fmt::print("{:<28} {:<6} {:>10} {:>10} {:>12}\n", "GEMV (1 row, from memory)", "type", "GB/s",
              "of copy", "weights/ns");
   for (const Shape& s : shapes) {
+    if (ceiling_only) break;
     for (const auto& kind : kinds) {
       if (skip(kind)) continue;
       const kernels::PackedMatrix first = make(kind, s, 1);
@@ -116,6 +121,28 @@ int main(int argc, char** argv) {
                  100.0 * r.ratio, weights_per_ns);
     }
   }
+  // The decoding ceiling: one thread on a matrix its L2 holds (128 x 2048: at most 280 KiB), so
+  // the rate is what the kernel's arithmetic allows. A type whose ceiling is not well above the
+  // per-thread share of the copy bandwidth is bound by decoding, not by memory.
+  fmt::print("\n{:<28} {:<6} {:>10} {:>10}\n", "GEMV (1 row, from L2)", "type", "weights/ns",
+             "GB/s");
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  for (const auto& kind : kinds) {
+    if (skip(kind)) continue;
+    const Shape s{"", 128, 2048};
+    const kernels::PackedMatrix w = make(kind, s, 3);
+    std::vector<float> x(static_cast<size_t>(s.in), 0.5f), y(static_cast<size_t>(s.out));
+    constexpr int kPasses = 200;
+    const double secs = bench::best_seconds(reps * 3, [&] {
+      for (int i = 0; i < kPasses; ++i) kernels::linear(x.data(), 1, w, y.data());
+    });
+    fmt::print("{:<28} {:<6} {:>10.2f} {:>10.1f}\n", "128x2048, 1 thread", label(kind),
+               kPasses * static_cast<double>(s.out * s.in) / secs / 1e9,
+               kPasses * static_cast<double>(w.bytes()) / secs / 1e9);
+  }
+  omp_set_num_threads(threads);
+  if (ceiling_only) return 0;
   fmt::print("\n{:<28} {:<6} {:>10} {:>10}\n", "GEMM", "type", "GFLOP/s", "of bf16");
   for (int64_t m : {16, 128, 512}) {
     for (const Shape& s : {shapes[0], shapes[1], shapes[5]}) {

@@ -31,8 +31,6 @@ template <GgmlType T>
 struct Int8Traits {
   static constexpr QuantPanelFormat kFormat = *quant_panel_format(T);
   static constexpr QuantBlockLayout kLayout = quant_block_layout(kFormat);
-  static constexpr int64_t kGroupBytes =
-      kFormat.block_bytes * kFormat.group_cols / kFormat.block_cols;
 };
 
 HWY_INLINE __m256i LoadBytes(const uint8_t* p) {
@@ -45,40 +43,69 @@ HWY_INLINE __m256i BroadcastQuad(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// The block-wide factors of the 8 outputs from slot s0: d, and dmin where the type has one.
+template <GgmlType T>
+struct BlockFactors {
+  __m256 d, dmin;
+};
+template <GgmlType T>
+HWY_INLINE BlockFactors<T> LoadBlockFactors(const uint8_t* blk, int64_t s0) {
+  constexpr QuantBlockLayout l = Int8Traits<T>::kLayout;
+  BlockFactors<T> f;
+  f.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + l.d + 2 * s0)));
+  if constexpr (Int8Traits<T>::kFormat.has_offset)
+    f.dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + l.m + 2 * s0)));
+  else
+    f.dmin = _mm256_setzero_ps();
+  return f;
+}
+
 // Group g's scale and offset for the 8 outputs from slot s0, rounded as the f32 kernel's (and
 // ggml's dequantization: d · sc once, the offset −(dmin · m) likewise).
 template <GgmlType T>
-HWY_INLINE void Scales(const uint8_t* blk, int64_t g, int64_t s0, __m256& s, __m256& o) {
+HWY_INLINE void Scales(const uint8_t* blk, const BlockFactors<T>& f, int64_t g, int64_t s0,
+                       __m256& s, __m256& o) {
   using Tr = Int8Traits<T>;
   constexpr QuantBlockLayout l = Tr::kLayout;
-  const __m256 d =
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + l.d + 2 * s0)));
   if constexpr (Tr::kFormat.block_cols == 32) {
-    s = d;
-    if constexpr (Tr::kFormat.has_offset)
-      o = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + l.m + 2 * s0)));
+    s = f.d;
+    o = f.dmin;
   } else if constexpr (T == GgmlType::kQ6_K) {
     const __m128i sc =
         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + l.scales + g * kPanel + s0));
-    s = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
+    s = _mm256_mul_ps(f.d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
   } else {
     const __m128i sc =
         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + l.scales + g * kPanel + s0));
     const __m128i mn =
         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + l.mins + g * kPanel + s0));
-    const __m256 dmin =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + l.m + 2 * s0)));
-    s = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
-    o = _mm256_xor_ps(_mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn))),
+    s = _mm256_mul_ps(f.d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
+    o = _mm256_xor_ps(_mm256_mul_ps(f.dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn))),
                       _mm256_set1_ps(-0.0f));
   }
+}
+
+// A stretch of the panel to prefetch, spread over the `parts` steps of a group's loop so that
+// misses stay in flight alongside the arithmetic rather than arriving in one burst.
+struct Ahead {
+  const char* at = nullptr;  // null: nothing to prefetch (prefill tiles)
+  int64_t bytes = 0;
+};
+template <int kParts>
+HWY_INLINE void PrefetchPart(const Ahead& ahead, int part) {
+  if (ahead.at == nullptr) return;
+  constexpr int64_t kLine = 64;
+  const int64_t lines = (ahead.bytes + kLine - 1) / kLine, per = (lines + kParts - 1) / kParts;
+  for (int64_t i = part * per; i < std::min(lines, (part + 1) * per); ++i)
+    __builtin_prefetch(ahead.at + i * kLine);
 }
 
 // Σ q · qx over group g of block `blk` (columns col0.. of the activations) for kR rows and the kV
 // vectors of outputs from vector v0, added to acc in int32 (exact: see the bounds below).
 template <GgmlType T, int kR, int kV>
 HWY_INLINE void GroupDots(const uint8_t* HWY_RESTRICT blk, int64_t g, int v0,
-                          const int8_t* const (&xq)[kR], int64_t col0, __m256i (&acc)[kR][kV]) {
+                          const int8_t* const (&xq)[kR], int64_t col0, __m256i (&acc)[kR][kV],
+                          const Ahead& ahead = {}) {
   using Tr = Int8Traits<T>;
   constexpr QuantPanelFormat f = Tr::kFormat;
   constexpr QuantBlockLayout l = Tr::kLayout;
@@ -90,6 +117,7 @@ HWY_INLINE void GroupDots(const uint8_t* HWY_RESTRICT blk, int64_t g, int v0,
   if constexpr (f.quant_bits == 8) {
     // One quad at a time: a Q8_0 pair sum reaches 2 · 127 · 127, so each goes to int32 at once.
     for (int64_t j = gc / 4; j < (gc + f.group_cols) / 4; ++j) {
+      PrefetchPart<f.group_cols / 4>(ahead, static_cast<int>(j - gc / 4));
       for (int v = 0; v < kV; ++v) {
         const __m256i w = LoadBytes(blk + l.bytes8 + j * kQuadBytes + (v0 + v) * 32);
         const __m256i aw = T == GgmlType::kQ8_0 ? _mm256_abs_epi8(w) : w;
@@ -109,6 +137,7 @@ HWY_INLINE void GroupDots(const uint8_t* HWY_RESTRICT blk, int64_t g, int v0,
     for (int r = 0; r < kR; ++r)
       for (int v = 0; v < kV; ++v) s16[r][v] = _mm256_setzero_si256();
     for (int64_t j = gc / 8; j < (gc + f.group_cols) / 8; ++j) {
+      PrefetchPart<f.group_cols / 8>(ahead, static_cast<int>(j - gc / 8));
       for (int v = 0; v < kV; ++v) {
         const __m256i raw = LoadBytes(blk + l.nibbles + j * kQuadBytes + (v0 + v) * 32);
         const __m256i lo = _mm256_and_si256(raw, low4);
@@ -125,51 +154,60 @@ HWY_INLINE void GroupDots(const uint8_t* HWY_RESTRICT blk, int64_t g, int v0,
       for (int v = 0; v < kV; ++v)
         acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_madd_epi16(s16[r][v], ones));
   } else if constexpr (f.quant_bits == 5) {
-    // Q5_K: nibbles plus a fifth bit per column, column quad k of the group in bit k of its
-    // bytes. A pair sum reaches 2 · 31 · 127, so two octets (4 products per lane) add up in int16
-    // (≤ 31496) before each widening.
-    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    // Q5_K: five carrier quads per group (quant_panels.h). A pair sum reaches 2 · 31 · 127, so
+    // four quads (two products per lane each) add up in int16 (≤ 31496) before each widening.
+    // Right shifts are 16-bit: a byte masked to bits ≥ the shift count keeps its bits.
+    const __m256i low5 = _mm256_set1_epi8(0x1F), top3 = _mm256_set1_epi8(static_cast<char>(0xE0));
+    const __m256i mid2 = _mm256_set1_epi8(0x60), bit7 = _mm256_set1_epi8(static_cast<char>(0x80));
     for (int v = 0; v < kV; ++v) {
-      const __m256i h = LoadBytes(blk + l.high + g * kQuadBytes + (v0 + v) * 32);
-      __m256i s16[kR];
-      for (int o = 0; o < 4; ++o) {  // the group's octets: quads 2o (low nibbles), 2o + 1 (high)
-        const __m256i raw = LoadBytes(blk + l.nibbles + (4 * g + o) * kQuadBytes + (v0 + v) * 32);
-        // Bit k of each byte to bit 4 (16-bit shifts: what crosses a byte is masked off).
-        const int k = 2 * o;
-        const __m256i hb_lo = k <= 4 ? _mm256_slli_epi16(h, 4 - k) : _mm256_srli_epi16(h, k - 4);
-        const __m256i hb_hi =
-            k + 1 <= 4 ? _mm256_slli_epi16(h, 3 - k) : _mm256_srli_epi16(h, k - 3);
-        const __m256i lo =
-            _mm256_or_si256(_mm256_and_si256(raw, low4), _mm256_and_si256(hb_lo, bit4));
-        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low4),
-                                           _mm256_and_si256(hb_hi, bit4));
-        for (int r = 0; r < kR; ++r) {
-          const int8_t* xr = xq[r] + col0 + gc + 8 * o;
-          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, BroadcastQuad(xr)),
-                                             _mm256_maddubs_epi16(hi, BroadcastQuad(xr + 4)));
-          s16[r] = o % 2 == 0 ? p : _mm256_add_epi16(s16[r], p);
-          if (o % 2 == 1) acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_madd_epi16(s16[r], ones));
-        }
+      PrefetchPart<kV>(ahead, v);
+      const uint8_t* base = blk + l.nibbles + 5 * g * kQuadBytes + (v0 + v) * 32;
+      __m256i c[5];
+      for (int i = 0; i < 5; ++i) c[i] = LoadBytes(base + i * kQuadBytes);
+      const __m256i q5 = _mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(c[0], top3), 5),
+                                         _mm256_srli_epi16(_mm256_and_si256(c[3], mid2), 2));
+      const __m256i q6 = _mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(c[1], top3), 5),
+                                         _mm256_srli_epi16(_mm256_and_si256(c[4], mid2), 2));
+      const __m256i q7 = _mm256_or_si256(
+          _mm256_srli_epi16(_mm256_and_si256(c[2], top3), 5),
+          _mm256_srli_epi16(_mm256_or_si256(_mm256_and_si256(c[4], bit7),
+                                            _mm256_srli_epi16(_mm256_and_si256(c[3], bit7), 1)),
+                            3));
+      // Quads 0-3 then 4-7, each half's int16 sum widened once.
+      auto half_sum = [&](const int8_t* xh, __m256i qa, __m256i qb, __m256i qc, __m256i qd) {
+        const __m256i s16 =
+            _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(qa, BroadcastQuad(xh)),
+                                              _mm256_maddubs_epi16(qb, BroadcastQuad(xh + 4))),
+                             _mm256_add_epi16(_mm256_maddubs_epi16(qc, BroadcastQuad(xh + 8)),
+                                              _mm256_maddubs_epi16(qd, BroadcastQuad(xh + 12))));
+        return _mm256_madd_epi16(s16, ones);
+      };
+      for (int r = 0; r < kR; ++r) {
+        const int8_t* xr = xq[r] + col0 + gc;
+        acc[r][v] = _mm256_add_epi32(
+            acc[r][v], half_sum(xr, _mm256_and_si256(c[0], low5), _mm256_and_si256(c[1], low5),
+                                _mm256_and_si256(c[2], low5), _mm256_and_si256(c[3], low5)));
+        acc[r][v] = _mm256_add_epi32(acc[r][v],
+                                     half_sum(xr + 16, _mm256_and_si256(c[4], low5), q5, q6, q7));
       }
     }
   } else {
     static_assert(T == GgmlType::kQ6_K);
-    // Q6_K: a group is 16 columns, two nibble octets and one set of top bits. A pair sum reaches
+    // Q6_K: a group is 16 columns, three carrier quads (quant_panels.h). A pair sum reaches
     // 2 · 63 · 127, so two add up in int16 (≤ 32004).
-    const __m256i top = _mm256_set1_epi8(0x30);
+    const __m256i low6 = _mm256_set1_epi8(0x3F), top2 = _mm256_set1_epi8(static_cast<char>(0xC0));
     for (int v = 0; v < kV; ++v) {
-      const int64_t at = (v0 + v) * 32;
-      const __m256i h = LoadBytes(blk + l.high + g * kQuadBytes + at);
-      const __m256i r0 = LoadBytes(blk + l.nibbles + 2 * g * kQuadBytes + at);
-      const __m256i r1 = LoadBytes(blk + l.nibbles + (2 * g + 1) * kQuadBytes + at);
-      // Columns +0..3 take top bits 0-1, +4..7 bits 2-3, +8..11 bits 4-5, +12..15 bits 6-7.
-      const __m256i q0 = _mm256_or_si256(_mm256_and_si256(r0, low4),
-                                         _mm256_and_si256(_mm256_slli_epi16(h, 4), top));
-      const __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(r0, 4), low4),
-                                         _mm256_and_si256(_mm256_slli_epi16(h, 2), top));
-      const __m256i q2 = _mm256_or_si256(_mm256_and_si256(r1, low4), _mm256_and_si256(h, top));
-      const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(r1, 4), low4),
-                                         _mm256_and_si256(_mm256_srli_epi16(h, 2), top));
+      PrefetchPart<kV>(ahead, v);
+      const uint8_t* base = blk + l.nibbles + 3 * g * kQuadBytes + (v0 + v) * 32;
+      const __m256i c0 = LoadBytes(base), c1 = LoadBytes(base + kQuadBytes),
+                    c2 = LoadBytes(base + 2 * kQuadBytes);
+      const __m256i q0 = _mm256_and_si256(c0, low6), q1 = _mm256_and_si256(c1, low6),
+                    q2 = _mm256_and_si256(c2, low6);
+      // Quad 3: each carrier's top two bits, shifted down to bits 0-1, 2-3 and 4-5.
+      const __m256i q3 =
+          _mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(c0, top2), 6),
+                          _mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(c1, top2), 4),
+                                          _mm256_srli_epi16(_mm256_and_si256(c2, top2), 2)));
       for (int r = 0; r < kR; ++r) {
         const int8_t* xr = xq[r] + col0 + gc;
         const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, BroadcastQuad(xr)),
@@ -183,58 +221,93 @@ HWY_INLINE void GroupDots(const uint8_t* HWY_RESTRICT blk, int64_t g, int v0,
   }
 }
 
+// The float steps of one group for kR rows and the 8 outputs of vector v: y = fma(scale · d(g),
+// isum, y), then y = fma(offset, d(g) · Σ qx, y). Every tile shape runs exactly these.
+template <GgmlType T, int kR>
+HWY_INLINE void GroupEpilogue(const QuantizedActivations& a, int64_t r0, const uint8_t* blk,
+                              const BlockFactors<T>& bf, int64_t g, int64_t col, int v,
+                              const __m256i (&isums)[kR], float* HWY_RESTRICT out) {
+  constexpr QuantPanelFormat f = Int8Traits<T>::kFormat;
+  const int64_t groups32 = a.cols / 32, groups16 = a.cols / 16;
+  __m256 s, o = _mm256_setzero_ps();
+  Scales<T>(blk, bf, g, v * 8, s, o);
+  for (int r = 0; r < kR; ++r) {
+    const int64_t row = r0 + r;
+    __m256i isum = isums[r];
+    if constexpr (f.q_offset != 0) {  // Σ (q − off) · qx = Σ q · qx − off · Σ qx
+      int32_t sx = a.sum16[row * groups16 + col / 16];
+      if (f.group_cols == 32) sx += a.sum16[row * groups16 + col / 16 + 1];
+      isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(f.q_offset * sx));
+    }
+    const __m256 factor = _mm256_mul_ps(s, _mm256_set1_ps(a.d[row * groups32 + col / 32]));
+    float* y = out + r * kPanel + v * 8;
+    __m256 acc_y = _mm256_fmadd_ps(factor, _mm256_cvtepi32_ps(isum), _mm256_loadu_ps(y));
+    if constexpr (f.has_offset)
+      acc_y = _mm256_fmadd_ps(o, _mm256_set1_ps(a.dsum[row * groups32 + col / 32]), acc_y);
+    _mm256_storeu_ps(y, acc_y);
+  }
+}
+
 // kR input rows from r0 against vectors v0..v0 + kV of one panel, in the fixed order of
 // linear_quant_int8.h; out[r][slot] accumulates (row stride kPanel).
 template <GgmlType T, int kR, int kV>
 HWY_INLINE void Int8Tile(const QuantizedActivations& a, int64_t r0,
                          const uint8_t* HWY_RESTRICT panel, int v0, float* HWY_RESTRICT out) {
-  using Tr = Int8Traits<T>;
-  constexpr QuantPanelFormat f = Tr::kFormat;
+  constexpr QuantPanelFormat f = Int8Traits<T>::kFormat;
   constexpr int64_t kGroups = f.block_cols / f.group_cols;
-  const int64_t k = a.cols, groups32 = k / 32, groups16 = k / 16;
+  const int64_t k = a.cols;
   const int8_t* xq[kR];
   for (int r = 0; r < kR; ++r) xq[r] = a.q.data() + (r0 + r) * k;
   for (int64_t b = 0; b < k / f.block_cols; ++b) {
     const uint8_t* blk = panel + b * f.block_bytes;
     const int64_t col0 = b * f.block_cols;
+    BlockFactors<T> bf[kV];
+    for (int v = 0; v < kV; ++v) bf[v] = LoadBlockFactors<T>(blk, (v0 + v) * 8);
     for (int64_t g = 0; g < kGroups; ++g) {
-      if constexpr (kR == 1) {
-        // Decode streams the panel: each group asks for its share of the next block. A block's
-        // fields are separate regions (scales, nibbles, Q6_K's top bits) read side by side, so
-        // a fixed distance ahead of one position would leave the later regions to the hardware.
-        const char* next = reinterpret_cast<const char*>(blk) + f.block_bytes + g * Tr::kGroupBytes;
-        for (int64_t line = 0; line < Tr::kGroupBytes; line += 64) __builtin_prefetch(next + line);
-      }
       __m256i acc[kR][kV];
       for (int r = 0; r < kR; ++r)
         for (int v = 0; v < kV; ++v) acc[r][v] = _mm256_setzero_si256();
       GroupDots<T, kR, kV>(blk, g, v0, xq, col0, acc);
-      const int64_t col = col0 + g * f.group_cols;  // the group's first column
       for (int v = 0; v < kV; ++v) {
-        __m256 s, o = _mm256_setzero_ps();
-        Scales<T>(blk, g, (v0 + v) * 8, s, o);
-        for (int r = 0; r < kR; ++r) {
-          const int64_t row = r0 + r;
-          __m256i isum = acc[r][v];
-          if constexpr (f.q_offset != 0) {  // Σ (q − off) · qx = Σ q · qx − off · Σ qx
-            int32_t sx = a.sum16[row * groups16 + col / 16];
-            if (f.group_cols == 32) sx += a.sum16[row * groups16 + col / 16 + 1];
-            isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(f.q_offset * sx));
-          }
-          const __m256 factor = _mm256_mul_ps(s, _mm256_set1_ps(a.d[row * groups32 + col / 32]));
-          float* y = out + r * kPanel + (v0 + v) * 8;
-          __m256 acc_y = _mm256_fmadd_ps(factor, _mm256_cvtepi32_ps(isum), _mm256_loadu_ps(y));
-          if constexpr (f.has_offset)
-            acc_y = _mm256_fmadd_ps(o, _mm256_set1_ps(a.dsum[row * groups32 + col / 32]), acc_y);
-          _mm256_storeu_ps(y, acc_y);
-        }
+        __m256i isums[kR];
+        for (int r = 0; r < kR; ++r) isums[r] = acc[r][v];
+        GroupEpilogue<T, kR>(a, r0, blk, bf[v], g, col0 + g * f.group_cols, v0 + v, isums, out);
+      }
+    }
+  }
+}
+
+// One row (decode) against a whole panel: block by block, group by group, all 64 outputs at once
+// so that the panel is read front to back (slices of a block's rows would leave the hardware
+// prefetcher a strided pattern). Each group prefetches its proportional share of the panel
+// kAhead bytes on, spread over the group's steps.
+template <GgmlType T>
+HWY_INLINE void Int8Row(const QuantizedActivations& a, int64_t row,
+                        const uint8_t* HWY_RESTRICT panel, float* HWY_RESTRICT out) {
+  constexpr QuantPanelFormat f = Int8Traits<T>::kFormat;
+  constexpr int64_t kGroups = f.block_cols / f.group_cols;
+  constexpr int64_t kShare = f.block_bytes / kGroups;
+  constexpr int64_t kAhead = 8192;  // bytes; 2–8 KiB measured within noise, 8 KiB best for Q6_K
+  const int8_t* const xq[1] = {a.q.data() + row * a.cols};
+  for (int64_t b = 0; b < a.cols / f.block_cols; ++b) {
+    const uint8_t* blk = panel + b * f.block_bytes;
+    const int64_t col0 = b * f.block_cols;
+    for (int64_t g = 0; g < kGroups; ++g) {
+      const Ahead ahead{reinterpret_cast<const char*>(blk) + kAhead + g * kShare, kShare};
+      __m256i acc[1][kVectors];
+      for (int v = 0; v < kVectors; ++v) acc[0][v] = _mm256_setzero_si256();
+      GroupDots<T, 1, kVectors>(blk, g, 0, xq, col0, acc, ahead);
+      for (int v = 0; v < kVectors; ++v) {
+        const __m256i isums[1] = {acc[0][v]};
+        const BlockFactors<T> bf = LoadBlockFactors<T>(blk, v * 8);
+        GroupEpilogue<T, 1>(a, row, blk, bf, g, col0 + g * f.group_cols, v, isums, out);
       }
     }
   }
 }
 
 // Rows share each weight load four at a time (prefill) in slices of two vectors; a single row
-// (decode) takes the whole panel in one pass, so the panel streams from memory once.
+// (decode) takes Int8Row's order.
 constexpr int kTileRows = 4;
 constexpr int kTileVectors = 2;
 
@@ -250,7 +323,7 @@ void Int8Panel(const QuantizedActivations& a, int64_t r0, int64_t rows, const Pa
   }
   for (; m0 < rows; ++m0) {
     alignas(32) float out[1][kPanel] = {};
-    Int8Tile<T, 1, kVectors>(a, r0 + m0, panel, 0, &out[0][0]);
+    Int8Row<T>(a, r0 + m0, panel, &out[0][0]);
     store_panel(w, p, &out[0][0], 1, r0 + m0, y);
   }
 }

@@ -138,14 +138,32 @@ void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_
           dst[l.bytes8 + (c / 4) * 4 * kPanel + lane] = q;
           continue;
         }
-        dst[l.nibbles + (c / 8) * 4 * kPanel + lane] |=
-            static_cast<uint8_t>((q & 0xF) << (4 * (c % 8 / 4)));
-        if (f.quant_bits == 5)
-          dst[l.high + (c / 32) * 4 * kPanel + lane] |=
-              static_cast<uint8_t>((q >> 4) << (c % 32 / 4));
-        else if (f.quant_bits == 6)
-          dst[l.high + (c / 16) * 4 * kPanel + lane] |=
-              static_cast<uint8_t>((q >> 4) << (2 * (c % 16 / 4)));
+        if (f.quant_bits == 4) {
+          dst[l.nibbles + (c / 8) * 4 * kPanel + lane] |=
+              static_cast<uint8_t>((q & 0xF) << (4 * (c % 8 / 4)));
+          continue;
+        }
+        // 5- and 6-bit quants: carrier quads (quant_panels.h), from the start of the nibbles.
+        const int64_t quad = c % f.group_cols / 4;
+        const int64_t carriers = f.quant_bits == 5 ? 5 : 3;
+        uint8_t* group = dst + l.nibbles + (c / f.group_cols) * carriers * 4 * kPanel + lane;
+        auto put = [&](int64_t carrier, int bits) {
+          group[carrier * 4 * kPanel] |= static_cast<uint8_t>(bits);
+        };
+        if (quad < carriers) {
+          put(quad, q);
+        } else if (f.quant_bits == 5) {  // quads 5, 6, 7 in the carriers' top three bits
+          if (quad == 7) {
+            put(2, (q & 7) << 5);
+            put(3, ((q >> 3) & 1) << 7);
+            put(4, ((q >> 4) & 1) << 7);
+          } else {
+            put(quad - 5, (q & 7) << 5);
+            put(quad - 2, ((q >> 3) & 3) << 5);
+          }
+        } else {  // Q6_K's quad 3 in the carriers' top two bits
+          for (int64_t j = 0; j < 3; ++j) put(j, ((q >> (2 * j)) & 3) << 6);
+        }
         continue;
       }
       if (l.bytes8 >= 0) {

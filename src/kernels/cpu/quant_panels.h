@@ -24,10 +24,15 @@
 //   - 8-bit quants: column quad j (columns 4j..4j+3) at bytes8 + 256 j + 4 slot + (c % 4);
 //   - 4-bit quants: column octet j at nibbles + 256 j + 4 slot + (c % 4), columns 8j..8j+3 in the
 //     low nibbles, 8j+4..8j+7 in the high ones;
-//   - Q5_K's fifth bits: columns 32j..32j+31 at high + 256 j + 4 slot + (c % 4), in bit
-//     (c % 32) / 4;
-//   - Q6_K's top two bits: columns 16j..16j+15 at high + 256 j + 4 slot + (c % 4), in bits
-//     2 ((c % 16) / 4) and above.
+//   - 5- and 6-bit quants (Q5_K, Q6_K): "carrier" quads, so that most columns come out of a byte
+//     with one mask. Group j (32 columns for Q5_K, 16 for Q6_K, quads 0..7 or 0..3) has C
+//     carriers (Q5_K 5, Q6_K 3), carrier i at nibbles + 256 (C j + i) + 4 slot + (c % 4): its
+//     low bits are quad i's quant, its top bits (Q5_K 3, Q6_K 2) slices of the other quads':
+//       Q5_K quad 5 = carrier 0's top 3 bits | carrier 3's bits 5-6 << 3,
+//            quad 6 = carrier 1's top 3 bits | carrier 4's bits 5-6 << 3,
+//            quad 7 = carrier 2's top 3 bits | carrier 3's bit 7 << 3 | carrier 4's bit 7 << 4;
+//       Q6_K quad 3 = carrier 0's top 2 bits | carrier 1's << 2 | carrier 2's << 4.
+//     The carriers fill the nibbles and the high field together (same bytes in all).
 // Fields and sizes are the same in both arrangements.
 //
 // The value of weight (n, k) is scale(g) · q + offset(g) for the group g of 32 (Q6_K: 16)
