@@ -81,7 +81,8 @@ int main(int argc, char** argv) {
     return quick && !quick_kind(k);
   };
   const int reps = quick ? 3 : 7;
-  fmt::print("threads: {}, kernels: {}\n", omp_get_max_threads(), kernels::cpu_dispatch_target());
+  fmt::print("threads: {}, kernels: {}, int8 kernel: {}\n", omp_get_max_threads(),
+             kernels::cpu_dispatch_target(), kernels::linear_quant_int8_kernel());
   const double copy = bench::copy_bandwidth_gbs();
   fmt::print("copy bandwidth (read+write): {:.1f} GB/s\n\n", copy);
   std::vector<Kind> kinds = {{}};

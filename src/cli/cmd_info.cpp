@@ -180,6 +180,7 @@ int run_info(const InfoOptions& opt) {
     j["cpu_dispatch_target"] = kernels::cpu_dispatch_target();
     j["cpu_bf16_dot_products"] = kernels::bf16_dot_supported();
     j["cpu_int8_dot_products"] = kernels::linear_quant_int8_supported();
+    j["cpu_int8_kernel"] = kernels::linear_quant_int8_kernel();
     j["cuda"] = cuda_summary();
     j["valid"] = !w.broken && (!w.present || w.ok);
     j["validation"] = w.validation;
@@ -225,8 +226,10 @@ int run_info(const InfoOptions& opt) {
         "int8 dot products {}\n",
         kernels::cpu_dispatch_target(),
         kernels::bf16_dot_supported() ? "available (--activation-dtype bf16)" : "not available",
-        kernels::linear_quant_int8_supported() ? "available (--activation-dtype int8)"
-                                               : "not available");
+        kernels::linear_quant_int8_supported()
+            ? fmt::format("available (--activation-dtype int8; {})",
+                          kernels::linear_quant_int8_kernel())
+            : std::string("not available"));
     std::cout << fmt::format("cuda           {}\n", cuda_summary());
     std::cout << fmt::format("validation     {}\n", w.validation);
   }

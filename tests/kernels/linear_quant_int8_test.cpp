@@ -3,6 +3,8 @@
 // fused multiply-adds), (b) a float64 product with the matrix dequantized by
 // quant::dequantize_row and the activations unrounded, within the bound the activations'
 // rounding implies.
+// The kernel is also built for AVX3_DL (AVX-512 VNNI), which Highway 1.0 lists only on request.
+#define HWY_WANT_AVX3_DL
 #include "kernels/cpu/linear_quant_int8.h"
 
 #include <gtest/gtest.h>
@@ -160,6 +162,36 @@ TEST_P(LinearQuantInt8Test, SwiGLUEqualsSeparateProducts) {
     linear(x.data(), m, pu, u.data());
     for (size_t i = 0; i < y.size(); ++i)
       ASSERT_EQ(y[i], g[i] / (1.0f + std::exp(-g[i])) * u[i]) << n;
+  }
+}
+
+// The x86 targets (AVX2, AVX-512, AVX-512 VNNI: int8_lanes-inl.h) compute the same integers and
+// run the same float steps lane for lane, so every one the CPU has gives the same bits, decode
+// and prefill tiles alike.
+TEST_P(LinearQuantInt8Test, EveryTargetGivesTheSameBits) {
+  const GgmlType type = GetParam();
+  const int64_t k = quant_panel_format(type)->block_cols * 3, n = 130;
+  std::mt19937 rng(21);
+  const QuantRows w = random_rows(type, n, k, rng);
+  const PackedMatrix packed = pack_int8(w);
+  for (int64_t m : {1, 6}) {
+    const std::vector<float> x = normal(m * k, rng);
+    std::vector<std::vector<float>> got;
+    std::vector<int64_t> targets;
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      if (target > HWY_AVX2) continue;  // below AVX2 the kernel does not exist
+      hwy::SetSupportedTargetsForTest(target);
+      got.emplace_back(static_cast<size_t>(m * n));
+      targets.push_back(target);
+      linear(x.data(), m, packed, got.back().data());
+    }
+    hwy::SetSupportedTargetsForTest(0);
+    std::string names;
+    for (int64_t t : targets) names += std::string(hwy::TargetName(t)) + " ";
+    RecordProperty("targets", names);
+    for (size_t t = 1; t < got.size(); ++t)
+      ASSERT_EQ(0, std::memcmp(got[t].data(), got[0].data(), got[0].size() * sizeof(float)))
+          << hwy::TargetName(targets[t]) << " vs " << hwy::TargetName(targets[0]) << ", m=" << m;
   }
 }
 

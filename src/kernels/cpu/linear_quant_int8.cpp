@@ -1,7 +1,11 @@
-// Highway dynamic dispatch: this file is compiled once per SIMD target. The kernel itself is
-// written with AVX2 intrinsics (vpmaddubsw: unsigned x signed bytes, pairwise summed to int16,
-// has no Highway op in the version Debian ships), so it exists on the x86 targets from AVX2 up
-// and the others report it unsupported (packing then keeps the f32-activation layout).
+// Highway dynamic dispatch: this file is compiled once per SIMD target, AVX3_DL (Ice Lake and
+// later: AVX-512 VNNI) included, which Highway 1.0 builds only on request. The kernel is written
+// once against int8_lanes-inl.h (AVX2, AVX-512, AVX-512 VNNI byte products: no Highway op in the
+// version Debian ships), so it exists on the x86 targets from AVX2 up and the others report it
+// unsupported (packing then keeps the f32-activation layout).
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/linear_quant_int8.cpp"
 #include "kernels/cpu/linear_quant_int8.h"
@@ -13,19 +17,27 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/int8_lanes-inl.h"
 #include "kernels/cpu/linear_epilogue.h"
 #include "kernels/cpu/quant_panels.h"
 
 HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC target("avx512vnni")  // as in int8_lanes-inl.h
+#endif
 namespace rlt::kernels {
 namespace HWY_NAMESPACE {
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
 using quant::GgmlType;
+using L = Int8Lanes;
+using I = L::I;
+using F = L::F;
 constexpr int64_t kPanel = PackedMatrix::kPanelWidth;
 constexpr int64_t kQuadBytes = 4 * kPanel;  // one column quad (octet for nibbles) of 64 outputs
-constexpr int kVectors = kPanel / 8;        // 8 int32 / f32 lanes per 256-bit vector
+constexpr int kVectors = kPanel / L::kLanes;
+constexpr int64_t kVectorBytes = 4 * L::kLanes;  // a quad's bytes for one vector of outputs
 
 template <GgmlType T>
 struct Int8Traits {
@@ -33,55 +45,34 @@ struct Int8Traits {
   static constexpr QuantBlockLayout kLayout = quant_block_layout(kFormat);
 };
 
-HWY_INLINE __m256i LoadBytes(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-// Four consecutive int8 activations in every 32-bit lane.
-HWY_INLINE __m256i BroadcastQuad(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
-// The block-wide factors of the 8 outputs from slot s0: d, and dmin where the type has one.
-template <GgmlType T>
+// The block-wide factors of the kLanes outputs from slot s0: d, and dmin where the type has one.
 struct BlockFactors {
-  __m256 d, dmin;
+  F d, dmin;
 };
 template <GgmlType T>
-HWY_INLINE BlockFactors<T> LoadBlockFactors(const uint8_t* blk, int64_t s0) {
+HWY_INLINE BlockFactors LoadBlockFactors(const uint8_t* blk, int64_t s0) {
   constexpr QuantBlockLayout l = Int8Traits<T>::kLayout;
-  BlockFactors<T> f;
-  f.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + l.d + 2 * s0)));
-  if constexpr (Int8Traits<T>::kFormat.has_offset)
-    f.dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + l.m + 2 * s0)));
-  else
-    f.dmin = _mm256_setzero_ps();
+  BlockFactors f;
+  f.d = L::HalvesToF(blk + l.d + 2 * s0);
+  f.dmin = Int8Traits<T>::kFormat.has_offset ? L::HalvesToF(blk + l.m + 2 * s0) : L::ZeroF();
   return f;
 }
 
-// Group g's scale and offset for the 8 outputs from slot s0, rounded as the f32 kernel's (and
-// ggml's dequantization: d · sc once, the offset −(dmin · m) likewise).
+// Group g's scale and offset for the kLanes outputs from slot s0, rounded as the f32 kernel's
+// (and ggml's dequantization: d · sc once, the offset −(dmin · m) likewise).
 template <GgmlType T>
-HWY_INLINE void Scales(const uint8_t* blk, const BlockFactors<T>& f, int64_t g, int64_t s0,
-                       __m256& s, __m256& o) {
+HWY_INLINE void Scales(const uint8_t* blk, const BlockFactors& f, int64_t g, int64_t s0, F& s,
+                       F& o) {
   using Tr = Int8Traits<T>;
   constexpr QuantBlockLayout l = Tr::kLayout;
   if constexpr (Tr::kFormat.block_cols == 32) {
     s = f.d;
     o = f.dmin;
   } else if constexpr (T == GgmlType::kQ6_K) {
-    const __m128i sc =
-        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + l.scales + g * kPanel + s0));
-    s = _mm256_mul_ps(f.d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
+    s = L::Mul(f.d, L::S8ToF(blk + l.scales + g * kPanel + s0));
   } else {
-    const __m128i sc =
-        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + l.scales + g * kPanel + s0));
-    const __m128i mn =
-        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + l.mins + g * kPanel + s0));
-    s = _mm256_mul_ps(f.d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
-    o = _mm256_xor_ps(_mm256_mul_ps(f.dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn))),
-                      _mm256_set1_ps(-0.0f));
+    s = L::Mul(f.d, L::U8ToF(blk + l.scales + g * kPanel + s0));
+    o = L::Neg(L::Mul(f.dmin, L::U8ToF(blk + l.mins + g * kPanel + s0)));
   }
 }
 
@@ -101,229 +92,199 @@ HWY_INLINE void PrefetchPart(const Ahead& ahead, int part) {
 }
 
 // Σ q · qx over group g of block `blk` (columns col0.. of the activations) for kR rows and the kV
-// vectors of outputs from vector v0, added to acc in int32 (exact: see the bounds below).
+// vectors of outputs from vector v0, added to acc in int32 (exact: the int16 bounds below hold
+// for the vpmaddubsw lanes; VNNI sums in int32 throughout).
 template <GgmlType T, int kR, int kV>
 HWY_INLINE void GroupDots(const uint8_t* HWY_RESTRICT blk, int64_t g, int v0,
-                          const int8_t* const (&xq)[kR], int64_t col0, __m256i (&acc)[kR][kV],
+                          const int8_t* const (&xq)[kR], int64_t col0, I (&acc)[kR][kV],
                           const Ahead& ahead = {}) {
   using Tr = Int8Traits<T>;
   constexpr QuantPanelFormat f = Tr::kFormat;
   constexpr QuantBlockLayout l = Tr::kLayout;
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
   const int64_t gc = g * f.group_cols;  // the group's first column inside the block
   // Loops run vector-outer, row-inner: a weight vector is decoded once and used by every row
   // while the accumulators, not the decoded weights, take the registers.
   if constexpr (f.quant_bits == 8) {
-    // One quad at a time: a Q8_0 pair sum reaches 2 · 127 · 127, so each goes to int32 at once.
+    // One quad at a time: a Q8_0 pair sum reaches 2 · 128 · 127, so each goes to int32 at once.
     for (int64_t j = gc / 4; j < (gc + f.group_cols) / 4; ++j) {
       PrefetchPart<f.group_cols / 4>(ahead, static_cast<int>(j - gc / 4));
       for (int v = 0; v < kV; ++v) {
-        const __m256i w = LoadBytes(blk + l.bytes8 + j * kQuadBytes + (v0 + v) * 32);
-        const __m256i aw = T == GgmlType::kQ8_0 ? _mm256_abs_epi8(w) : w;
+        const I w = L::Load(blk + l.bytes8 + j * kQuadBytes + (v0 + v) * kVectorBytes);
+        // Signed Q8_0 weights: |w| times x carrying w's sign; Q5_0 / Q5_1 are unsigned.
+        const I aw = T == GgmlType::kQ8_0 ? L::Magnitude(w) : w;
         for (int r = 0; r < kR; ++r) {
-          const __m256i xb = BroadcastQuad(xq[r] + col0 + 4 * j);
-          // Signed Q8_0 weights: |w| times x carrying w's sign; Q5_0 / Q5_1 are unsigned.
-          const __m256i xs = T == GgmlType::kQ8_0 ? _mm256_sign_epi8(xb, w) : xb;
-          acc[r][v] =
-              _mm256_add_epi32(acc[r][v], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones));
+          const I xb = L::Broadcast4(xq[r] + col0 + 4 * j);
+          const I xs = T == GgmlType::kQ8_0 ? L::WithSignOf(xb, w) : xb;
+          acc[r][v] = L::MulAddWiden(acc[r][v], aw, xs);
         }
       }
     }
   } else if constexpr (f.quant_bits == 4) {
     // 4-bit quants: a pair sum is at most 2 · 15 · 127, so the group's 8 products per lane add up
     // in int16 (≤ 30480) and widen once.
-    __m256i s16[kR][kV];
+    const I low4 = L::Bytes(0x0F);
+    I s16[kR][kV];
     for (int r = 0; r < kR; ++r)
-      for (int v = 0; v < kV; ++v) s16[r][v] = _mm256_setzero_si256();
+      for (int v = 0; v < kV; ++v) s16[r][v] = L::Zero();
     for (int64_t j = gc / 8; j < (gc + f.group_cols) / 8; ++j) {
       PrefetchPart<f.group_cols / 8>(ahead, static_cast<int>(j - gc / 8));
       for (int v = 0; v < kV; ++v) {
-        const __m256i raw = LoadBytes(blk + l.nibbles + j * kQuadBytes + (v0 + v) * 32);
-        const __m256i lo = _mm256_and_si256(raw, low4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        const I raw = L::Load(blk + l.nibbles + j * kQuadBytes + (v0 + v) * kVectorBytes);
+        const I lo = L::And(raw, low4);
+        const I hi = L::And(L::Shr16<4>(raw), low4);
         for (int r = 0; r < kR; ++r) {
-          const __m256i xl = BroadcastQuad(xq[r] + col0 + 8 * j);
-          const __m256i xh = BroadcastQuad(xq[r] + col0 + 8 * j + 4);
-          s16[r][v] = _mm256_add_epi16(s16[r][v], _mm256_maddubs_epi16(lo, xl));
-          s16[r][v] = _mm256_add_epi16(s16[r][v], _mm256_maddubs_epi16(hi, xh));
+          s16[r][v] = L::MulAdd(s16[r][v], lo, L::Broadcast4(xq[r] + col0 + 8 * j));
+          s16[r][v] = L::MulAdd(s16[r][v], hi, L::Broadcast4(xq[r] + col0 + 8 * j + 4));
         }
       }
     }
     for (int r = 0; r < kR; ++r)
-      for (int v = 0; v < kV; ++v)
-        acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_madd_epi16(s16[r][v], ones));
+      for (int v = 0; v < kV; ++v) acc[r][v] = L::Widen(acc[r][v], s16[r][v]);
   } else if constexpr (f.quant_bits == 5) {
     // Q5_K: five carrier quads per group (quant_panels.h). A pair sum reaches 2 · 31 · 127, so
     // four quads (two products per lane each) add up in int16 (≤ 31496) before each widening.
     // Right shifts are 16-bit: a byte masked to bits ≥ the shift count keeps its bits.
-    const __m256i low5 = _mm256_set1_epi8(0x1F), top3 = _mm256_set1_epi8(static_cast<char>(0xE0));
-    const __m256i mid2 = _mm256_set1_epi8(0x60), bit7 = _mm256_set1_epi8(static_cast<char>(0x80));
+    const I low5 = L::Bytes(0x1F), top3 = L::Bytes(0xE0), mid2 = L::Bytes(0x60),
+            bit7 = L::Bytes(0x80);
     for (int v = 0; v < kV; ++v) {
       PrefetchPart<kV>(ahead, v);
-      const uint8_t* base = blk + l.nibbles + 5 * g * kQuadBytes + (v0 + v) * 32;
-      __m256i c[5];
-      for (int i = 0; i < 5; ++i) c[i] = LoadBytes(base + i * kQuadBytes);
-      const __m256i q5 = _mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(c[0], top3), 5),
-                                         _mm256_srli_epi16(_mm256_and_si256(c[3], mid2), 2));
-      const __m256i q6 = _mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(c[1], top3), 5),
-                                         _mm256_srli_epi16(_mm256_and_si256(c[4], mid2), 2));
-      const __m256i q7 = _mm256_or_si256(
-          _mm256_srli_epi16(_mm256_and_si256(c[2], top3), 5),
-          _mm256_srli_epi16(_mm256_or_si256(_mm256_and_si256(c[4], bit7),
-                                            _mm256_srli_epi16(_mm256_and_si256(c[3], bit7), 1)),
-                            3));
-      // Quads 0-3 then 4-7, each half's int16 sum widened once.
-      auto half_sum = [&](const int8_t* xh, __m256i qa, __m256i qb, __m256i qc, __m256i qd) {
-        const __m256i s16 =
-            _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(qa, BroadcastQuad(xh)),
-                                              _mm256_maddubs_epi16(qb, BroadcastQuad(xh + 4))),
-                             _mm256_add_epi16(_mm256_maddubs_epi16(qc, BroadcastQuad(xh + 8)),
-                                              _mm256_maddubs_epi16(qd, BroadcastQuad(xh + 12))));
-        return _mm256_madd_epi16(s16, ones);
+      const uint8_t* base = blk + l.nibbles + 5 * g * kQuadBytes + (v0 + v) * kVectorBytes;
+      I c[5];
+      for (int i = 0; i < 5; ++i) c[i] = L::Load(base + i * kQuadBytes);
+      const I q5 = L::Or(L::Shr16<5>(L::And(c[0], top3)), L::Shr16<2>(L::And(c[3], mid2)));
+      const I q6 = L::Or(L::Shr16<5>(L::And(c[1], top3)), L::Shr16<2>(L::And(c[4], mid2)));
+      const I q7 = L::Or(
+          L::Shr16<5>(L::And(c[2], top3)),
+          L::Shr16<3>(L::Or(L::And(c[4], bit7), L::Shr16<1>(L::And(c[3], bit7)))));
+      // Quads 0-3 then 4-7, each half's partial widened once.
+      auto half_sum = [&](I a, const int8_t* xh, I qa, I qb, I qc, I qd) {
+        I p = L::MulAdd(L::Zero(), qa, L::Broadcast4(xh));
+        p = L::MulAdd(p, qb, L::Broadcast4(xh + 4));
+        p = L::MulAdd(p, qc, L::Broadcast4(xh + 8));
+        p = L::MulAdd(p, qd, L::Broadcast4(xh + 12));
+        return L::Widen(a, p);
       };
       for (int r = 0; r < kR; ++r) {
         const int8_t* xr = xq[r] + col0 + gc;
-        acc[r][v] = _mm256_add_epi32(
-            acc[r][v], half_sum(xr, _mm256_and_si256(c[0], low5), _mm256_and_si256(c[1], low5),
-                                _mm256_and_si256(c[2], low5), _mm256_and_si256(c[3], low5)));
-        acc[r][v] = _mm256_add_epi32(acc[r][v],
-                                     half_sum(xr + 16, _mm256_and_si256(c[4], low5), q5, q6, q7));
+        acc[r][v] = half_sum(acc[r][v], xr, L::And(c[0], low5), L::And(c[1], low5),
+                             L::And(c[2], low5), L::And(c[3], low5));
+        acc[r][v] = half_sum(acc[r][v], xr + 16, L::And(c[4], low5), q5, q6, q7);
       }
     }
   } else {
     static_assert(T == GgmlType::kQ6_K);
     // Q6_K: a group is 16 columns, three carrier quads (quant_panels.h). A pair sum reaches
     // 2 · 63 · 127, so two add up in int16 (≤ 32004).
-    const __m256i low6 = _mm256_set1_epi8(0x3F), top2 = _mm256_set1_epi8(static_cast<char>(0xC0));
+    const I low6 = L::Bytes(0x3F), top2 = L::Bytes(0xC0);
     for (int v = 0; v < kV; ++v) {
       PrefetchPart<kV>(ahead, v);
-      const uint8_t* base = blk + l.nibbles + 3 * g * kQuadBytes + (v0 + v) * 32;
-      const __m256i c0 = LoadBytes(base), c1 = LoadBytes(base + kQuadBytes),
-                    c2 = LoadBytes(base + 2 * kQuadBytes);
-      const __m256i q0 = _mm256_and_si256(c0, low6), q1 = _mm256_and_si256(c1, low6),
-                    q2 = _mm256_and_si256(c2, low6);
+      const uint8_t* base = blk + l.nibbles + 3 * g * kQuadBytes + (v0 + v) * kVectorBytes;
+      const I c0 = L::Load(base), c1 = L::Load(base + kQuadBytes),
+              c2 = L::Load(base + 2 * kQuadBytes);
+      const I q0 = L::And(c0, low6), q1 = L::And(c1, low6), q2 = L::And(c2, low6);
       // Quad 3: each carrier's top two bits, shifted down to bits 0-1, 2-3 and 4-5.
-      const __m256i q3 =
-          _mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(c0, top2), 6),
-                          _mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(c1, top2), 4),
-                                          _mm256_srli_epi16(_mm256_and_si256(c2, top2), 2)));
+      const I q3 = L::Or(L::Shr16<6>(L::And(c0, top2)),
+                         L::Or(L::Shr16<4>(L::And(c1, top2)), L::Shr16<2>(L::And(c2, top2))));
       for (int r = 0; r < kR; ++r) {
         const int8_t* xr = xq[r] + col0 + gc;
-        const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, BroadcastQuad(xr)),
-                                             _mm256_maddubs_epi16(q1, BroadcastQuad(xr + 4)));
-        const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(q2, BroadcastQuad(xr + 8)),
-                                             _mm256_maddubs_epi16(q3, BroadcastQuad(xr + 12)));
-        acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_add_epi32(_mm256_madd_epi16(p01, ones),
-                                                                 _mm256_madd_epi16(p23, ones)));
+        const I p01 = L::MulAdd(L::MulAdd(L::Zero(), q0, L::Broadcast4(xr)), q1,
+                                L::Broadcast4(xr + 4));
+        const I p23 = L::MulAdd(L::MulAdd(L::Zero(), q2, L::Broadcast4(xr + 8)), q3,
+                                L::Broadcast4(xr + 12));
+        acc[r][v] = L::Widen(L::Widen(acc[r][v], p01), p23);
       }
     }
   }
 }
 
-// The float steps of one group for kR rows and the 8 outputs of vector v: y = fma(scale · d(g),
-// isum, y), then y = fma(offset, d(g) · Σ qx, y). Every tile shape runs exactly these.
+// The float steps of one group for kR rows and the kLanes outputs of vector v: y = fma(scale ·
+// d(g), isum, y), then y = fma(offset, d(g) · Σ qx, y), y[r] holding row r's sums. Every tile
+// shape and target runs exactly these, lane for lane.
 template <GgmlType T, int kR>
 HWY_INLINE void GroupEpilogue(const QuantizedActivations& a, int64_t r0, const uint8_t* blk,
-                              const BlockFactors<T>& bf, int64_t g, int64_t col, int v,
-                              const __m256i (&isums)[kR], float* HWY_RESTRICT out) {
+                              const BlockFactors& bf, int64_t g, int64_t col, int v,
+                              const I (&isums)[kR], F (&y)[kR]) {
   constexpr QuantPanelFormat f = Int8Traits<T>::kFormat;
   const int64_t groups32 = a.cols / 32, groups16 = a.cols / 16;
-  __m256 s, o = _mm256_setzero_ps();
-  Scales<T>(blk, bf, g, v * 8, s, o);
+  F s, o = L::ZeroF();
+  Scales<T>(blk, bf, g, v * L::kLanes, s, o);
   for (int r = 0; r < kR; ++r) {
     const int64_t row = r0 + r;
-    __m256i isum = isums[r];
+    I isum = isums[r];
     if constexpr (f.q_offset != 0) {  // Σ (q − off) · qx = Σ q · qx − off · Σ qx
       int32_t sx = a.sum16[row * groups16 + col / 16];
       if (f.group_cols == 32) sx += a.sum16[row * groups16 + col / 16 + 1];
-      isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(f.q_offset * sx));
+      isum = L::Sub32(isum, L::Set32(f.q_offset * sx));
     }
-    const __m256 factor = _mm256_mul_ps(s, _mm256_set1_ps(a.d[row * groups32 + col / 32]));
-    float* y = out + r * kPanel + v * 8;
-    __m256 acc_y = _mm256_fmadd_ps(factor, _mm256_cvtepi32_ps(isum), _mm256_loadu_ps(y));
-    if constexpr (f.has_offset)
-      acc_y = _mm256_fmadd_ps(o, _mm256_set1_ps(a.dsum[row * groups32 + col / 32]), acc_y);
-    _mm256_storeu_ps(y, acc_y);
+    const F factor = L::Mul(s, L::SetF(a.d[row * groups32 + col / 32]));
+    y[r] = L::Fma(factor, L::ToF(isum), y[r]);
+    if constexpr (f.has_offset) y[r] = L::Fma(o, L::SetF(a.dsum[row * groups32 + col / 32]), y[r]);
   }
 }
 
 // kR input rows from r0 against vectors v0..v0 + kV of one panel, in the fixed order of
-// linear_quant_int8.h; out[r][slot] accumulates (row stride kPanel).
+// linear_quant_int8.h; the sums stay in registers through the blocks and are stored at the end to
+// out[r][slot] (row stride kPanel). With ahead_bytes > 0 (decode: one row, all 64 outputs, so the
+// panel is read front to back) each group prefetches its proportional share of the panel that
+// many bytes on, spread over the group's steps.
 template <GgmlType T, int kR, int kV>
 HWY_INLINE void Int8Tile(const QuantizedActivations& a, int64_t r0,
-                         const uint8_t* HWY_RESTRICT panel, int v0, float* HWY_RESTRICT out) {
-  constexpr QuantPanelFormat f = Int8Traits<T>::kFormat;
-  constexpr int64_t kGroups = f.block_cols / f.group_cols;
-  const int64_t k = a.cols;
-  const int8_t* xq[kR];
-  for (int r = 0; r < kR; ++r) xq[r] = a.q.data() + (r0 + r) * k;
-  for (int64_t b = 0; b < k / f.block_cols; ++b) {
-    const uint8_t* blk = panel + b * f.block_bytes;
-    const int64_t col0 = b * f.block_cols;
-    BlockFactors<T> bf[kV];
-    for (int v = 0; v < kV; ++v) bf[v] = LoadBlockFactors<T>(blk, (v0 + v) * 8);
-    for (int64_t g = 0; g < kGroups; ++g) {
-      __m256i acc[kR][kV];
-      for (int r = 0; r < kR; ++r)
-        for (int v = 0; v < kV; ++v) acc[r][v] = _mm256_setzero_si256();
-      GroupDots<T, kR, kV>(blk, g, v0, xq, col0, acc);
-      for (int v = 0; v < kV; ++v) {
-        __m256i isums[kR];
-        for (int r = 0; r < kR; ++r) isums[r] = acc[r][v];
-        GroupEpilogue<T, kR>(a, r0, blk, bf[v], g, col0 + g * f.group_cols, v0 + v, isums, out);
-      }
-    }
-  }
-}
-
-// One row (decode) against a whole panel: block by block, group by group, all 64 outputs at once
-// so that the panel is read front to back (slices of a block's rows would leave the hardware
-// prefetcher a strided pattern). Each group prefetches its proportional share of the panel
-// kAhead bytes on, spread over the group's steps.
-template <GgmlType T>
-HWY_INLINE void Int8Row(const QuantizedActivations& a, int64_t row,
-                        const uint8_t* HWY_RESTRICT panel, float* HWY_RESTRICT out) {
+                         const uint8_t* HWY_RESTRICT panel, int v0, float* HWY_RESTRICT out,
+                         int64_t ahead_bytes = 0) {
   constexpr QuantPanelFormat f = Int8Traits<T>::kFormat;
   constexpr int64_t kGroups = f.block_cols / f.group_cols;
   constexpr int64_t kShare = f.block_bytes / kGroups;
-  constexpr int64_t kAhead = 8192;  // bytes; 2–8 KiB measured within noise, 8 KiB best for Q6_K
-  const int8_t* const xq[1] = {a.q.data() + row * a.cols};
-  for (int64_t b = 0; b < a.cols / f.block_cols; ++b) {
+  const int64_t k = a.cols;
+  const int8_t* xq[kR];
+  for (int r = 0; r < kR; ++r) xq[r] = a.q.data() + (r0 + r) * k;
+  F y[kV][kR];
+  for (int v = 0; v < kV; ++v)
+    for (int r = 0; r < kR; ++r) y[v][r] = L::ZeroF();
+  for (int64_t b = 0; b < k / f.block_cols; ++b) {
     const uint8_t* blk = panel + b * f.block_bytes;
     const int64_t col0 = b * f.block_cols;
     for (int64_t g = 0; g < kGroups; ++g) {
-      const Ahead ahead{reinterpret_cast<const char*>(blk) + kAhead + g * kShare, kShare};
-      __m256i acc[1][kVectors];
-      for (int v = 0; v < kVectors; ++v) acc[0][v] = _mm256_setzero_si256();
-      GroupDots<T, 1, kVectors>(blk, g, 0, xq, col0, acc, ahead);
-      for (int v = 0; v < kVectors; ++v) {
-        const __m256i isums[1] = {acc[0][v]};
-        const BlockFactors<T> bf = LoadBlockFactors<T>(blk, v * 8);
-        GroupEpilogue<T, 1>(a, row, blk, bf, g, col0 + g * f.group_cols, v, isums, out);
+      const Ahead ahead = ahead_bytes == 0 ? Ahead{}
+                                           : Ahead{reinterpret_cast<const char*>(blk) +
+                                                       ahead_bytes + g * kShare,
+                                                   kShare};
+      I acc[kR][kV];
+      for (int r = 0; r < kR; ++r)
+        for (int v = 0; v < kV; ++v) acc[r][v] = L::Zero();
+      GroupDots<T, kR, kV>(blk, g, v0, xq, col0, acc, ahead);
+      for (int v = 0; v < kV; ++v) {
+        I isums[kR];
+        for (int r = 0; r < kR; ++r) isums[r] = acc[r][v];
+        // Loaded per group rather than held per block: held, they would take the registers the
+        // accumulators need (an L1 load and a conversion against a group's dot products).
+        const BlockFactors bf = LoadBlockFactors<T>(blk, (v0 + v) * L::kLanes);
+        GroupEpilogue<T, kR>(a, r0, blk, bf, g, col0 + g * f.group_cols, v0 + v, isums, y[v]);
       }
     }
   }
+  for (int v = 0; v < kV; ++v)
+    for (int r = 0; r < kR; ++r) L::StoreF(out + r * kPanel + (v0 + v) * L::kLanes, y[v][r]);
 }
 
 // Rows share each weight load four at a time (prefill) in slices of two vectors; a single row
-// (decode) takes Int8Row's order.
+// (decode) takes all 64 outputs at once with the spread prefetch.
 constexpr int kTileRows = 4;
-constexpr int kTileVectors = 2;
+constexpr int kTileVectors = L::kTileVectors;
+constexpr int64_t kDecodeAhead = 8192;  // bytes; 2–8 KiB measured within noise, 8 KiB best for Q6_K
 
 template <GgmlType T>
 void Int8Panel(const QuantizedActivations& a, int64_t r0, int64_t rows, const PackedMatrix& w,
                int64_t p, const uint8_t* panel, float* y) {
   int64_t m0 = 0;
   for (; m0 + kTileRows <= rows; m0 += kTileRows) {
-    alignas(32) float out[kTileRows][kPanel] = {};
+    alignas(64) float out[kTileRows][kPanel];
     for (int v0 = 0; v0 < kVectors; v0 += kTileVectors)
       Int8Tile<T, kTileRows, kTileVectors>(a, r0 + m0, panel, v0, &out[0][0]);
     store_panel(w, p, &out[0][0], kTileRows, r0 + m0, y);
   }
   for (; m0 < rows; ++m0) {
-    alignas(32) float out[1][kPanel] = {};
-    Int8Row<T>(a, r0 + m0, panel, &out[0][0]);
+    alignas(64) float out[1][kPanel];
+    Int8Tile<T, 1, kVectors>(a, r0 + m0, panel, 0, &out[0][0], kDecodeAhead);
     store_panel(w, p, &out[0][0], 1, r0 + m0, y);
   }
 }
@@ -355,8 +316,8 @@ Int8PanelFn int8_panel_fn(GgmlType type) {
   }
 }
 
-bool Int8Supported() {
-  return true;
+const char* Int8KernelName() {
+  return L::kName;
 }
 
 HWY_INLINE float MaxLane(__m256 v) {
@@ -436,8 +397,8 @@ void LinearQuantInt8Impl(const float* x, int64_t m, const PackedMatrix& w, float
 
 #else  // no AVX2: the kernel does not exist here and packing never asks for it
 
-bool Int8Supported() {
-  return false;
+const char* Int8KernelName() {
+  return "";
 }
 
 // The definition the AVX2 version follows (linear_quant_int8.h), for tests on any CPU.
@@ -481,12 +442,16 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace rlt::kernels {
 HWY_EXPORT(LinearQuantInt8Impl);
-HWY_EXPORT(Int8Supported);
+HWY_EXPORT(Int8KernelName);
 HWY_EXPORT(QuantizeActivationsImpl);
 
 bool linear_quant_int8_supported() {
-  static const bool supported = HWY_DYNAMIC_DISPATCH(Int8Supported)();
+  static const bool supported = *HWY_DYNAMIC_DISPATCH(Int8KernelName)() != '\0';
   return supported;
+}
+
+std::string linear_quant_int8_kernel() {
+  return HWY_DYNAMIC_DISPATCH(Int8KernelName)();
 }
 
 void linear_quant_int8(const float* x, int64_t m, const PackedMatrix& w, float* y) {

@@ -15,15 +15,19 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/packed_matrix.h"
 
 namespace rlt::kernels {
 
-// Whether this CPU runs the int8 kernel (x86 with AVX2: vpmaddubsw). Without it, packing keeps
-// the f32-activation layout.
+// Whether this CPU runs the int8 kernel (x86 from AVX2 up). Without it, packing keeps the
+// f32-activation layout.
 bool linear_quant_int8_supported();
+// The variant this CPU runs ("AVX2 vpmaddubsw", "AVX-512 vpmaddubsw", "AVX-512 VNNI vpdpbusd"),
+// empty where there is none.
+std::string linear_quant_int8_kernel();
 
 void linear_quant_int8(const float* x, int64_t m, const PackedMatrix& w, float* y);
 
