@@ -67,6 +67,33 @@ def log(msg):
 # Dependencies
 # --------------------------------------------------------------------------------------------
 
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def llama_cmake_args():
+    """CMAKE_ARGS for building llama.cpp, or None for its native default. On CPUs with AMX,
+    llama.cpp 0.3.36 built natively (-march=native turns its AMX backend on) crashed in
+    ggml_backend_amx_mul_mat on every batch of more than one token (Xeon with AMX, 2026-12-04), so
+    there the ISA is listed explicitly with AMX off: every other extension the CPU has stays on."""
+    flags = cpu_flags()
+    if "amx_int8" not in flags:
+        return None
+    isa = {"GGML_AVX": "avx", "GGML_AVX2": "avx2", "GGML_FMA": "fma", "GGML_F16C": "f16c",
+           "GGML_BMI2": "bmi2", "GGML_AVX512": "avx512f", "GGML_AVX512_VBMI": "avx512vbmi",
+           "GGML_AVX512_VNNI": "avx512_vnni", "GGML_AVX512_BF16": "avx512_bf16",
+           "GGML_AVX_VNNI": "avx_vnni"}
+    args = ["-DGGML_NATIVE=OFF"] + [f"-D{k}={'ON' if v in flags else 'OFF'}" for k, v in isa.items()]
+    return " ".join(args + ["-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"])
+
+
 def ensure_deps():
     """Import llama_cpp and gguf, building llama-cpp-python from source (native CPU) if needed."""
     try:
@@ -75,8 +102,13 @@ def ensure_deps():
     except ImportError:
         cmd = [sys.executable, "-m", "pip", "install", "--no-binary", "llama-cpp-python",
                f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", "gguf"]
+        env = dict(os.environ)
+        cmake_args = llama_cmake_args()
+        if cmake_args and "CMAKE_ARGS" not in env:
+            env["CMAKE_ARGS"] = cmake_args
+            log(f"this CPU has AMX: building llama.cpp with CMAKE_ARGS={cmake_args}")
         log("installing the llama.cpp Python binding (builds llama.cpp from source, minutes): " + " ".join(cmd))
-        subprocess.run(cmd, check=True)
+        subprocess.run(cmd, check=True, env=env)
         importlib.invalidate_caches()
     import gguf
     import llama_cpp
