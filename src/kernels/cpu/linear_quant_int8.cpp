@@ -153,9 +153,8 @@ HWY_INLINE void GroupDots(const uint8_t* HWY_RESTRICT blk, int64_t g, int v0,
       for (int i = 0; i < 5; ++i) c[i] = L::Load(base + i * kQuadBytes);
       const I q5 = L::Or(L::Shr16<5>(L::And(c[0], top3)), L::Shr16<2>(L::And(c[3], mid2)));
       const I q6 = L::Or(L::Shr16<5>(L::And(c[1], top3)), L::Shr16<2>(L::And(c[4], mid2)));
-      const I q7 = L::Or(
-          L::Shr16<5>(L::And(c[2], top3)),
-          L::Shr16<3>(L::Or(L::And(c[4], bit7), L::Shr16<1>(L::And(c[3], bit7)))));
+      const I q7 = L::Or(L::Shr16<5>(L::And(c[2], top3)),
+                         L::Shr16<3>(L::Or(L::And(c[4], bit7), L::Shr16<1>(L::And(c[3], bit7)))));
       // Quads 0-3 then 4-7, each half's partial widened once.
       auto half_sum = [&](I a, const int8_t* xh, I qa, I qb, I qc, I qd) {
         I p = L::MulAdd(L::Zero(), qa, L::Broadcast4(xh));
@@ -187,10 +186,10 @@ HWY_INLINE void GroupDots(const uint8_t* HWY_RESTRICT blk, int64_t g, int v0,
                          L::Or(L::Shr16<4>(L::And(c1, top2)), L::Shr16<2>(L::And(c2, top2))));
       for (int r = 0; r < kR; ++r) {
         const int8_t* xr = xq[r] + col0 + gc;
-        const I p01 = L::MulAdd(L::MulAdd(L::Zero(), q0, L::Broadcast4(xr)), q1,
-                                L::Broadcast4(xr + 4));
-        const I p23 = L::MulAdd(L::MulAdd(L::Zero(), q2, L::Broadcast4(xr + 8)), q3,
-                                L::Broadcast4(xr + 12));
+        const I p01 =
+            L::MulAdd(L::MulAdd(L::Zero(), q0, L::Broadcast4(xr)), q1, L::Broadcast4(xr + 4));
+        const I p23 =
+            L::MulAdd(L::MulAdd(L::Zero(), q2, L::Broadcast4(xr + 8)), q3, L::Broadcast4(xr + 12));
         acc[r][v] = L::Widen(L::Widen(acc[r][v], p01), p23);
       }
     }
@@ -244,10 +243,10 @@ HWY_INLINE void Int8Tile(const QuantizedActivations& a, int64_t r0,
     const uint8_t* blk = panel + b * f.block_bytes;
     const int64_t col0 = b * f.block_cols;
     for (int64_t g = 0; g < kGroups; ++g) {
-      const Ahead ahead = ahead_bytes == 0 ? Ahead{}
-                                           : Ahead{reinterpret_cast<const char*>(blk) +
-                                                       ahead_bytes + g * kShare,
-                                                   kShare};
+      const Ahead ahead =
+          ahead_bytes == 0
+              ? Ahead{}
+              : Ahead{reinterpret_cast<const char*>(blk) + ahead_bytes + g * kShare, kShare};
       I acc[kR][kV];
       for (int r = 0; r < kR; ++r)
         for (int v = 0; v < kV; ++v) acc[r][v] = L::Zero();
