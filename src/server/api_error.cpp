@@ -17,21 +17,28 @@ std::string ApiError::body() const {
 }
 
 namespace {
-ApiError make(int status, std::string type, std::string code, std::string message, std::string param = "",
-              int retry_after_s = 0) {
-  return ApiError{status, std::move(type), std::move(code), std::move(message), std::move(param), retry_after_s};
+ApiError make(int status, std::string type, std::string code, std::string message,
+              std::string param = "", int retry_after_s = 0) {
+  return ApiError{status,           std::move(type), std::move(code), std::move(message),
+                  std::move(param), retry_after_s};
 }
 }  // namespace
 
 ApiError invalid_request(std::string message, std::string param) {
-  return make(400, "invalid_request_error", "invalid_request", std::move(message), std::move(param));
+  return make(400, "invalid_request_error", "invalid_request", std::move(message),
+              std::move(param));
 }
 ApiError unauthorized(std::string message) {
   return make(401, "authentication_error", "invalid_api_key", std::move(message));
 }
-ApiError forbidden(std::string message) { return make(403, "forbidden", "forbidden", std::move(message)); }
+ApiError forbidden(std::string message) {
+  return make(403, "forbidden", "forbidden", std::move(message));
+}
 ApiError not_found_error(std::string message, std::string code) {
   return make(404, "invalid_request_error", std::move(code), std::move(message));
+}
+ApiError method_not_allowed(std::string message) {
+  return make(405, "invalid_request_error", "method_not_allowed", std::move(message));
 }
 ApiError payload_too_large(std::string message) {
   return make(413, "invalid_request_error", "request_too_large", std::move(message));
@@ -45,7 +52,9 @@ ApiError overloaded(std::string message) {
 ApiError unavailable(std::string code, std::string message, int retry_after_s) {
   return make(503, "service_unavailable", std::move(code), std::move(message), "", retry_after_s);
 }
-ApiError timeout_error(std::string message) { return make(504, "timeout", "timeout", std::move(message)); }
+ApiError timeout_error(std::string message) {
+  return make(504, "timeout", "timeout", std::move(message));
+}
 ApiError internal_server_error(std::string message) {
   return make(500, "internal_error", "internal_error", std::move(message));
 }

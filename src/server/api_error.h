@@ -8,10 +8,10 @@ namespace rlt::server {
 
 struct ApiError {
   int status = 400;
-  std::string type;     // OpenAI's error type, e.g. "invalid_request_error"
-  std::string code;     // machine-readable reason, e.g. "model_not_found"
-  std::string message;  // what is wrong and how to fix it
-  std::string param;    // the offending request field, or empty
+  std::string type;       // OpenAI's error type, e.g. "invalid_request_error"
+  std::string code;       // machine-readable reason, e.g. "model_not_found"
+  std::string message;    // what is wrong and how to fix it
+  std::string param;      // the offending request field, or empty
   int retry_after_s = 0;  // > 0: sent as a Retry-After header
 
   // The JSON body (always valid UTF-8: invalid bytes in the message are replaced).
@@ -22,6 +22,7 @@ ApiError invalid_request(std::string message, std::string param = "");          
 ApiError unauthorized(std::string message);                                      // 401
 ApiError forbidden(std::string message);                                         // 403
 ApiError not_found_error(std::string message, std::string code);                 // 404
+ApiError method_not_allowed(std::string message);                                // 405
 ApiError payload_too_large(std::string message);                                 // 413
 ApiError unsupported_media_type(std::string message);                            // 415
 ApiError overloaded(std::string message);                                        // 429

@@ -1,11 +1,14 @@
 #include "server/http_server.h"
 
-#include <chrono>
-#include <condition_variable>
 #include <fmt/format.h>
 #include <httplib.h>
-#include <mutex>
 #include <sys/socket.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 #include "common/log.h"
@@ -38,20 +41,55 @@ EngineWorker::Options worker_options(const ServerOptions& o, EngineConfig engine
 }
 
 // Metric labels stay bounded: unknown paths share one label.
+// Every route and the one method it answers (HEAD comes with GET): the metrics' route labels and
+// the Allow header of a 405 (httplib itself answers a known path asked with another method 404).
+struct KnownRoute {
+  const char* label;
+  const char* method;
+};
+const KnownRoute* find_route(const std::string& path) {
+  static constexpr KnownRoute kRoutes[] = {{"/", "GET"},
+                                           {"/health", "GET"},
+                                           {"/metrics", "GET"},
+                                           {"/v1/models", "GET"},
+                                           {"/v1/attention", "GET"},
+                                           {"/v1/completions", "POST"},
+                                           {"/v1/chat/completions", "POST"}};
+  static constexpr KnownRoute kModel{"/v1/models/{id}", "GET"};
+  for (const KnownRoute& r : kRoutes)
+    if (path == r.label) return &r;
+  constexpr std::string_view kModelPrefix = "/v1/models/";
+  if (path.size() > kModelPrefix.size() && path.compare(0, kModelPrefix.size(), kModelPrefix) == 0)
+    return &kModel;
+  return nullptr;
+}
+
 std::string route_label(const std::string& path) {
-  for (const char* known : {"/", "/health", "/metrics", "/v1/models", "/v1/attention", "/v1/completions",
-                            "/v1/chat/completions"})
-    if (path == known) return path;
-  return "other";
+  const KnownRoute* r = find_route(path);
+  return r ? r->label : "other";
+}
+
+// A known route asked with a method it does not answer: 405 with Allow, else nothing.
+std::optional<ApiError> wrong_method(const httplib::Request& req, httplib::Response& res) {
+  const KnownRoute* r = find_route(req.path);
+  if (r == nullptr || req.method == r->method ||
+      (req.method == "HEAD" && std::string_view(r->method) == "GET"))
+    return std::nullopt;
+  res.set_header("Allow", r->method);
+  return method_not_allowed(fmt::format("{} is not allowed on {}: this route answers {} only",
+                                        req.method, r->label, r->method));
 }
 
 ApiError error_for_status(const ServerOptions& o, const httplib::Request& req, int status) {
   switch (status) {
-    case 404: return not_found_error(fmt::format("no route {} {}", req.method, req.path.substr(0, 200)), "not_found");
+    case 404:
+      return not_found_error(fmt::format("no route {} {}", req.method, req.path.substr(0, 200)),
+                             "not_found");
     case 413:
-      return payload_too_large(fmt::format("the body exceeds the server's limit of {} bytes (--max-body-bytes)",
-                                           o.max_body_bytes));
-    case 400: return invalid_request("malformed HTTP request");
+      return payload_too_large(fmt::format(
+          "the body exceeds the server's limit of {} bytes (--max-body-bytes)", o.max_body_bytes));
+    case 400:
+      return invalid_request("malformed HTTP request");
     default: {
       ApiError e = internal_server_error(fmt::format("HTTP error {}", status));
       e.status = status;
@@ -80,7 +118,8 @@ std::pair<time_t, time_t> split_seconds(double s) {
 struct Server::Impl {
   // `engine` is declared before `state`, so it is ready when `state` is built.
   Impl(const ServerOptions& o, EngineConfig e)
-      : engine(std::move(e)), state(resolved(o, engine), worker_options(resolved(o, engine), engine)) {}
+      : engine(std::move(e)),
+        state(resolved(o, engine), worker_options(resolved(o, engine), engine)) {}
 
   void configure();
   void drain();
@@ -113,19 +152,26 @@ void Server::Impl::configure() {
   svr.set_error_handler(httplib::Server::HandlerWithResponse(
       [this](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        if (res.status == 404) {
+          if (auto e = wrong_method(req, res)) {
+            send_error(res, *e);
+            return httplib::Server::HandlerResponse::Handled;
+          }
+        }
         send_error(res, error_for_status(state.options, req, res.status));
         return httplib::Server::HandlerResponse::Handled;
       }));
-  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    send_error(res, internal_server_error("the server failed to handle the request: " + what));
-  });
+  svr.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        send_error(res, internal_server_error("the server failed to handle the request: " + what));
+      });
   svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     state.metrics.count_http(route_label(req.path), res.status);
   });
@@ -152,7 +198,8 @@ void Server::Impl::drain() {
     while (busy() && shutdown_requests < 2 && std::chrono::steady_clock::now() < deadline)
       cv.wait_for(lock, milliseconds(50));
   }
-  if (busy()) log_warn(fmt::format("shutdown: aborting {} unfinished requests", state.worker.in_flight()));
+  if (busy())
+    log_warn(fmt::format("shutdown: aborting {} unfinished requests", state.worker.in_flight()));
   state.worker.stop();  // aborts what is left; their handlers answer 503 or close their streams
   const auto grace = std::chrono::steady_clock::now() + kAfterAbortGrace;
   while (state.open_sessions.load() > 0 && std::chrono::steady_clock::now() < grace)
@@ -173,14 +220,17 @@ Status Server::bind() {
     if (impl_->port < 0) return io_error(fmt::format("cannot listen on {} (any port)", o.host));
   } else {
     if (!impl_->svr.bind_to_port(o.host, o.port))
-      return io_error(fmt::format("cannot listen on {}:{} (in use, or not an address of this host?)", o.host, o.port));
+      return io_error(fmt::format(
+          "cannot listen on {}:{} (in use, or not an address of this host?)", o.host, o.port));
     impl_->port = o.port;
   }
   impl_->svr.widen_backlog();
   return {};
 }
 
-int Server::port() const { return impl_->port; }
+int Server::port() const {
+  return impl_->port;
+}
 
 Status Server::run() {
   ServingState& s = impl_->state;
@@ -188,7 +238,8 @@ Status Server::run() {
   std::thread listener([this] { impl_->svr.listen_after_bind(); });
   // stop() is a no-op until the listener runs; without this wait an early stop would leave
   // listen_after_bind() running forever. (httplib 0.11 has no wait_until_ready.)
-  for (int i = 0; i < 500 && !impl_->svr.is_running(); ++i) std::this_thread::sleep_for(milliseconds(10));
+  for (int i = 0; i < 500 && !impl_->svr.is_running(); ++i)
+    std::this_thread::sleep_for(milliseconds(10));
   auto stop_listener = [&] {
     impl_->svr.stop();
     // Idle keep-alive connections would hold their threads (and the exit) for the whole
@@ -210,8 +261,9 @@ Status Server::run() {
   s.model = std::make_unique<const ModelContext>(std::move(*model));
   s.ready.store(true, std::memory_order_release);
   s.metrics.set_state(true, false);
-  log_info(fmt::format("ready: serving '{}' on port {} (up to {} requests in flight, {} connection threads)",
-                       s.model->name, impl_->port, s.options.max_requests, s.options.resolved_http_threads()));
+  log_info(fmt::format(
+      "ready: serving '{}' on port {} (up to {} requests in flight, {} connection threads)",
+      s.model->name, impl_->port, s.options.max_requests, s.options.resolved_http_threads()));
   {
     std::unique_lock lock(impl_->mutex);
     impl_->cv.wait(lock, [&] { return impl_->shutdown_requests > 0; });

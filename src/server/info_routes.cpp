@@ -1,9 +1,25 @@
 #include "server/info_routes.h"
 
+#include <fmt/format.h>
+
+#include <string>
+
 #include "server/guards.h"
 #include "server/openai_format.h"
 
 namespace rlt::server {
+namespace {
+
+json model_object(const ServingState& s) {
+  return json{{"id", s.model->name},
+              {"object", "model"},
+              {"created", 0},
+              {"owned_by", "rlt"},
+              {"max_model_len", s.model->max_context},
+              {"max_loops", s.model->total_loops}};
+}
+
+}  // namespace
 
 void add_info_routes(httplib::Server& svr, ServingState& s) {
   svr.Get("/", [&s](const httplib::Request& req, httplib::Response& res) {
@@ -23,10 +39,24 @@ void add_info_routes(httplib::Server& svr, ServingState& s) {
     if (auto e = check_host_and_origin(s, req)) return send_error(res, *e);
     if (auto e = check_auth(s, req)) return send_error(res, *e);
     if (auto e = check_serving(s)) return send_error(res, *e);
-    json model{{"id", s.model->name}, {"object", "model"}, {"created", 0}, {"owned_by", "rlt"},
-               {"max_model_len", s.model->max_context},
-               {"max_loops", s.model->total_loops}};
-    send_json(res, 200, dump_json(json{{"object", "list"}, {"data", json::array({model})}}));
+    send_json(res, 200,
+              dump_json(json{{"object", "list"}, {"data", json::array({model_object(s)})}}));
+  });
+  // OpenAI's model retrieval (client.models.retrieve); ids may hold slashes ("org/name").
+  svr.Get(R"(/v1/models/(.+))", [&s](const httplib::Request& req, httplib::Response& res) {
+    if (auto e = check_host_and_origin(s, req)) return send_error(res, *e);
+    if (auto e = check_auth(s, req)) return send_error(res, *e);
+    if (auto e = check_serving(s)) return send_error(res, *e);
+    const std::string id = req.matches[1];
+    if (id != s.model->name) {
+      ApiError e = not_found_error(
+          fmt::format("the model '{}' does not exist: this server serves '{}' (GET /v1/models)",
+                      id.substr(0, 200), s.model->name),
+          "model_not_found");
+      e.param = "model";
+      return send_error(res, e);
+    }
+    send_json(res, 200, dump_json(model_object(s)));
   });
   svr.Get("/v1/attention", [&s](const httplib::Request& req, httplib::Response& res) {
     if (auto e = check_host_and_origin(s, req)) return send_error(res, *e);

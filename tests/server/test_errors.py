@@ -1,5 +1,5 @@
 """Every documented error status of `rlt serve`, with OpenAI-style bodies, through the openai client
-and raw HTTP: 400, 401, 404, 413, 415, 429 (+ Retry-After), 503 while loading (+ Retry-After), 504.
+and raw HTTP: 400, 401, 404, 405 (+ Allow), 413, 415, 429 (+ Retry-After), 503 while loading (+ Retry-After), 504.
 """
 import json
 import time
@@ -105,6 +105,32 @@ class Errors(unittest.TestCase):
         status, _, err = self.server.post("/v1/nothing", {"model": MODEL}, AUTH)
         self.assertEqual(status, 404)
         assert_error_body(self, err)
+
+    def test_model_retrieval_by_id(self):
+        model = self.client.models.retrieve(MODEL)
+        self.assertEqual(model.id, MODEL)
+        self.assertEqual(model.object, "model")
+        self.assertEqual(model.model_dump(), self.client.models.list().data[0].model_dump())
+        with self.assertRaises(openai.NotFoundError) as cm:
+            self.client.models.retrieve("gpt-4")
+        self.assertEqual(cm.exception.body["code"], "model_not_found")
+        self.assertEqual(cm.exception.body["param"], "model")
+        status, _, _ = self.server.request("GET", f"/v1/models/{MODEL}")
+        self.assertEqual(status, 401, "retrieval needs the key as the list does")
+
+    def test_405_wrong_method_names_the_allowed_one(self):
+        cases = [("GET", "/v1/completions", "POST"), ("PUT", "/v1/chat/completions", "POST"),
+                 ("POST", "/v1/models", "GET"), ("DELETE", "/health", "GET"),
+                 ("POST", f"/v1/models/{MODEL}", "GET"), ("POST", "/metrics", "GET")]
+        for method, path, allowed in cases:
+            with self.subTest(method=method, path=path):
+                status, headers, data = self.server.request(method, path, headers=AUTH)
+                self.assertEqual(status, 405, data)
+                self.assertEqual(headers.get("allow"), allowed)
+                assert_error_body(self, json.loads(data), "method_not_allowed")
+        # An unknown path stays 404; HEAD on a GET route is not a wrong method.
+        self.assertEqual(self.server.request("GET", "/v1/nothing", headers=AUTH)[0], 404)
+        self.assertEqual(self.server.request("HEAD", "/health")[0], 200)
 
     def test_413_body_too_large(self):
         body = {"model": MODEL, "prompt": "x" * 5000}
