@@ -1,10 +1,20 @@
 #include "server/prompt_builder.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fmt/format.h>
 
 namespace rlt::server {
 namespace {
+
+// SamplingParams' range errors begin with the field's name ("top_p must be in (0, 1], got 0",
+// "stop_token_ids[2] must ..."), which is also the request field's: the error's `param`.
+std::string field_named_by(const std::string& message) {
+  size_t end = 0;
+  while (end < message.size() && (std::islower(static_cast<unsigned char>(message[end])) || message[end] == '_'))
+    ++end;
+  return message.substr(0, end);
+}
 
 std::optional<ApiError> tokenize(const std::string& text, bool add_special_tokens, const ModelContext& model,
                                  std::vector<int32_t>* out) {
@@ -42,6 +52,9 @@ std::optional<ApiError> chat_prompt(const GenerationRequest& request, const Mode
   // The template writes the special tokens itself.
   if (auto e = tokenize(*text, false, model, &ids)) return e;
   out->prompts.push_back(std::move(ids));
+  // In chat the end-of-turn tokens are the model's EOS (SmolLM2's eos is <|im_end|>), so
+  // ignore_eos ignores them too, as vLLM's does; stop_token_ids the request names still stop.
+  if (out->params.ignore_eos) return std::nullopt;
   for (int32_t id : model.end_of_turn_ids) {
     if (std::find(out->params.stop_token_ids.begin(), out->params.stop_token_ids.end(), id) ==
         out->params.stop_token_ids.end())
@@ -71,8 +84,10 @@ std::optional<ApiError> build_engine_inputs(const GenerationRequest& request, co
   // Chat has no max_tokens default in OpenAI's API: generate up to the end of the context.
   if (request.endpoint == Endpoint::kChat && !request.max_tokens_given)
     out->params.max_tokens = model.max_context - prompt_len + 1;
-  if (Status s = out->params.validate(model.vocab_size); !s.ok()) return invalid_request(s.message());
-  if (Status s = out->params.validate_loops(model.total_loops); !s.ok()) return invalid_request(s.message());
+  if (Status s = out->params.validate(model.vocab_size); !s.ok())
+    return invalid_request(s.message(), field_named_by(s.message()));
+  if (Status s = out->params.validate_loops(model.total_loops); !s.ok())
+    return invalid_request(s.message(), field_named_by(s.message()));
   if (prompt_len + out->params.max_tokens - 1 > model.max_context)
     return invalid_request(fmt::format("prompt ({} tokens) + max_tokens ({}) - 1 exceeds the model's context of {} "
                                        "tokens; lower max_tokens", prompt_len, out->params.max_tokens, model.max_context),

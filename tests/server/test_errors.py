@@ -53,8 +53,18 @@ class Errors(unittest.TestCase):
             ({"model": MODEL, "prompt": "x", "whatever": True}, "whatever"),
             ({"model": MODEL, "prompt": "x", "stream_options": {}}, "stream_options"),
             ({"model": MODEL, "prompt": "x", "max_tokens": 100000}, "max_tokens"),
-            ({"model": MODEL, "prompt": "x", "max_loops": 99}, None),
+            ({"model": MODEL, "prompt": "x", "max_loops": 99}, "max_loops"),
             ({"model": MODEL, "prompt": ""}, "prompt"),
+            # Ranges checked with the model (SamplingParams) name their field too.
+            ({"model": MODEL, "prompt": "x", "temperature": -1}, "temperature"),
+            ({"model": MODEL, "prompt": "x", "top_p": 0}, "top_p"),
+            ({"model": MODEL, "prompt": "x", "min_p": 2}, "min_p"),
+            ({"model": MODEL, "prompt": "x", "presence_penalty": 3}, "presence_penalty"),
+            ({"model": MODEL, "prompt": "x", "frequency_penalty": -3}, "frequency_penalty"),
+            ({"model": MODEL, "prompt": "x", "repetition_penalty": 0}, "repetition_penalty"),
+            ({"model": MODEL, "prompt": "x", "top_k": -2}, "top_k"),
+            ({"model": MODEL, "prompt": "x", "exit_threshold": 2}, "exit_threshold"),
+            ({"model": MODEL, "prompt": "x", "stop_token_ids": [10 ** 7]}, "stop_token_ids"),
         ]
         for body, param in cases:
             with self.subTest(body=body):

@@ -1,7 +1,7 @@
 """`rlt serve --model FILE.gguf` with the real SmolLM2 GGUF (fetched by scripts/setup.sh; skipped
 without it), driven by the official openai client: the served name is the file's name without
 .gguf, chat completions use the template from the GGUF metadata and stop at its end-of-turn
-token, and a greedy answer to a factual question is right.
+token (unless ignore_eos), and a greedy answer to a factual question is right.
 """
 import os
 import sys
@@ -47,6 +47,17 @@ class ServeGguf(unittest.TestCase):
             model=NAME, messages=[{"role": "user", "content": "What is the capital of France?"}],
             max_tokens=32, temperature=0, stream=True) if c.choices)
         self.assertEqual(streamed, r.choices[0].message.content)
+
+    def test_ignore_eos_continues_past_the_end_of_turn(self):
+        # <|im_end|> is SmolLM2's eos and its end of turn: ignore_eos generates through it.
+        messages = [{"role": "user", "content": "What is the capital of France?"}]
+        r = self.client.chat.completions.create(model=NAME, messages=messages, max_tokens=48, temperature=0,
+                                                extra_body={"ignore_eos": True})
+        self.assertEqual(r.choices[0].finish_reason, "length")
+        self.assertEqual(r.usage.completion_tokens, 48)
+        plain = self.client.chat.completions.create(model=NAME, messages=messages, max_tokens=48, temperature=0)
+        self.assertEqual(plain.choices[0].finish_reason, "stop")
+        self.assertLess(plain.usage.completion_tokens, 48)
 
 
 if __name__ == "__main__":
