@@ -12,6 +12,8 @@ bool in_closed(double x, double lo, double hi) {
   return lo <= x && x <= hi;
 }
 
+// Every message of validate / validate_loops about a request field begins with its name, as the
+// request spells it: the server reports it as the error's `param` (prompt_builder.cpp).
 Status range_error(std::string_view field, std::string_view range, double value) {
   return invalid_argument(fmt::format("{} must be {}, got {}", field, range, value));
 }

@@ -40,9 +40,9 @@ EngineWorker::Options worker_options(const ServerOptions& o, EngineConfig engine
   return w;
 }
 
-// Metric labels stay bounded: unknown paths share one label.
-// Every route and the one method it answers (HEAD comes with GET): the metrics' route labels and
-// the Allow header of a 405 (httplib itself answers a known path asked with another method 404).
+// Every route and the one method it answers (HEAD comes with GET): the metrics' route labels
+// (bounded: every model id shares one, unknown paths share "other") and the Allow header of a 405
+// (httplib itself answers a known path asked with another method 404).
 struct KnownRoute {
   const char* label;
   const char* method;

@@ -57,7 +57,6 @@ struct Avx2Lanes {
   static HWY_INLINE I Shr16(I a) {
     return _mm256_srli_epi16(a, kBits);
   }
-  static HWY_INLINE I Add32(I a, I b) { return _mm256_add_epi32(a, b); }
   static HWY_INLINE I Sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
 
   static HWY_INLINE I MulAdd(I partial, I w_u8, I x_s8) {
@@ -74,7 +73,6 @@ struct Avx2Lanes {
   static HWY_INLINE I Magnitude(I w) { return _mm256_abs_epi8(w); }
   static HWY_INLINE I WithSignOf(I x, I w) { return _mm256_sign_epi8(x, w); }
 
-  static HWY_INLINE F LoadF(const float* p) { return _mm256_loadu_ps(p); }
   static HWY_INLINE void StoreF(float* p, F v) { _mm256_storeu_ps(p, v); }
   static HWY_INLINE F SetF(float v) { return _mm256_set1_ps(v); }
   static HWY_INLINE F ZeroF() { return _mm256_setzero_ps(); }
@@ -120,7 +118,6 @@ struct Avx512Lanes {
   static HWY_INLINE I Shr16(I a) {
     return _mm512_srli_epi16(a, kBits);
   }
-  static HWY_INLINE I Add32(I a, I b) { return _mm512_add_epi32(a, b); }
   static HWY_INLINE I Sub32(I a, I b) { return _mm512_sub_epi32(a, b); }
 
   static HWY_INLINE I MulAdd(I partial, I w_u8, I x_s8) {
@@ -147,7 +144,6 @@ struct Avx512Lanes {
     return _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
   }
 
-  static HWY_INLINE F LoadF(const float* p) { return _mm512_loadu_ps(p); }
   static HWY_INLINE void StoreF(float* p, F v) { _mm512_storeu_ps(p, v); }
   static HWY_INLINE F SetF(float v) { return _mm512_set1_ps(v); }
   static HWY_INLINE F ZeroF() { return _mm512_setzero_ps(); }
