@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 namespace rlt {
@@ -37,6 +38,19 @@ Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
   }
   ::close(fd);  // the mapping keeps the file alive
   return std::shared_ptr<MappedFile>(new MappedFile(path, data, size));
+}
+
+void MappedFile::release(const void* p, size_t n) const {
+  const auto* begin = static_cast<const uint8_t*>(p);
+  if (data_ == nullptr || begin < data_ || n > size_ ||
+      begin - data_ > static_cast<ptrdiff_t>(size_ - n))
+    return;
+  // Whole pages only: the pages at either end may hold a neighbouring tensor still in use.
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(begin) + n) / page * page;
+  // The mapping is private and never written, so dropping a page loses nothing.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

@@ -21,6 +21,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the whole pages of [p, p + n) from this process's resident memory once their bytes have
+  // been copied elsewhere (packed weights). They stay readable: a later access reads them again
+  // from the page cache or the file. Ranges outside the mapping are ignored.
+  void release(const void* p, size_t n) const;
 
  private:
   MappedFile(std::string path, const uint8_t* data, size_t size)

@@ -83,6 +83,8 @@ class GgufFile {
       std::shared_ptr<MappedFile> keep_alive = nullptr);
 
   const std::string& path() const { return path_; }
+  // The file mapping the tensors point into (null for bytes parsed from memory).
+  const std::shared_ptr<MappedFile>& mapping() const { return mapping_; }
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
   size_t file_size() const { return size_; }

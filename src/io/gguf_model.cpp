@@ -99,7 +99,9 @@ std::string hf_name(const std::string& gguf_name, bool ouro) {
 }
 
 // HF pairs i, i + d/2; GGUF pairs 2i, 2i + 1 (gguf_interleaved_row).
-int64_t interleaved_row(int64_t row, int64_t head_dim) { return gguf_interleaved_row(row, head_dim); }
+int64_t interleaved_row(int64_t row, int64_t head_dim) {
+  return gguf_interleaved_row(row, head_dim);
+}
 
 Result<int64_t> required_int(const GgufFile& f, const std::string& key) {
   RLT_ASSIGN_OR_RETURN(auto v, f.get_int(key));
@@ -144,7 +146,8 @@ std::optional<std::string> gguf_tensor_name(const std::string& hf, bool ouro) {
   if (hf.rfind(kLayers, 0) != 0) return std::nullopt;
   const size_t dot = hf.find('.', kLayers.size());
   if (dot == std::string::npos) return std::nullopt;
-  const std::string layer = hf.substr(kLayers.size(), dot - kLayers.size()), rest = hf.substr(dot + 1);
+  const std::string layer = hf.substr(kLayers.size(), dot - kLayers.size()),
+                    rest = hf.substr(dot + 1);
   for (const auto& [gguf, name] : layer_names(ouro))
     if (name == rest) return fmt::format("blk.{}.{}", layer, gguf);
   return std::nullopt;
@@ -248,8 +251,9 @@ Result<GgufModelInfo> read_gguf_model_info(const GgufFile& f) {
                                               c.rope_scaling.frequency_factors.data()));
     for (float factor : c.rope_scaling.frequency_factors) {
       if (!(factor > 0.0f) || !std::isfinite(factor))
-        return invalid_argument(fmt::format("{}: rope_freqs.weight holds {}; every factor must be finite and positive",
-                                            path, factor));
+        return invalid_argument(
+            fmt::format("{}: rope_freqs.weight holds {}; every factor must be finite and positive",
+                        path, factor));
     }
   }
   RLT_ASSIGN_OR_RETURN(auto experts, f.get_int(p + "expert_count"));
@@ -438,11 +442,12 @@ Result<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const M
   for (PlannedTensor& p : planned) {
     if (p.in_place) {
       p.view.data = p.source->data;
+      p.view.mapping = file->mapping();
     } else {
       auto buffer = materialize(p, config.head_dim);
       if (!buffer.ok()) return buffer.status().with_context(file->path());
       p.view.data = (*buffer)->data();
-      owners.push_back(*buffer);
+      p.view.owner = *buffer;
     }
     views.push_back(std::move(p.view));
   }

@@ -166,6 +166,7 @@ Result<SafetensorsFile> SafetensorsFile::parse(const uint8_t* bytes, size_t size
       continue;
     }
     RLT_ASSIGN_OR_RETURN(TensorView t, parse_entry(key, value, data, data_size, name));
+    t.mapping = file.mapping_;
     file.tensors_.push_back(std::move(t));
   }
   // The data region must be tiled exactly: no overlaps, no holes, no trailing bytes. This is the
@@ -307,6 +308,19 @@ Result<Checkpoint> Checkpoint::open_dir(const std::string& dir) {
 const TensorView* Checkpoint::find(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
+}
+
+void Checkpoint::release(const std::string& name, bool keep_converted) {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) return;
+  TensorView& t = it->second;
+  if (t.owner) {
+    if (keep_converted) return;
+    t.owner.reset();
+    t.data = nullptr;
+  } else if (t.mapping) {
+    t.mapping->release(t.data, t.nbytes);
+  }
 }
 
 size_t Checkpoint::total_bytes() const {

@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,8 +28,13 @@ struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
-  const uint8_t* data = nullptr;  // points into the file mapping
+  const uint8_t* data = nullptr;  // into `mapping`, into `owner`, or into caller-held memory
   size_t nbytes = 0;
+  // The file mapping `data` points into (null for bytes parsed from memory).
+  std::shared_ptr<const MappedFile> mapping;
+  // The buffer `data` points into when the tensor was converted at load (dequantized, quantized,
+  // rows reordered): it lives as long as some view holds it.
+  std::shared_ptr<const void> owner;
   std::string file;  // the file holding the tensor, for error messages
   // Set for a GGUF matrix kept in its GGML block type (rows of blocks; dtype is then kU8).
   std::optional<quant::GgmlType> quant = std::nullopt;
@@ -67,12 +72,17 @@ class Checkpoint {
   static Result<Checkpoint> open_file(const std::string& path);
   // Tensors that live elsewhere (a GGUF mapping, buffers converted at load): `owners` keep their
   // bytes alive as long as the checkpoint. Names must be unique.
-  static Result<Checkpoint> from_views(std::vector<TensorView> views, std::vector<std::shared_ptr<const void>> owners,
+  static Result<Checkpoint> from_views(std::vector<TensorView> views,
+                                       std::vector<std::shared_ptr<const void>> owners,
                                        std::vector<std::string> files);
 
   const TensorView* find(const std::string& name) const;
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   size_t total_bytes() const;
+  // Gives back the memory of a tensor whose bytes have been copied out (packed for the kernels):
+  // file-mapped bytes leave the resident set and stay readable; bytes converted at load are freed
+  // (the view keeps its name, shape and size, with null data) unless `keep_converted`.
+  void release(const std::string& name, bool keep_converted = false);
   const std::vector<std::string>& files() const { return files_; }
 
  private:

@@ -4,19 +4,11 @@
 
 #include <cstring>
 #include <limits>
-#include <new>
 #include <utility>
 
+#include "common/page_buffer.h"
+
 namespace rlt::kv {
-namespace {
-
-constexpr std::align_val_t kAlignment{64};
-
-}  // namespace
-
-void CpuKVStorage::AlignedFree::operator()(std::byte* p) const {
-  ::operator delete[](p, kAlignment);
-}
 
 Result<std::unique_ptr<CpuKVStorage>> CpuKVStorage::create(const KVGeometry& geometry) {
   RLT_RETURN_IF_ERROR(geometry.validate());
@@ -28,17 +20,13 @@ Result<std::unique_ptr<CpuKVStorage>> CpuKVStorage::create(const KVGeometry& geo
                                         geometry.num_blocks, block_bytes));
   }
   const size_t bytes = static_cast<size_t>(geometry.num_blocks) * block_bytes;
-  auto* k = static_cast<std::byte*>(::operator new[](bytes, kAlignment, std::nothrow));
-  Buffer keys(k);
-  auto* v = static_cast<std::byte*>(::operator new[](bytes, kAlignment, std::nothrow));
-  Buffer values(v);
-  if (k == nullptr || v == nullptr) {
+  // Zeroed so a kernel that reads an unwritten slot by mistake sees zeros, not old secrets; from
+  // the kernel's zero pages, so the pools cost memory only as requests fill them.
+  Buffer keys = allocate_zeroed(bytes), values = allocate_zeroed(bytes);
+  if (keys == nullptr || values == nullptr) {
     return resource_exhausted(fmt::format(
         "cannot allocate 2 x {} bytes of host KV cache ({} blocks)", bytes, geometry.num_blocks));
   }
-  // Zeroed so a kernel that reads an unwritten slot by mistake sees zeros, not old secrets.
-  std::memset(k, 0, bytes);
-  std::memset(v, 0, bytes);
   return std::unique_ptr<CpuKVStorage>(
       new CpuKVStorage(geometry, std::move(keys), std::move(values), bytes));
 }
@@ -97,11 +85,12 @@ Status CpuKVStorage::copy_slots(std::span<const SlotCopy> copies) {
 Status CpuKVStorage::read_blocks(std::span<const BlockId> blocks, std::span<std::byte> keys,
                                  std::span<std::byte> values) const {
   const size_t block_bytes = static_cast<size_t>(geometry_.block_elems()) * elem_size_;
-  RLT_RETURN_IF_ERROR(validate_block_transfer(geometry_, blocks, keys.size(), values.size(), "reading"));
+  RLT_RETURN_IF_ERROR(
+      validate_block_transfer(geometry_, blocks, keys.size(), values.size(), "reading"));
   for (size_t i = 0; i < blocks.size(); ++i) {
     const size_t off = static_cast<size_t>(blocks[i]) * block_bytes;
-    std::memcpy(keys.data() + i * block_bytes, keys_.get() + off, block_bytes);
-    std::memcpy(values.data() + i * block_bytes, values_.get() + off, block_bytes);
+    std::memcpy(keys.data() + i * block_bytes, pool_data(KVPool::kKey) + off, block_bytes);
+    std::memcpy(values.data() + i * block_bytes, pool_data(KVPool::kValue) + off, block_bytes);
   }
   return {};
 }
@@ -109,11 +98,12 @@ Status CpuKVStorage::read_blocks(std::span<const BlockId> blocks, std::span<std:
 Status CpuKVStorage::write_blocks(std::span<const BlockId> blocks, std::span<const std::byte> keys,
                                   std::span<const std::byte> values) {
   const size_t block_bytes = static_cast<size_t>(geometry_.block_elems()) * elem_size_;
-  RLT_RETURN_IF_ERROR(validate_block_transfer(geometry_, blocks, keys.size(), values.size(), "writing"));
+  RLT_RETURN_IF_ERROR(
+      validate_block_transfer(geometry_, blocks, keys.size(), values.size(), "writing"));
   for (size_t i = 0; i < blocks.size(); ++i) {
     const size_t off = static_cast<size_t>(blocks[i]) * block_bytes;
-    std::memcpy(keys_.get() + off, keys.data() + i * block_bytes, block_bytes);
-    std::memcpy(values_.get() + off, values.data() + i * block_bytes, block_bytes);
+    std::memcpy(pool_data(KVPool::kKey) + off, keys.data() + i * block_bytes, block_bytes);
+    std::memcpy(pool_data(KVPool::kValue) + off, values.data() + i * block_bytes, block_bytes);
   }
   return {};
 }

@@ -35,14 +35,11 @@ class CpuKVStorage final : public KVStorage {
   size_t pool_bytes() const { return pool_bytes_; }
 
  private:
-  struct AlignedFree {
-    void operator()(std::byte* p) const;
-  };
-  using Buffer = std::unique_ptr<std::byte[], AlignedFree>;
+  using Buffer = std::shared_ptr<void>;  // common/page_buffer.h
 
   CpuKVStorage(const KVGeometry& geometry, Buffer keys, Buffer values, size_t pool_bytes);
   std::byte* pool_data(KVPool pool) const {
-    return pool == KVPool::kKey ? keys_.get() : values_.get();
+    return static_cast<std::byte*>(pool == KVPool::kKey ? keys_.get() : values_.get());
   }
 
   KVGeometry geometry_;

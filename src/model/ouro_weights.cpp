@@ -22,6 +22,12 @@ kernels::WeightMatrix matrix(const io::TensorView& t) {
   return {t.dtype, t.shape[0], t.shape.size() > 1 ? t.shape[1] : 1, t.data, t.quant};
 }
 
+// The linear layers' weights of one layer (the matrices packed for the kernels).
+constexpr const char* kLinearSuffixes[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                           "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                                           "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+                                           "mlp.down_proj.weight"};
+
 std::vector<float> widen(const io::TensorView& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   kernels::WeightMatrix m{t.dtype, 1, t.numel(), t.data};
@@ -60,16 +66,22 @@ std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& c) 
   return out;
 }
 
-Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& c,
-                                      kernels::PackOptions pack, bool pack_linear) {
+namespace {
+
+// bind_ouro_weights; `packed(name)` is told when a tensor's bytes have been copied into a packed
+// matrix and the source is no longer read (load_ouro_model gives its memory back then).
+template <typename OnPacked>
+Result<OuroWeights> bind(const io::Checkpoint& ckpt, const io::ModelConfig& c,
+                         kernels::PackOptions pack, bool pack_linear, OnPacked packed) {
   RLT_RETURN_IF_ERROR(io::validate_tensor_set(ckpt, ouro_expected_tensors(c)));
   auto get = [&](const std::string& name) -> const io::TensorView& { return *ckpt.find(name); };
   using kernels::PackedMatrix;
   OuroWeights w;
   w.embed_tokens = matrix(get("model.embed_tokens.weight"));
   if (pack_linear) {
-    w.lm_head = PackedMatrix::pack(
-        c.tie_word_embeddings ? w.embed_tokens : matrix(get("lm_head.weight")), pack);
+    const char* head = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    w.lm_head = PackedMatrix::pack(matrix(get(head)), pack);
+    packed(head);
   }
   w.final_norm = widen(get("model.norm.weight"));
   if (c.has_exit_gate()) {
@@ -88,6 +100,7 @@ Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::Mode
       l.gate_up =
           PackedMatrix::pack_swiglu(m("mlp.gate_proj.weight"), m("mlp.up_proj.weight"), pack);
       l.down_proj = PackedMatrix::pack(m("mlp.down_proj.weight"), pack);
+      for (const char* suffix : kLinearSuffixes) packed(layer_name(i, suffix));
     }
     l.input_norm = widen(get(layer_name(i, "input_layernorm.weight")));
     l.post_attn_norm = widen(get(layer_name(i, "post_attention_layernorm.weight")));
@@ -97,6 +110,13 @@ Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::Mode
     }
   }
   return w;
+}
+
+}  // namespace
+
+Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& c,
+                                      kernels::PackOptions pack, bool pack_linear) {
+  return bind(ckpt, c, pack, pack_linear, [](const std::string&) {});
 }
 
 std::vector<int64_t> OuroModel::eos_token_ids() const {
@@ -124,10 +144,7 @@ int64_t OuroModel::core_weight_bytes_per_loop() const {
     bytes += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
   if (bytes > 0) return bytes;
   for (int64_t i = 0; i < config.num_layers; ++i) {  // not packed: the checkpoint's tensors
-    for (const char* suffix :
-         {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-          "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
-          "mlp.down_proj.weight"}) {
+    for (const char* suffix : kLinearSuffixes) {
       bytes += static_cast<int64_t>(checkpoint.find(layer_name(i, suffix))->nbytes);
     }
   }
@@ -242,10 +259,15 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
     }
   }
   if (options.int8_activations) RLT_RETURN_IF_ERROR(check_int8_activations(*model, options));
-  auto bound = bind_ouro_weights(
-      model->checkpoint, model->config,
+  // Each tensor's source memory goes back as soon as it is packed, so the weights are resident
+  // once and loading peaks at the packed weights plus one layer's sources. The embedding stays
+  // readable (token lookups read it in place; only the rows used come back).
+  io::Checkpoint& ckpt = model->checkpoint;
+  auto bound = bind(
+      ckpt, model->config,
       {.bf16_activations = options.bf16_activations, .int8_activations = options.int8_activations},
-      options.pack_for_cpu);
+      options.pack_for_cpu,
+      [&](const std::string& name) { ckpt.release(name, name == "model.embed_tokens.weight"); });
   if (!bound.ok()) return bound.status().with_context(dir);
   model->weights = std::move(bound).value();
   return std::shared_ptr<const OuroModel>(std::move(model));

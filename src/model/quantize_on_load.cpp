@@ -82,12 +82,14 @@ Result<io::Checkpoint> quantize_linear_weights(io::Checkpoint checkpoint,
     }
     if (chosen != wanted) ++fallbacks["Q8_0"];
     RLT_ASSIGN_OR_RETURN(auto blocks, quantize_matrix(t, chosen));
+    source->release(name);  // the float bytes are not read again
     t.dtype = DType::kU8;
     t.quant = chosen;
     t.data = blocks->data();
     t.nbytes = blocks->size();
     t.file += fmt::format(" (quantized to {} at load)", quant::ggml_type_name(chosen));
-    owners.push_back(std::move(blocks));
+    t.owner = std::move(blocks);
+    t.mapping = nullptr;
   }
   for (const auto& [what, count] : fallbacks) {
     notes->push_back(

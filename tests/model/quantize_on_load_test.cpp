@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/linear_quant_int8.h"
 #include "model/demo_checkpoint.h"
 #include "model/ouro_weights.h"
-#include "kernels/cpu/linear_quant_int8.h"
 #include "model/reference_model.h"
 #include "quant/dequantize.h"
 
@@ -46,15 +46,20 @@ class QuantizeOnLoad : public ::testing::Test {
   static inline std::vector<std::filesystem::path> dirs_;
 };
 
-// The model whose linear weights are `quantized`'s blocks dequantized to f32.
-std::shared_ptr<const OuroModel> dequantized_twin(const OuroModel& quantized) {
+// The model whose linear weights are `quantized`'s blocks dequantized to f32. The blocks are made
+// again from the folder (a loaded model frees them once they are packed).
+std::shared_ptr<const OuroModel> dequantized_twin(const OuroModel& quantized, QuantizeType type) {
   auto twin = std::make_shared<OuroModel>();
   twin->dir = quantized.dir;
   twin->config = quantized.config;
   twin->generation = quantized.generation;
+  std::vector<std::string> notes;
+  auto blocks = quantize_linear_weights(*io::Checkpoint::open_dir(quantized.dir), quantized.config,
+                                        type, &notes);
+  EXPECT_TRUE(blocks.ok()) << blocks.status().to_string();
   std::vector<io::TensorView> views;
   std::vector<std::shared_ptr<const void>> owners;
-  for (const auto& [name, t] : quantized.checkpoint.tensors()) {
+  for (const auto& [name, t] : blocks->tensors()) {
     io::TensorView v = t;
     if (t.quant) {
       auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(t.numel()));
@@ -99,13 +104,13 @@ TEST_F(QuantizeOnLoad, ComputesTheDequantizedModel) {
     EXPECT_EQ(m.quantized_types(), expected);
 
     const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35, 89, 79};
-    ReferenceModel quantized(*model), twin(dequantized_twin(m));
+    ReferenceModel quantized(*model), twin(dequantized_twin(m, type));
     auto a = quantized.generate(prompt, 6, {1, 2, 1.0}, true);
     auto b = twin.generate(prompt, 6, {1, 2, 1.0}, true);
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(a->tokens, b->tokens);
     auto la = ReferenceModel(*model).prefill(prompt),
-         lb = ReferenceModel(dequantized_twin(m)).prefill(prompt);
+         lb = ReferenceModel(dequantized_twin(m, type)).prefill(prompt);
     ASSERT_TRUE(la.ok() && lb.ok());
     double worst = 0, scale = 0;
     for (size_t i = 0; i < la->logits.size(); ++i) {

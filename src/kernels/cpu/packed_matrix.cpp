@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "common/page_buffer.h"
 #include "kernels/cpu/linear_bf16.h"
 #include "kernels/cpu/linear_quant_int8.h"
 #include "kernels/cpu/quant_panels.h"
@@ -72,31 +73,11 @@ bool int8_layout(const PackOptions& options) {
 
 }  // namespace
 
-size_t PackedMatrix::allocation_bytes(int64_t bytes) {
-  constexpr size_t kAlign = 64;
-  return (static_cast<size_t>(bytes) + kAlign - 1) / kAlign * kAlign;
-}
-
-PackedMatrix::PackedMatrix(const PackedMatrix& other)
-    : dtype_(other.dtype_),
-      epilogue_(other.epilogue_),
-      layout_(other.layout_),
-      outputs_(other.outputs_),
-      cols_(other.cols_),
-      panels_(other.panels_),
-      quant_bytes_(other.quant_bytes_),
-      quant_panels_(other.quant_panels_) {
-  const size_t bytes = allocation_bytes(other.bytes());
-  if (bytes == 0 || other.data_ == nullptr) return;
-  void* raw = std::aligned_alloc(64, bytes);
-  if (raw == nullptr) throw std::bad_alloc();
-  std::memcpy(raw, other.data_.get(), bytes);
-  data_.reset(raw);
-}
-
-PackedMatrix& PackedMatrix::operator=(const PackedMatrix& other) {
-  if (this != &other) *this = PackedMatrix(other);
-  return *this;
+// Zero-filled (the padding outputs must read as zeros).
+static std::shared_ptr<void> allocate_panels(int64_t bytes) {
+  std::shared_ptr<void> p = allocate_zeroed(static_cast<size_t>(bytes));
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
 }
 
 template <typename SourceRow>
@@ -110,12 +91,10 @@ PackedMatrix PackedMatrix::build(DType dtype, Epilogue epilogue, Options options
   p.panels_ = (packed_rows + kPanelWidth - 1) / kPanelWidth;
   if (options.bf16_activations && dtype == DType::kBF16 && bf16_dot_supported())
     p.layout_ = Layout::kBf16Pairs;
-  const size_t bytes = allocation_bytes(p.bytes());
-  if (bytes == 0) return p;
-  void* raw = std::aligned_alloc(64, bytes);
-  if (raw == nullptr) throw std::bad_alloc();
-  std::memset(raw, 0, bytes);
-  p.data_.reset(raw);
+  if (p.bytes() == 0) return p;
+  std::shared_ptr<void> buffer = allocate_panels(p.bytes());
+  void* raw = buffer.get();
+  p.data_ = std::move(buffer);
   const int64_t stored_cols = p.stored_cols();
   // Packing a 1.4B model moves gigabytes; panels are independent.
 #pragma omp parallel for schedule(static)
@@ -154,18 +133,17 @@ PackedMatrix PackedMatrix::build_quant(Epilogue epilogue, bool int8, int64_t out
   for (int64_t panel = 0; panel < p.panels_; ++panel) {
     std::optional<quant::GgmlType> type;
     for (int64_t slot = 0; slot < kPanelWidth && !type; ++slot)
-      if (const RowRef src = source(panel * kPanelWidth + slot); src.matrix) type = src.matrix->quant;
+      if (const RowRef src = source(panel * kPanelWidth + slot); src.matrix)
+        type = src.matrix->quant;
     const QuantPanelFormat format = *quant_panel_format(*type);
     p.quant_panels_.push_back({*type, offset});
     offset += cols / format.block_cols * format.block_bytes;
   }
   p.quant_bytes_ = offset;
-  const size_t bytes = allocation_bytes(offset);
-  if (bytes == 0) return p;
-  void* raw = std::aligned_alloc(64, bytes);
-  if (raw == nullptr) throw std::bad_alloc();
-  std::memset(raw, 0, bytes);
-  p.data_.reset(raw);
+  if (offset == 0) return p;
+  std::shared_ptr<void> buffer = allocate_panels(offset);
+  void* raw = buffer.get();
+  p.data_ = std::move(buffer);
 #pragma omp parallel for schedule(static)
   for (int64_t panel = 0; panel < p.panels_; ++panel) {
     const QuantPanel& qp = p.quant_panels_[static_cast<size_t>(panel)];
@@ -173,7 +151,8 @@ PackedMatrix PackedMatrix::build_quant(Epilogue epilogue, bool int8, int64_t out
     for (int64_t slot = 0; slot < kPanelWidth; ++slot) {
       const RowRef src = source(panel * kPanelWidth + slot);
       if (src.matrix == nullptr) continue;
-      const auto* row = static_cast<const uint8_t*>(src.matrix->data) + src.row * src.matrix->row_bytes();
+      const auto* row =
+          static_cast<const uint8_t*>(src.matrix->data) + src.row * src.matrix->row_bytes();
       pack_quant_row(format, row, cols, static_cast<uint8_t*>(raw) + qp.offset, slot, arrangement);
     }
   }
@@ -215,8 +194,8 @@ PackedMatrix PackedMatrix::pack_swiglu(const WeightMatrix& gate, const WeightMat
     return RowRef{slot < kHalf ? &parts[0] : &parts[1], out};
   };
   if (any_quantized(parts) && quant_packable(parts, false))
-    return build_quant(Epilogue::kSwiGLU, int8_layout(options), n, panels * kPanelWidth,
-                       gate.cols, source);
+    return build_quant(Epilogue::kSwiGLU, int8_layout(options), n, panels * kPanelWidth, gate.cols,
+                       source);
   return build(common_dtype(parts), Epilogue::kSwiGLU, options, n, panels * kPanelWidth, gate.cols,
                source);
 }

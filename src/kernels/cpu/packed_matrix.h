@@ -16,7 +16,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -58,12 +57,8 @@ class PackedMatrix {
 
   using Options = PackOptions;
 
+  // Copies share the bytes: a packed matrix is never written after packing.
   PackedMatrix() = default;
-  PackedMatrix(PackedMatrix&&) noexcept = default;
-  PackedMatrix& operator=(PackedMatrix&&) noexcept = default;
-  // Deep copies (a model copy owns its weights).
-  PackedMatrix(const PackedMatrix& other);
-  PackedMatrix& operator=(const PackedMatrix& other);
 
   // Packs one [rows, cols] matrix.
   static PackedMatrix pack(const WeightMatrix& w, Options options = {});
@@ -100,12 +95,8 @@ class PackedMatrix {
   bool empty() const { return outputs_ == 0; }
 
  private:
-  struct FreeDeleter {
-    void operator()(void* p) const { std::free(p); }
-  };
   // source(packed_row) gives the matrix and row that packed row `packed_row` of the layout holds,
   // or a null matrix for zero padding.
-  static size_t allocation_bytes(int64_t bytes);
   template <typename SourceRow>
   static PackedMatrix build(DType dtype, Epilogue epilogue, Options options, int64_t outputs,
                             int64_t packed_rows, int64_t cols, SourceRow source);
@@ -119,7 +110,7 @@ class PackedMatrix {
   int64_t outputs_ = 0, cols_ = 0, panels_ = 0;
   int64_t quant_bytes_ = 0;
   std::vector<QuantPanel> quant_panels_;
-  std::unique_ptr<void, FreeDeleter> data_;
+  std::shared_ptr<const void> data_;
 };
 
 }  // namespace rlt::kernels
