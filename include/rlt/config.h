@@ -88,6 +88,8 @@ struct EngineConfig {
   WeightDType dtype = WeightDType::kAuto;
   // Safetensors checkpoints: the linear layers quantized at load (CPU runs).
   QuantizeType quantize = QuantizeType::kNone;
+  // CPU runs: the packed-weight cache's folder (docs/loading.md); empty: packed at every start.
+  std::string packed_cache_dir;
 
   // KV cache
   int32_t block_size = 16;    // tokens per page

@@ -63,6 +63,10 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   add_enum_option(
       cmd, "--dtype", c.dtype, parse_weight_dtype, kWeightDTypeHelp);
   add_enum_option(cmd, "--quantize", c.quantize, parse_quantize_type, kQuantizeHelp);
+  cmd.add_option("--packed-cache", c.packed_cache_dir,
+                 "CPU runs: keep the weights packed for the kernels in this folder (auto: rlt's "
+                 "cache folder, ~/.cache/rlt/packed) and map them at the next start instead of "
+                 "packing again; costs a second copy of the weights on disk (docs/loading.md)");
   add_enum_option(cmd, "--kv-dtype", c.kv_dtype, parse_kv_dtype,
                   "K/V cache dtype: auto (the weights' float type; bf16 for quantized weights), f32, bf16, f16");
   cmd.add_flag("--enable-prefix-caching", c.enable_prefix_caching, "Share full prompt pages between requests");

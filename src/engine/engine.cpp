@@ -13,6 +13,7 @@
 #include "attention/registry.h"
 #include "attention/selection.h"
 #include "common/log.h"
+#include "common/process_memory.h"
 #include "engine/gpu_memory_plan.h"
 #include "engine/model_input_builder.h"
 #include "kernels/cpu/linear.h"
@@ -221,10 +222,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
         name(config.activation_dtype)));
   }
   load.pack_for_cpu = !device.cuda;  // the GPU uploads the checkpoint's tensors itself
+  if (!device.cuda && config.num_kv_blocks <= 0) load.other_bytes = config.kv_cache_bytes;
   RLT_ASSIGN_OR_RETURN(source::ModelSource source, source::ModelSource::open(config.model));
   for (const std::string& note : source.notes()) log_warn(fmt::format("{}: {}", config.model, note));
   RLT_ASSIGN_OR_RETURN(impl->model, model::load_ouro_model(source, load));
   for (const std::string& note : impl->model->load_notes) log_warn(fmt::format("{}: {}", config.model, note));
+  if (!device.cuda) log_info(fmt::format("weights loaded in {}", impl->model->load_report.summary()));
   const io::ModelConfig& mc = impl->model->config;
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
   if (config.detokenize && source.has_tokenizer()) {
@@ -269,6 +272,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   log_info(fmt::format("attention backend: {} ({})", impl->attention_report.selected, impl->attention_report.reason));
   const attention::BackendEntry* entry = attention::find_backend(impl->attention_report.selected);
 
+  double kv_seconds = 0;
   kv::KVCacheConfig kc;
   kc.geometry.num_layers = static_cast<int32_t>(mc.num_layers);
   kc.geometry.block_size = config.block_size;
@@ -309,7 +313,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
         runner::make_gpu_runner(impl->model, kc.geometry, device.cuda_index, entry->create(),
                                 entry->caps, gpu_runner_settings(config)));
   } else {
+    const auto kv_start = std::chrono::steady_clock::now();
     RLT_ASSIGN_OR_RETURN(auto storage, kv::CpuKVStorage::create(kc.geometry));
+    kv_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - kv_start).count();
     impl->runner =
         std::make_unique<runner::CpuModelRunner>(impl->model, std::move(storage), entry->create());
   }
@@ -322,6 +328,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
                        dtype_name(kv_dtype),
                        static_cast<double>(kc.geometry.num_blocks) *
                            static_cast<double>(kc.geometry.bytes_per_block()) / (1 << 20)));
+  if (!device.cuda) {
+    // The pools come from the kernel's zero pages: resident only as requests fill them.
+    const ProcessMemory mem = process_memory();
+    log_info(fmt::format("kv cache allocated in {:.3f} s; resident now {} (file-mapped {}, own {}), "
+                         "peak {}",
+                         kv_seconds, format_bytes(mem.resident), format_bytes(mem.resident_file),
+                         format_bytes(mem.resident_anon), format_bytes(mem.peak_resident)));
+  }
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

@@ -2,13 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <filesystem>
 #include <map>
 
 #include "common/half.h"
+#include "common/process_memory.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_bf16.h"
 #include "kernels/cpu/linear_quant_int8.h"
 #include "kernels/cpu/quant_panels.h"
+#include "model/demo_checkpoint.h"
+#include "model/packed_cache.h"
 #include "model/quantize_on_load.h"
 
 namespace rlt::model {
@@ -161,7 +166,19 @@ LoadOptions load_options(const EngineConfig& c) {
   return LoadOptions{.bf16_activations = c.activation_dtype == ActivationDType::kBF16,
                      .int8_activations = c.activation_dtype == ActivationDType::kInt8,
                      .quantized = c.dtype,
-                     .quantize = c.quantize};
+                     .quantize = c.quantize,
+                     .packed_cache_dir = c.packed_cache_dir};
+}
+
+std::string LoadReport::summary() const {
+  std::string cache_text = cache;
+  if (!cache_path.empty() && cache != "off") cache_text += " " + cache_path;
+  if (!cache_note.empty()) cache_text += " (" + cache_note + ")";
+  return fmt::format(
+      "{:.2f} s (open {:.2f} s, pack {:.2f} s, cache {:.2f} s); {:.1f} MiB of packed "
+      "weights; packed-weight cache: {}",
+      open_seconds + pack_seconds + cache_seconds, open_seconds, pack_seconds, cache_seconds,
+      static_cast<double>(packed_bytes) / (1 << 20), cache_text);
 }
 
 io::QuantizedTensors quantized_tensors(WeightDType weights, bool for_cpu) {
@@ -199,6 +216,109 @@ Status check_int8_activations(const OuroModel& model, const LoadOptions& options
   return Status::ok_status();
 }
 
+// Seconds since construction or since the last lap.
+class Stopwatch {
+ public:
+  double lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    return s;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+// The load options that change the packed bytes (part of the packed-weight cache's key).
+std::string cache_options_json(const LoadOptions& o) {
+  return fmt::format(
+      R"({{"bf16_activations":{},"int8_activations":{},"dtype":"{}","quantize":"{}"}})",
+      o.bf16_activations, o.int8_activations, name(o.quantized), name(o.quantize));
+}
+
+// The packed matrices of a model with the shapes its config gives them, in a fixed order.
+std::vector<PackedSlot> packed_slots(OuroWeights& w, const io::ModelConfig& c) {
+  using Epilogue = kernels::PackedMatrix::Epilogue;
+  std::vector<PackedSlot> slots = {{"lm_head", &w.lm_head, c.vocab_size, c.hidden_size}};
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    OuroLayerWeights& l = w.layers[i];
+    const std::string p = fmt::format("layers.{}.", i);
+    slots.push_back({p + "qkv", &l.qkv, c.q_dim() + 2 * c.kv_dim(), c.hidden_size});
+    slots.push_back({p + "o_proj", &l.o_proj, c.hidden_size, c.q_dim()});
+    slots.push_back(
+        {p + "gate_up", &l.gate_up, c.intermediate_size, c.hidden_size, Epilogue::kSwiGLU});
+    slots.push_back({p + "down_proj", &l.down_proj, c.hidden_size, c.intermediate_size});
+  }
+  return slots;
+}
+
+// Loading needs the packed weights, the converted tensors that are not packed, the KV pools the
+// caller will allocate (LoadOptions::other_bytes) and, while packing, one layer's sources. A
+// model that cannot have them fails here, with the numbers, and not later by the kernel's OOM
+// killer halfway through loading.
+Status check_fits(const io::Checkpoint& described, const io::ModelConfig& c,
+                  const LoadOptions& options) {
+  const std::optional<int64_t> available = available_memory();
+  if (!available) return Status::ok_status();
+  int64_t weights = 0, largest_layer = 0;
+  for (const io::ExpectedTensor& t : ouro_expected_tensors(c)) {
+    const io::TensorView* v = described.find(t.name);
+    if (v == nullptr) continue;  // the tensor-set check reports it
+    const bool mapped_only = t.name == "model.embed_tokens.weight" && !c.tie_word_embeddings;
+    if (!mapped_only) weights += static_cast<int64_t>(v->nbytes);
+  }
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    int64_t layer = 0;
+    for (const char* suffix : kLinearSuffixes)
+      if (const io::TensorView* v = described.find(layer_name(i, suffix)))
+        layer += static_cast<int64_t>(v->nbytes);
+    largest_layer = std::max(largest_layer, layer);
+  }
+  const int64_t needed = weights + options.other_bytes + largest_layer;
+  if (needed <= *available) return Status::ok_status();
+  return resource_exhausted(fmt::format(
+      "the model does not fit in memory: it needs about {} (weights {}, KV cache {}, {} of staging "
+      "while packing) and {} is available (MemAvailable, or what the cgroup's memory.max leaves); "
+      "use a smaller --kv-cache-gib, a quantized model (--quantize q4_k, or a Q4_K_M GGUF), or a "
+      "machine with more memory",
+      format_bytes(needed), format_bytes(weights), format_bytes(options.other_bytes),
+      format_bytes(largest_layer), format_bytes(*available)));
+}
+
+int64_t packed_bytes(const OuroWeights& w) {
+  int64_t n = w.lm_head.bytes();
+  for (const auto& l : w.layers)
+    n += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
+  return n;
+}
+
+// --activation-dtype bf16 needs bf16 weights and a CPU with the bf16 dot product; it is an explicit
+// choice, so anything else is an error rather than a silent f32 run.
+Status check_bf16_activations(const OuroModel& model) {
+  const std::string& dir = model.dir;
+  if (!kernels::bf16_dot_supported()) {
+    return unimplemented(
+        fmt::format("--activation-dtype bf16 needs a CPU with AVX512_BF16 (this one runs the {} "
+                    "kernels); use --activation-dtype f32",
+                    kernels::cpu_dispatch_target()));
+  }
+  if (const std::string q = model.quantized_types(); !q.empty()) {
+    return invalid_argument(
+        fmt::format("--activation-dtype bf16 applies to bf16 weights, and {} holds {} blocks "
+                    "computed as stored; use --activation-dtype f32, or --dtype bf16 to "
+                    "dequantize them",
+                    dir, q));
+  }
+  if (model.weight_dtype() != DType::kBF16) {
+    return invalid_argument(
+        fmt::format("--activation-dtype bf16 applies to bf16 weights, and {} stores {}; use "
+                    "--activation-dtype f32",
+                    dir, dtype_name(model.weight_dtype())));
+  }
+  return Status::ok_status();
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& path,
@@ -209,7 +329,9 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const std::string& path
 
 Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSource& source,
                                                          LoadOptions options) {
+  Stopwatch clock;
   auto model = std::make_shared<OuroModel>();
+  LoadReport& report = model->load_report;
   const std::string& dir = source.path();
   model->dir = dir;
   model->config = source.config();
@@ -233,43 +355,81 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
           "--quantize and --activation-dtype bf16 do not combine (bf16 activations need bf16 "
           "weights); choose one");
     }
+  }
+  if (options.bf16_activations) RLT_RETURN_IF_ERROR(check_bf16_activations(*model));
+  const kernels::PackOptions pack{.bf16_activations = options.bf16_activations,
+                                  .int8_activations = options.int8_activations};
+
+  // The checkpoint as it will be packed (--quantize's types and sizes, not yet its blocks): what a
+  // cache hit binds, and what the memory check counts.
+  io::Checkpoint described = model->checkpoint;
+  std::vector<std::string> notes;
+  if (options.quantize != QuantizeType::kNone) {
+    RLT_ASSIGN_OR_RETURN(described, quantize_linear_weights(described, model->config,
+                                                            options.quantize, &notes, true));
+  }
+  const bool use_cache = !options.packed_cache_dir.empty() && options.pack_for_cpu;
+  PackedCacheKey key;
+  if (use_cache) {
+    std::vector<std::string> files = model->checkpoint.files();
+    if (source.format() == source::ModelFormat::kHuggingFaceFolder)
+      files.push_back((std::filesystem::path(dir) / "config.json").string());
+    std::string cache_dir = options.packed_cache_dir;
+    if (cache_dir == "auto") {
+      RLT_ASSIGN_OR_RETURN(std::string root, rlt_cache_dir());
+      cache_dir = (std::filesystem::path(root) / "packed").string();
+    }
+    RLT_ASSIGN_OR_RETURN(key, packed_cache_key(cache_dir, dir, files, cache_options_json(options)));
+    report.cache_path = key.path;
+    report.open_seconds = clock.lap();
+    auto bound = bind(described, model->config, pack, false, [](const std::string&) {});
+    if (!bound.ok()) return bound.status().with_context(dir);
+    Status read = read_packed_cache(key, packed_slots(*bound, model->config));
+    report.cache_seconds = clock.lap();
+    if (read.ok()) {
+      report.cache = "hit";
+      model->checkpoint = std::move(described);
+      model->load_notes = std::move(notes);
+      model->weights = std::move(bound).value();
+      if (options.int8_activations) RLT_RETURN_IF_ERROR(check_int8_activations(*model, options));
+      report.packed_bytes = packed_bytes(model->weights);
+      return std::shared_ptr<const OuroModel>(std::move(model));
+    }
+    if (read.code() != ErrorCode::kNotFound) {
+      report.cache = "rebuilt";
+      report.cache_note = read.message();
+    }
+  }
+
+  if (options.pack_for_cpu) RLT_RETURN_IF_ERROR(check_fits(described, model->config, options));
+  if (options.quantize != QuantizeType::kNone) {
     RLT_ASSIGN_OR_RETURN(model->checkpoint,
                          quantize_linear_weights(std::move(model->checkpoint), model->config,
                                                  options.quantize, &model->load_notes));
   }
-  if (options.bf16_activations) {
-    if (!kernels::bf16_dot_supported()) {
-      return unimplemented(
-          fmt::format("--activation-dtype bf16 needs a CPU with AVX512_BF16 (this one runs the {} "
-                      "kernels); use --activation-dtype f32",
-                      kernels::cpu_dispatch_target()));
-    }
-    if (const std::string q = model->quantized_types(); !q.empty()) {
-      return invalid_argument(
-          fmt::format("--activation-dtype bf16 applies to bf16 weights, and {} holds {} blocks "
-                      "computed as stored; use --activation-dtype f32, or --dtype bf16 to "
-                      "dequantize them",
-                      dir, q));
-    }
-    if (model->weight_dtype() != DType::kBF16) {
-      return invalid_argument(
-          fmt::format("--activation-dtype bf16 applies to bf16 weights, and {} stores {}; use "
-                      "--activation-dtype f32",
-                      dir, dtype_name(model->weight_dtype())));
-    }
-  }
   if (options.int8_activations) RLT_RETURN_IF_ERROR(check_int8_activations(*model, options));
+  report.open_seconds += clock.lap();
   // Each tensor's source memory goes back as soon as it is packed, so the weights are resident
   // once and loading peaks at the packed weights plus one layer's sources. The embedding stays
   // readable (token lookups read it in place; only the rows used come back).
   io::Checkpoint& ckpt = model->checkpoint;
-  auto bound = bind(
-      ckpt, model->config,
-      {.bf16_activations = options.bf16_activations, .int8_activations = options.int8_activations},
-      options.pack_for_cpu,
-      [&](const std::string& name) { ckpt.release(name, name == "model.embed_tokens.weight"); });
+  auto bound = bind(ckpt, model->config, pack, options.pack_for_cpu, [&](const std::string& name) {
+    ckpt.release(name, name == "model.embed_tokens.weight");
+  });
   if (!bound.ok()) return bound.status().with_context(dir);
   model->weights = std::move(bound).value();
+  report.pack_seconds = clock.lap();
+  report.packed_bytes = packed_bytes(model->weights);
+  if (use_cache) {
+    Status written = write_packed_cache(key, packed_slots(model->weights, model->config));
+    report.cache_seconds += clock.lap();
+    if (!written.ok()) {
+      report.cache = "not written";
+      report.cache_note = written.message();
+    } else if (report.cache == "off") {
+      report.cache = "written";
+    }
+  }
   return std::shared_ptr<const OuroModel>(std::move(model));
 }
 

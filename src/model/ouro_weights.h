@@ -61,6 +61,26 @@ struct LoadOptions {
   WeightDType quantized = WeightDType::kAuto;
   // Safetensors sources: the linear layers quantized at load (--quantize; CPU runs).
   QuantizeType quantize = QuantizeType::kNone;
+  // The packed-weight cache's folder (--packed-cache; packed_cache.h; "auto": rlt's cache
+  // folder's packed/); empty: no cache.
+  std::string packed_cache_dir = {};
+  // Bytes the caller allocates beside the weights (the KV pools): counted when checking, before
+  // packing, that the model fits in memory.
+  int64_t other_bytes = 0;
+};
+
+// What loading did and where its time went (the startup log prints it).
+struct LoadReport {
+  double open_seconds = 0;   // metadata, mappings, tensors converted at load (--quantize, --dtype)
+  double pack_seconds = 0;   // packing the linear layers for the kernels (0 on a cache hit)
+  double cache_seconds = 0;  // checking and mapping the packed-weight cache, or writing it
+  // "off", "hit", "written" or "rebuilt" (a file found but not usable: `cache_note` says why),
+  // "not written" (packing worked, writing failed: `cache_note`).
+  std::string cache = "off";
+  std::string cache_path;
+  std::string cache_note;
+  int64_t packed_bytes = 0;  // the linear layers' packed bytes (resident, or mapped from the cache)
+  std::string summary() const;
 };
 
 // The load options an engine configuration asks for (activations, --dtype, --quantize).
@@ -78,6 +98,7 @@ struct OuroModel {
   io::Checkpoint checkpoint;
   // What loading changed that a user should know (matrices --quantize could not convert).
   std::vector<std::string> load_notes;
+  LoadReport load_report;
   OuroWeights weights;
 
   // Stop token ids: generation_config.json's eos ids, else config.json's.

@@ -62,7 +62,8 @@ Result<std::shared_ptr<std::vector<uint8_t>>> quantize_matrix(const io::TensorVi
 
 Result<io::Checkpoint> quantize_linear_weights(io::Checkpoint checkpoint,
                                                const io::ModelConfig& config, QuantizeType type,
-                                               std::vector<std::string>* notes) {
+                                               std::vector<std::string>* notes,
+                                               bool metadata_only) {
   if (type == QuantizeType::kNone) return checkpoint;
   const quant::GgmlType wanted = ggml_type(type);
   auto source = std::make_shared<io::Checkpoint>(std::move(checkpoint));
@@ -81,15 +82,20 @@ Result<io::Checkpoint> quantize_linear_weights(io::Checkpoint checkpoint,
       continue;
     }
     if (chosen != wanted) ++fallbacks["Q8_0"];
-    RLT_ASSIGN_OR_RETURN(auto blocks, quantize_matrix(t, chosen));
-    source->release(name);  // the float bytes are not read again
+    t.file += fmt::format(" (quantized to {} at load)", quant::ggml_type_name(chosen));
+    t.mapping = nullptr;
+    if (metadata_only) {
+      t.nbytes = static_cast<size_t>(t.shape[0] * *quant::ggml_row_bytes(chosen, t.shape[1]));
+      t.data = nullptr;
+    } else {
+      RLT_ASSIGN_OR_RETURN(auto blocks, quantize_matrix(t, chosen));
+      source->release(name);  // the float bytes are not read again
+      t.data = blocks->data();
+      t.nbytes = blocks->size();
+      t.owner = std::move(blocks);
+    }
     t.dtype = DType::kU8;
     t.quant = chosen;
-    t.data = blocks->data();
-    t.nbytes = blocks->size();
-    t.file += fmt::format(" (quantized to {} at load)", quant::ggml_type_name(chosen));
-    t.owner = std::move(blocks);
-    t.mapping = nullptr;
   }
   for (const auto& [what, count] : fallbacks) {
     notes->push_back(

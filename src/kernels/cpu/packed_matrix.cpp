@@ -1,5 +1,7 @@
 #include "kernels/cpu/packed_matrix.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -156,6 +158,71 @@ PackedMatrix PackedMatrix::build_quant(Epilogue epilogue, bool int8, int64_t out
       pack_quant_row(format, row, cols, static_cast<uint8_t*>(raw) + qp.offset, slot, arrangement);
     }
   }
+  return p;
+}
+
+PackedMatrix::Descriptor PackedMatrix::descriptor() const {
+  return {dtype_, epilogue_, layout_, outputs_, cols_, panels_, quant_bytes_, quant_panels_};
+}
+
+Result<PackedMatrix> PackedMatrix::from_bytes(const Descriptor& d,
+                                              std::shared_ptr<const void> bytes, int64_t size) {
+  auto bad = [](const std::string& what) { return data_loss("packed matrix descriptor: " + what); };
+  constexpr int64_t kMaxDim = int64_t{1} << 31;
+  if (d.outputs < 0 || d.cols < 0 || d.outputs > kMaxDim || d.cols > kMaxDim)
+    return bad(fmt::format("shape [{}, {}] out of range", d.outputs, d.cols));
+  if (d.epilogue != Epilogue::kStore && d.epilogue != Epilogue::kSwiGLU)
+    return bad("unknown epilogue");
+  const int64_t packed_rows = d.epilogue == Epilogue::kSwiGLU ? (d.outputs + kPanelWidth / 2 - 1) /
+                                                                    (kPanelWidth / 2) * kPanelWidth
+                                                              : d.outputs;
+  if (d.panels != (packed_rows + kPanelWidth - 1) / kPanelWidth)
+    return bad(fmt::format("{} panels for {} outputs", d.panels, d.outputs));
+  PackedMatrix p;
+  p.dtype_ = d.dtype;
+  p.epilogue_ = d.epilogue;
+  p.layout_ = d.layout;
+  p.outputs_ = d.outputs;
+  p.cols_ = d.cols;
+  p.panels_ = d.panels;
+  switch (d.layout) {
+    case Layout::kPanels:
+      if (d.dtype != DType::kF32 && d.dtype != DType::kBF16 && d.dtype != DType::kF16)
+        return bad("a float layout with a non-float element type");
+      break;
+    case Layout::kBf16Pairs:
+      if (d.dtype != DType::kBF16) return bad("the bf16 pair layout with a non-bf16 element type");
+      break;
+    case Layout::kQuant:
+    case Layout::kQuantInt8: {
+      if (d.dtype != DType::kU8) return bad("a quantized layout with a float element type");
+      if (static_cast<int64_t>(d.quant_panels.size()) != d.panels)
+        return bad(fmt::format("{} quantized panel entries for {} panels", d.quant_panels.size(),
+                               d.panels));
+      int64_t offset = 0;
+      for (const QuantPanel& qp : d.quant_panels) {
+        const std::optional<QuantPanelFormat> format = quant_panel_format(qp.type);
+        if (!format || d.cols % format->block_cols != 0)
+          return bad(fmt::format("panel type {} does not fit {} columns",
+                                 quant::ggml_type_name(qp.type), d.cols));
+        if (qp.offset != offset)
+          return bad(fmt::format("panel at offset {}, expected {}", qp.offset, offset));
+        offset += d.cols / format->block_cols * format->block_bytes;
+      }
+      if (d.quant_bytes != offset)
+        return bad(fmt::format("{} quantized bytes, the panels take {}", d.quant_bytes, offset));
+      p.quant_bytes_ = d.quant_bytes;
+      p.quant_panels_ = d.quant_panels;
+      break;
+    }
+    default:
+      return bad("unknown layout");
+  }
+  if (p.bytes() != size)
+    return bad(fmt::format("{} bytes given, the layout takes {}", size, p.bytes()));
+  if (size > 0 && (bytes == nullptr || reinterpret_cast<uintptr_t>(bytes.get()) % 64 != 0))
+    return bad("bytes missing or not 64-byte aligned");
+  p.data_ = std::move(bytes);
   return p;
 }
 

@@ -21,6 +21,7 @@
 
 #include "kernels/cpu/weight_matrix.h"
 #include "quant/ggml_type.h"
+#include "rlt/status.h"
 
 namespace rlt::kernels {
 
@@ -57,6 +58,17 @@ class PackedMatrix {
 
   using Options = PackOptions;
 
+  // Everything about a packed matrix but its bytes, as plain data (the packed-weight cache stores
+  // it beside them).
+  struct Descriptor {
+    DType dtype = DType::kF32;
+    Epilogue epilogue = Epilogue::kStore;
+    Layout layout = Layout::kPanels;
+    int64_t outputs = 0, cols = 0, panels = 0;
+    int64_t quant_bytes = 0;
+    std::vector<QuantPanel> quant_panels;
+  };
+
   // Copies share the bytes: a packed matrix is never written after packing.
   PackedMatrix() = default;
 
@@ -71,6 +83,13 @@ class PackedMatrix {
   // Quantized gate and up stay quantized when they share a type the kernel computes on.
   static PackedMatrix pack_swiglu(const WeightMatrix& gate, const WeightMatrix& up,
                                   Options options = {});
+
+  // A matrix over bytes held elsewhere (a mapped cache file), `size` of them from `bytes`, which
+  // must be 64-byte aligned. The descriptor is checked for consistency with itself and with
+  // `size` (an error says what does not fit), never trusted as given.
+  static Result<PackedMatrix> from_bytes(const Descriptor& d, std::shared_ptr<const void> bytes,
+                                         int64_t size);
+  Descriptor descriptor() const;
 
   // The element type of the float layouts (kU8 for the quantized ones).
   DType dtype() const { return dtype_; }
