@@ -14,6 +14,9 @@
 #include "rlt/status.h"
 
 namespace rlt {
+namespace tok {
+class Tokenizer;
+}  // namespace tok
 
 struct TokenLogprob {
   int32_t token = 0;
@@ -124,8 +127,11 @@ struct ModelFootprint {
 class Engine {
  public:
   // Loads the model, selects the attention backend (before sizing the KV cache), builds the
-  // cache, scheduler and runner. Errors name what is wrong and how to fix it.
-  static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
+  // cache, scheduler and runner. Errors name what is wrong and how to fix it. A front end that has
+  // built the model's tokenizer already passes it in (one tokenizer per process: a 50k-token
+  // vocabulary takes ~15 MB); else the engine builds its own when it detokenizes.
+  static Result<std::unique_ptr<Engine>> create(const EngineConfig& config,
+                                                std::shared_ptr<const tok::Tokenizer> tokenizer = nullptr);
   ~Engine();
 
   // Queues a request. Errors (bad parameters, impossible capacity, duplicate live id) leave the
@@ -148,6 +154,8 @@ class Engine {
   int64_t total_loops() const;
   ModelFootprint footprint() const;
   std::vector<int32_t> eos_token_ids() const;
+  // The tokenizer outputs are detokenized with (null when the engine does not detokenize).
+  std::shared_ptr<const tok::Tokenizer> tokenizer() const;
 
  private:
   struct Impl;

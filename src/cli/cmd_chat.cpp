@@ -36,7 +36,9 @@ struct ChatOptions {
 std::atomic<bool> g_interrupted{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
 
-void on_sigint(int) { g_interrupted = true; }
+void on_sigint(int) {
+  g_interrupted = true;
+}
 
 // SIGINT sets a flag instead of ending the process; without SA_RESTART a read blocked on the
 // terminal returns, so the prompt can say how to quit.
@@ -51,8 +53,11 @@ void install_sigint_handler() {
 Result<std::string> resolve_chat_model(const std::string& requested) {
   if (!requested.empty()) return requested;
   if (auto smollm2 = cached_smollm2()) return *smollm2;
-  log_warn("no --model and no SmolLM2 in the cache: chatting with the demo model, whose random weights write "
-           "gibberish (" + how_to_get_smollm2() + ")");
+  log_warn(
+      "no --model and no SmolLM2 in the cache: chatting with the demo model, whose random weights "
+      "write "
+      "gibberish (" +
+      how_to_get_smollm2() + ")");
   return resolve_model_dir("");
 }
 
@@ -72,7 +77,8 @@ Result<std::string> stream_reply(Engine& engine, uint64_t id) {
       std::fwrite(o.new_text.data(), 1, o.new_text.size(), stdout);
       std::fflush(stdout);
       reply += o.new_text;
-      if (o.finished && !o.error.empty()) return internal_error("the engine aborted the reply: " + o.error);
+      if (o.finished && !o.error.empty())
+        return internal_error("the engine aborted the reply: " + o.error);
       done = done || o.finished;
     }
   }
@@ -86,16 +92,19 @@ int run_chat(const ChatOptions& opt) {
   auto source = source::ModelSource::open(*path);
   if (!source.ok()) return report_error(source.status());
   auto tokenizer = source->tokenizer();
-  if (!tokenizer.ok()) return report_error(tokenizer.status().with_context("rlt chat needs the model's tokenizer"));
+  if (!tokenizer.ok())
+    return report_error(tokenizer.status().with_context("rlt chat needs the model's tokenizer"));
   auto tmpl = source->chat_template();
-  if (!tmpl.ok()) return report_error(tmpl.status().with_context("rlt chat needs the model's chat template"));
-  auto engine = Engine::create(opt.engine.resolve(*path));
+  if (!tmpl.ok())
+    return report_error(tmpl.status().with_context("rlt chat needs the model's chat template"));
+  auto engine = Engine::create(opt.engine.resolve(*path), *tokenizer);
   if (!engine.ok()) return report_error(engine.status());
   SamplingParams params = opt.sampling.resolve();
   for (int32_t id : tok::end_of_turn_ids(*tmpl, **tokenizer)) params.stop_token_ids.push_back(id);
   install_sigint_handler();
-  std::printf("rlt chat with %s (%s). /reset clears the conversation, /exit quits, Ctrl-C stops a reply.\n",
-              source->default_name().c_str(), source->format_name().c_str());
+  std::printf(
+      "rlt chat with %s (%s). /reset clears the conversation, /exit quits, Ctrl-C stops a reply.\n",
+      source->default_name().c_str(), source->format_name().c_str());
   OJson history = OJson::array();
   uint64_t next_id = 1;
   std::string line;
@@ -151,11 +160,14 @@ void add_chat_command(CLI::App& app, int* exit_code) {
   opt->sampling.params.temperature = 0.2;
   opt->sampling.params.top_p = 0.9;
   opt->sampling.params.max_tokens = 512;
-  CLI::App* cmd = app.add_subcommand("chat", "Chat with the model in the terminal (its chat template, streamed replies)");
+  CLI::App* cmd = app.add_subcommand(
+      "chat", "Chat with the model in the terminal (its chat template, streamed replies)");
   cmd->add_option("--model", opt->model,
-                  "Hugging Face model folder or .gguf file (default: SmolLM2 from rlt's cache when scripts/setup.sh "
+                  "Hugging Face model folder or .gguf file (default: SmolLM2 from rlt's cache when "
+                  "scripts/setup.sh "
                   "fetched it, else the demo model)");
-  cmd->add_option("--system", opt->system, "System prompt (default: the template's own, if it has one)");
+  cmd->add_option("--system", opt->system,
+                  "System prompt (default: the template's own, if it has one)");
   add_engine_flags(*cmd, opt->engine);
   add_sampling_flags(*cmd, opt->sampling);
   CLI::Option* log_level = app.get_option("--log-level");

@@ -33,6 +33,7 @@ template void add_enum_option<ActivationDType>(CLI::App&, const std::string&, Ac
 EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
   EngineConfig c = config;
   c.model = model_dir;
+  if (c.packed_cache_dir == "off") c.packed_cache_dir.clear();
   c.kv_cache_bytes = static_cast<int64_t>(kv_cache_gib * static_cast<double>(int64_t{1} << 30));
   c.preemption_host_bytes = static_cast<int64_t>(preemption_host_gib * static_cast<double>(int64_t{1} << 30));
   c.incremental_kv = !no_incremental_kv;
@@ -63,10 +64,13 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   add_enum_option(
       cmd, "--dtype", c.dtype, parse_weight_dtype, kWeightDTypeHelp);
   add_enum_option(cmd, "--quantize", c.quantize, parse_quantize_type, kQuantizeHelp);
+  c.packed_cache_dir = "auto";
   cmd.add_option("--packed-cache", c.packed_cache_dir,
-                 "CPU runs: keep the weights packed for the kernels in this folder (auto: rlt's "
-                 "cache folder, ~/.cache/rlt/packed) and map them at the next start instead of "
-                 "packing again; costs a second copy of the weights on disk (docs/loading.md)");
+                 "CPU runs: keep the weights packed for the kernels in this folder and map them at "
+                 "the next start instead of packing again (auto: ~/.cache/rlt/packed, at most "
+                 "32 GiB, least recently used files first out; off: pack at every start; "
+                 "docs/loading.md)")
+      ->capture_default_str();
   add_enum_option(cmd, "--kv-dtype", c.kv_dtype, parse_kv_dtype,
                   "K/V cache dtype: auto (the weights' float type; bf16 for quantized weights), f32, bf16, f16");
   cmd.add_flag("--enable-prefix-caching", c.enable_prefix_caching, "Share full prompt pages between requests");

@@ -207,7 +207,8 @@ Result<int64_t> gpu_kv_cache_bytes(const EngineConfig& config, int device,
 
 }  // namespace
 
-Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
+Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested,
+                                               std::shared_ptr<const tok::Tokenizer> tokenizer) {
   // The device first: a wrong --device fails before the model is read.
   RLT_ASSIGN_OR_RETURN(runner::DeviceChoice device, runner::choose_device(requested.device));
   const EngineConfig config = with_device_defaults(requested);
@@ -223,24 +224,29 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested) {
   }
   load.pack_for_cpu = !device.cuda;  // the GPU uploads the checkpoint's tensors itself
   if (!device.cuda && config.num_kv_blocks <= 0) load.other_bytes = config.kv_cache_bytes;
+  load.write_cache_in_background = true;  // the first token does not wait for the disk
   RLT_ASSIGN_OR_RETURN(source::ModelSource source, source::ModelSource::open(config.model));
   for (const std::string& note : source.notes()) log_warn(fmt::format("{}: {}", config.model, note));
+  // The tokenizer before the weights: building it takes transient memory that would otherwise
+  // stack on the packed weights' peak.
+  if (config.detokenize && tokenizer) {
+    impl->tokenizer = std::move(tokenizer);
+  } else if (config.detokenize && source.has_tokenizer()) {
+    auto built = source.tokenizer();
+    // A tokenizer rlt cannot build only costs the outputs' text: token ids still work.
+    if (built.ok()) {
+      impl->tokenizer = *built;
+    } else if (built.status().code() == ErrorCode::kUnimplemented) {
+      log_warn(fmt::format("outputs carry token ids only (no text): {}", built.status().message()));
+    } else {
+      return built.status();
+    }
+  }
   RLT_ASSIGN_OR_RETURN(impl->model, model::load_ouro_model(source, load));
   for (const std::string& note : impl->model->load_notes) log_warn(fmt::format("{}: {}", config.model, note));
   if (!device.cuda) log_info(fmt::format("weights loaded in {}", impl->model->load_report.summary()));
   const io::ModelConfig& mc = impl->model->config;
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
-  if (config.detokenize && source.has_tokenizer()) {
-    auto tokenizer = source.tokenizer();
-    // A tokenizer rlt cannot build only costs the outputs' text: token ids still work.
-    if (tokenizer.ok()) {
-      impl->tokenizer = *tokenizer;
-    } else if (tokenizer.status().code() == ErrorCode::kUnimplemented) {
-      log_warn(fmt::format("outputs carry token ids only (no text): {}", tokenizer.status().message()));
-    } else {
-      return tokenizer.status();
-    }
-  }
   const kv::KVLayout layout = config.kv_layout;
   // Quantized weights: a bf16 cache (as llama.cpp's f16 default: half the f32 bytes).
   const DType kv_dtype = resolve_kv_dtype(
@@ -660,6 +666,8 @@ ModelFootprint Engine::footprint() const {
   f.device = impl_->config.device == "cuda" ? "cuda:0" : impl_->config.device;
   return f;
 }
+std::shared_ptr<const tok::Tokenizer> Engine::tokenizer() const { return impl_->tokenizer; }
+
 std::vector<int32_t> Engine::eos_token_ids() const {
   std::vector<int32_t> out;
   for (int64_t id : impl_->model->eos_token_ids()) out.push_back(static_cast<int32_t>(id));

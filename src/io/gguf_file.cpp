@@ -110,7 +110,8 @@ class Cursor {
     uint64_t len = 0;
     RLT_RETURN_IF_ERROR(read(&len, what));
     if (len > kMaxStringBytes)
-      return error(at, fmt::format("{} claims {} bytes, more than the {} rlt accepts", what, len, kMaxStringBytes));
+      return error(at, fmt::format("{} claims {} bytes, more than the {} rlt accepts", what, len,
+                                   kMaxStringBytes));
     if (len > remaining())
       return error(at, fmt::format("{} claims {} bytes but {} remain", what, len, remaining()));
     out->assign(reinterpret_cast<const char*>(bytes_ + pos_), static_cast<size_t>(len));
@@ -216,15 +217,32 @@ class Cursor {
         }
         elements_ += count;
         if (count > kMaxArrayElements || elements_ > kMaxMetadataElements) {
-          return error(at, fmt::format("{} claims {} elements; rlt accepts up to {} per array and {} in all the "
-                                       "metadata", what, count, kMaxArrayElements, kMaxMetadataElements));
+          return error(
+              at,
+              fmt::format("{} claims {} elements; rlt accepts up to {} per array and {} in all the "
+                          "metadata",
+                          what, count, kMaxArrayElements, kMaxMetadataElements));
         }
-        v->elems.resize(static_cast<size_t>(count));
+        if (v->elem_type == GgufType::kArray) {
+          v->elems.resize(static_cast<size_t>(count));
+          for (uint64_t i = 0; i < count; ++i) {
+            // Element names are built only when one fails: arrays hold up to millions of entries.
+            Status st =
+                read_value(v->elem_type, &v->elems[static_cast<size_t>(i)], what, depth + 1);
+            if (!st.ok()) return st.with_context(fmt::format("element {}", i));
+          }
+          return {};
+        }
+        // Validated element by element, kept as the file's bytes (GgufValue::raw).
+        const size_t start = pos_;
+        GgufValue element;
         for (uint64_t i = 0; i < count; ++i) {
-          // Element names are built only when one fails: arrays hold up to millions of entries.
-          Status st = read_value(v->elem_type, &v->elems[static_cast<size_t>(i)], what, depth + 1);
+          Status st = read_value(v->elem_type, &element, what, depth + 1);
           if (!st.ok()) return st.with_context(fmt::format("element {}", i));
         }
+        v->raw = bytes_ + start;
+        v->raw_bytes = pos_ - start;
+        v->count = count;
         return {};
       }
     }
@@ -297,6 +315,14 @@ std::string_view gguf_type_name(GgufType type) {
   return "unknown";
 }
 
+std::vector<GgufValue> GgufValue::elements() const {
+  if (raw == nullptr) return elems;
+  std::vector<GgufValue> out(static_cast<size_t>(count));
+  Cursor c(raw, raw_bytes, "");
+  for (GgufValue& e : out) (void)c.read_value(elem_type, &e, "", 1);  // validated at parse
+  return out;
+}
+
 bool GgufValue::is_integer() const {
   switch (type) {
     case GgufType::kU8:
@@ -315,7 +341,7 @@ bool GgufValue::is_integer() const {
 
 std::string GgufValue::describe() const {
   if (type == GgufType::kArray)
-    return fmt::format("an array of {} {}", elems.size(), gguf_type_name(elem_type));
+    return fmt::format("an array of {} {}", size(), gguf_type_name(elem_type));
   if (type == GgufType::kString) return fmt::format("the string '{}'", str.substr(0, 80));
   if (type == GgufType::kBool) return fmt::format("the bool {}", boolean);
   if (is_float()) return fmt::format("the {} {}", gguf_type_name(type), f64);
@@ -379,7 +405,8 @@ Result<std::shared_ptr<const GgufFile>> GgufFile::parse(const uint8_t* bytes, si
     return c.error(16, fmt::format("the metadata count {} cannot fit in the {} bytes that remain",
                                    kv_count, c.remaining()));
   if (tensor_count > kMaxTensors)
-    return c.error(8, fmt::format("the tensor count {} is more than the {} rlt accepts", tensor_count, kMaxTensors));
+    return c.error(8, fmt::format("the tensor count {} is more than the {} rlt accepts",
+                                  tensor_count, kMaxTensors));
   if (tensor_count > c.remaining() / 32)
     return c.error(8, fmt::format("the tensor count {} cannot fit in the {} bytes that remain",
                                   tensor_count, c.remaining()));
@@ -447,7 +474,8 @@ Result<std::shared_ptr<const GgufFile>> GgufFile::parse(const uint8_t* bytes, si
           fmt::format("{} of type {} has rows of {} values, not a multiple of its {}-value blocks",
                       what, info->name, t.ne[0], info->block_elems));
     }
-    if (!row_bytes) return c.error(at, fmt::format("{} is too large ({} values per row)", what, t.ne[0]));
+    if (!row_bytes)
+      return c.error(at, fmt::format("{} is too large ({} values per row)", what, t.ne[0]));
     if (!checked_mul(*row_bytes, numel / t.ne[0], &nbytes))
       return c.error(at, fmt::format("{} is too large ({} values)", what, numel));
     t.nbytes = static_cast<size_t>(nbytes);
@@ -534,8 +562,8 @@ Result<std::optional<std::vector<std::string>>> GgufFile::get_string_array(
   if (v->type != GgufType::kArray || v->elem_type != GgufType::kString)
     return type_error(path_, key, "an array of strings", *v);
   std::vector<std::string> out;
-  out.reserve(v->elems.size());
-  for (const GgufValue& e : v->elems) out.push_back(e.str);
+  out.reserve(v->size());
+  for (GgufValue& e : v->elements()) out.push_back(std::move(e.str));
   return std::optional<std::vector<std::string>>(std::move(out));
 }
 
@@ -547,8 +575,8 @@ Result<std::optional<std::vector<int64_t>>> GgufFile::get_int_array(std::string_
   if (v->type != GgufType::kArray || !probe.is_integer())
     return type_error(path_, key, "an array of integers", *v);
   std::vector<int64_t> out;
-  out.reserve(v->elems.size());
-  for (const GgufValue& e : v->elems) {
+  out.reserve(v->size());
+  for (const GgufValue& e : v->elements()) {
     if (e.type == GgufType::kU64 && e.i64 < 0)
       return type_error(path_, key, "an array of integers up to 2^63", *v);
     out.push_back(e.i64);
@@ -564,9 +592,9 @@ Result<std::optional<std::vector<double>>> GgufFile::get_float_array(std::string
   if (v->type != GgufType::kArray || !(probe.is_float() || probe.is_integer()))
     return type_error(path_, key, "an array of numbers", *v);
   std::vector<double> out;
-  out.reserve(v->elems.size());
-  for (const GgufValue& e : v->elems)
-    out.push_back(e.is_float()                  ? e.f64
+  out.reserve(v->size());
+  for (const GgufValue& e : v->elements())
+    out.push_back(e.is_float()               ? e.f64
                   : e.type == GgufType::kU64 ? static_cast<double>(e.u64)
                                              : static_cast<double>(e.i64));
   return std::optional<std::vector<double>>(std::move(out));

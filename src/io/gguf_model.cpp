@@ -448,6 +448,8 @@ Result<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const M
       if (!buffer.ok()) return buffer.status().with_context(file->path());
       p.view.data = (*buffer)->data();
       p.view.owner = *buffer;
+      // The file's bytes of a converted tensor are not read again.
+      if (file->mapping()) file->mapping()->release(p.source->data, p.source->nbytes);
     }
     views.push_back(std::move(p.view));
   }

@@ -61,8 +61,12 @@ void put_value(std::vector<uint8_t>& out, const GgufValue& v) {
       break;
     case GgufType::kArray:
       put<uint32_t>(out, static_cast<uint32_t>(v.elem_type));
-      put<uint64_t>(out, v.elems.size());
-      for (const GgufValue& e : v.elems) put_value(out, e);
+      put<uint64_t>(out, v.size());
+      if (v.raw != nullptr) {  // elements as read from a file: already serialized
+        out.insert(out.end(), v.raw, v.raw + v.raw_bytes);
+      } else {
+        for (const GgufValue& e : v.elems) put_value(out, e);
+      }
       break;
   }
 }
@@ -162,7 +166,9 @@ Status GgufWriter::add_tensor(const std::string& name, std::vector<int64_t> ne,
 
 std::vector<uint8_t> GgufWriter::serialize() const {
   // A reader lays the data out at general.alignment (32 when absent): say so when it differs.
-  if (alignment_ != 32 && std::none_of(kvs_.begin(), kvs_.end(), [](const auto& kv) { return kv.first == "general.alignment"; })) {
+  if (alignment_ != 32 && std::none_of(kvs_.begin(), kvs_.end(), [](const auto& kv) {
+        return kv.first == "general.alignment";
+      })) {
     GgufWriter copy = *this;
     copy.add_u32("general.alignment", alignment_);
     return copy.serialize();

@@ -323,6 +323,12 @@ void Checkpoint::release(const std::string& name, bool keep_converted) {
   }
 }
 
+void Checkpoint::release_mappings() const {
+  std::set<const MappedFile*> done;
+  for (const auto& [_, t] : tensors_)
+    if (t.mapping && done.insert(t.mapping.get()).second) t.mapping->release(t.mapping->data(), t.mapping->size());
+}
+
 size_t Checkpoint::total_bytes() const {
   size_t n = 0;
   for (const auto& [_, t] : tensors_) n += t.nbytes;

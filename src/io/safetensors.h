@@ -83,6 +83,10 @@ class Checkpoint {
   // file-mapped bytes leave the resident set and stay readable; bytes converted at load are freed
   // (the view keeps its name, shape and size, with null data) unless `keep_converted`.
   void release(const std::string& name, bool keep_converted = false);
+  // Releases every file mapping the tensors point into, whole (their bytes stay readable). After
+  // packing, so that pages brought back in between (the kernel maps whole large folios of the
+  // page cache on a fault) do not stay resident.
+  void release_mappings() const;
   const std::vector<std::string>& files() const { return files_; }
 
  private:

@@ -418,9 +418,14 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
   });
   if (!bound.ok()) return bound.status().with_context(dir);
   model->weights = std::move(bound).value();
+  if (options.pack_for_cpu) ckpt.release_mappings();
   report.pack_seconds = clock.lap();
   report.packed_bytes = packed_bytes(model->weights);
-  if (use_cache) {
+  if (use_cache && options.write_cache_in_background) {
+    model->cache_write =
+        std::make_shared<BackgroundCacheWrite>(key, packed_slots(model->weights, model->config));
+    report.cache = "writing";
+  } else if (use_cache) {
     Status written = write_packed_cache(key, packed_slots(model->weights, model->config));
     report.cache_seconds += clock.lap();
     if (!written.ok()) {

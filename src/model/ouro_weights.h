@@ -48,6 +48,8 @@ std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& con
 Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& config,
                                       kernels::PackOptions pack = {}, bool pack_linear = true);
 
+class BackgroundCacheWrite;  // packed_cache.h
+
 struct LoadOptions {
   // Round activations to bf16 in the linear layers (bf16 weights, AVX512_BF16 CPUs only).
   bool bf16_activations = false;
@@ -64,6 +66,9 @@ struct LoadOptions {
   // The packed-weight cache's folder (--packed-cache; packed_cache.h; "auto": rlt's cache
   // folder's packed/); empty: no cache.
   std::string packed_cache_dir = {};
+  // Write the packed-weight cache on a thread of its own (OuroModel::cache_write) instead of
+  // before returning.
+  bool write_cache_in_background = false;
   // Bytes the caller allocates beside the weights (the KV pools): counted when checking, before
   // packing, that the model fits in memory.
   int64_t other_bytes = 0;
@@ -75,7 +80,8 @@ struct LoadReport {
   double pack_seconds = 0;   // packing the linear layers for the kernels (0 on a cache hit)
   double cache_seconds = 0;  // checking and mapping the packed-weight cache, or writing it
   // "off", "hit", "written" or "rebuilt" (a file found but not usable: `cache_note` says why),
-  // "not written" (packing worked, writing failed: `cache_note`).
+  // "not written" (packing worked, writing failed: `cache_note`), "writing" (in the background:
+  // OuroModel::cache_write).
   std::string cache = "off";
   std::string cache_path;
   std::string cache_note;
@@ -100,6 +106,10 @@ struct OuroModel {
   std::vector<std::string> load_notes;
   LoadReport load_report;
   OuroWeights weights;
+  // The packed-weight cache being written in the background (LoadOptions::
+  // write_cache_in_background); after `weights`, so that its destructor, which waits for the
+  // write, runs while the matrices it writes are alive.
+  std::shared_ptr<BackgroundCacheWrite> cache_write;
 
   // Stop token ids: generation_config.json's eos ids, else config.json's.
   std::vector<int64_t> eos_token_ids() const;

@@ -6,11 +6,14 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "common/log.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_bf16.h"
 #include "kernels/cpu/linear_quant_int8.h"
@@ -155,6 +158,32 @@ Result<std::vector<PackedMatrix>> parse_cache(const std::shared_ptr<MappedFile>&
   return out;
 }
 
+// Deletes the folder's least recently used cache files (by modification time: a hit touches its
+// file) while all of them take more than the budget; `keep` (just written) stays.
+void evict_beyond_budget(const std::filesystem::path& keep) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::pair<fs::file_time_type, fs::path>> files;
+  uint64_t total = 0;
+  for (const auto& e : fs::directory_iterator(keep.parent_path(), ec)) {
+    if (e.path().extension() != ".rltpack") continue;
+    total += e.file_size(ec);
+    if (e.path() != keep) files.push_back({e.last_write_time(ec), e.path()});
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& [_, path] : files) {
+    if (total <= static_cast<uint64_t>(kPackedCacheBudgetBytes)) break;
+    const uint64_t size = fs::file_size(path, ec);
+    if (fs::remove(path, ec)) {
+      total -= size;
+      log_info(
+          fmt::format("packed-weight cache: removed the least recently used '{}' (the folder "
+                      "keeps {:.0f} GiB)",
+                      path.string(), static_cast<double>(kPackedCacheBudgetBytes) / (1 << 30)));
+    }
+  }
+}
+
 }  // namespace
 
 Result<PackedCacheKey> packed_cache_key(const std::string& cache_dir,
@@ -201,6 +230,8 @@ Status read_packed_cache(const PackedCacheKey& key, const std::vector<PackedSlot
   RLT_ASSIGN_OR_RETURN(auto file, MappedFile::open(key.path));
   RLT_ASSIGN_OR_RETURN(std::vector<PackedMatrix> matrices, parse_cache(file, key, slots));
   for (size_t i = 0; i < slots.size(); ++i) *slots[i].matrix = std::move(matrices[i]);
+  // Recently used (budget eviction goes by modification time).
+  ::utimensat(AT_FDCWD, key.path.c_str(), nullptr, 0);
   return Status::ok_status();
 }
 
@@ -211,6 +242,16 @@ Status write_packed_cache(const PackedCacheKey& key, const std::vector<PackedSlo
   if (ec)
     return io_error(
         fmt::format("cannot create '{}': {}", target.parent_path().string(), ec.message()));
+  uint64_t total = 0;
+  for (const PackedSlot& s : slots) total += align_up(static_cast<uint64_t>(s.matrix->bytes()));
+  const std::filesystem::space_info space = std::filesystem::space(target.parent_path(), ec);
+  constexpr uint64_t kKeepFree = uint64_t{1} << 30;
+  if (!ec && space.available < total + kKeepFree) {
+    return resource_exhausted(
+        fmt::format("{:.1f} GiB free in '{}', the cache takes {:.1f} GiB and 1 GiB is kept free",
+                    static_cast<double>(space.available) / (1 << 30), target.parent_path().string(),
+                    static_cast<double>(total) / (1 << 30)));
+  }
   json list = json::array();
   std::vector<uint64_t> offsets;
   // The header's length decides where the data starts, and the offsets are in the header: place
@@ -254,8 +295,35 @@ Status write_packed_cache(const PackedCacheKey& key, const std::vector<PackedSlo
   if (st.ok() && std::rename(temp.c_str(), key.path.c_str()) != 0)
     st = io_error(
         fmt::format("cannot rename '{}' to '{}': {}", temp, key.path, std::strerror(errno)));
-  if (!st.ok()) std::filesystem::remove(temp, ec);
+  if (!st.ok()) {
+    std::filesystem::remove(temp, ec);
+    return st;
+  }
+  evict_beyond_budget(target);
   return st;
+}
+
+BackgroundCacheWrite::BackgroundCacheWrite(PackedCacheKey key, std::vector<PackedSlot> slots)
+    : thread_([this, key = std::move(key), slots = std::move(slots)] {
+        const auto start = std::chrono::steady_clock::now();
+        result_ = write_packed_cache(key, slots);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (result_.ok()) {
+          log_info(fmt::format("packed-weight cache written in {:.2f} s: {}", s, key.path));
+        } else {
+          log_warn(fmt::format("packed-weight cache not written ({}); the next start packs again",
+                               result_.message()));
+        }
+      }) {}
+
+BackgroundCacheWrite::~BackgroundCacheWrite() {
+  (void)wait();
+}
+
+Status BackgroundCacheWrite::wait() {
+  if (thread_.joinable()) thread_.join();
+  return result_;
 }
 
 }  // namespace rlt::model

@@ -1,6 +1,6 @@
 // The packed-weight cache (docs/loading.md): the linear layers' packed matrices written to one
-// file, so that a later start maps them instead of packing again. Opt-in (`--packed-cache`): it
-// costs a second copy of the weights on disk.
+// file, so that a later start maps them instead of packing again. The CLI's default
+// (`--packed-cache auto`); it costs a second copy of the weights on disk, bounded per folder.
 //
 // A cache file is never trusted as found. Its name comes from what should not change for one
 // model (the source's path, the load options, the CPU's kernels); its header records what may
@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/mapped_file.h"
@@ -49,7 +50,26 @@ Result<PackedCacheKey> packed_cache_key(const std::string& cache_dir,
 Status read_packed_cache(const PackedCacheKey& key, const std::vector<PackedSlot>& slots);
 
 // Writes the slots' matrices (a temporary file renamed into place, so a reader never sees half a
-// cache).
+// cache). Refused when the file system would be left with less than 1 GiB free; afterwards the
+// folder's least recently used cache files are deleted while they take more than
+// kPackedCacheBudgetBytes together (this one is kept).
 Status write_packed_cache(const PackedCacheKey& key, const std::vector<PackedSlot>& slots);
+inline constexpr int64_t kPackedCacheBudgetBytes = int64_t{32} << 30;
+
+// A cache write on a thread of its own, so that the first start does not wait for the disk. The
+// matrices must outlive it: its destructor waits for the write to end.
+class BackgroundCacheWrite {
+ public:
+  BackgroundCacheWrite(PackedCacheKey key, std::vector<PackedSlot> slots);
+  ~BackgroundCacheWrite();
+  BackgroundCacheWrite(const BackgroundCacheWrite&) = delete;
+  BackgroundCacheWrite& operator=(const BackgroundCacheWrite&) = delete;
+  // Waits for the write; its outcome.
+  Status wait();
+
+ private:
+  Status result_;  // before the thread, which writes it
+  std::thread thread_;
+};
 
 }  // namespace rlt::model

@@ -5,15 +5,20 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+
 #include <cstring>
+#include <deque>
 
 #include "gguf_test_util.h"
 
 namespace rlt::io {
 namespace {
 
+// The parsed file points into its bytes: they are kept for the test's duration.
 Result<std::shared_ptr<const GgufFile>> parse(const std::vector<uint8_t>& b) {
-  return GgufFile::parse(b.data(), b.size(), "test.gguf");
+  static std::deque<std::vector<uint8_t>> kept;
+  kept.push_back(b);
+  return GgufFile::parse(kept.back().data(), kept.back().size(), "test.gguf");
 }
 
 void expect_error(const std::vector<uint8_t>& b, const std::string& needle) {
@@ -88,7 +93,7 @@ TEST(GgufFile, EveryValueTypeRoundTrips) {
   EXPECT_EQ(g.get_string_array("strings").value()->size(), 3u);
   EXPECT_EQ((*g.get_int_array("ints").value())[1], -2);
   EXPECT_EQ((*g.get_float_array("floats").value())[1], -1.5);
-  EXPECT_EQ(g.find("nested")->elems[1].elems[0].u64, 200u);
+  EXPECT_EQ(g.find("nested")->elems[1].elements()[0].u64, 200u);
   EXPECT_FALSE(g.get_string("absent").value().has_value());
   // A value of another type is an error naming the key and both types.
   auto wrong = g.get_string("u32");

@@ -131,6 +131,20 @@ TEST_F(PackedCache, MappedWeightsAreBitIdenticalToPackedOnes) {
   }
 }
 
+TEST_F(PackedCache, ABackgroundWriteLeavesAUsableCache) {
+  LoadOptions o = cached();
+  o.write_cache_in_background = true;
+  auto first = load(o);
+  ASSERT_TRUE(first && first->cache_write);
+  EXPECT_EQ(first->load_report.cache, "writing");
+  EXPECT_TRUE(first->cache_write->wait().ok());
+  auto second = load(o);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->load_report.cache, "hit") << second->load_report.cache_note;
+  EXPECT_EQ(second->cache_write, nullptr);
+  expect_bit_identical(logits(first), logits(second));
+}
+
 TEST_F(PackedCache, OptionsThatChangeThePackingUseAnotherFile) {
   ASSERT_TRUE(load(cached()));
   LoadOptions q8;
