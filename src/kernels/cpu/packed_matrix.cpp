@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "common/page_buffer.h"
@@ -40,6 +41,39 @@ void scatter_row(const WeightMatrix& w, int64_t r, T* dst, int64_t stride, int f
     w.row_to_f32(r, row.data());
     for (int64_t c = begin, j = 0; c < w.cols; c += step, ++j) dst[j * stride] = row[c];
   }
+}
+
+// One kPanels panel whose source rows are all stored in the packed dtype: copied in blocks of
+// columns, so that a block's destination (kBlock columns × the panel's 64 outputs) stays in L1
+// while the 64 source rows stream through it, instead of each row's scatter sweeping the whole
+// panel. False (nothing written) when a row needs widening.
+template <typename SourceRow>
+bool copy_panel_blocked(DType dtype, int64_t panel, int64_t cols, void* raw, int64_t offset,
+                        const SourceRow& source) {
+  constexpr int64_t kWidth = PackedMatrix::kPanelWidth, kBlock = 128;
+  RowRef rows[kWidth];
+  for (int64_t slot = 0; slot < kWidth; ++slot) {
+    rows[slot] = source(panel * kWidth + slot);
+    const WeightMatrix* m = rows[slot].matrix;
+    if (m != nullptr && (m->quantized() || m->dtype != dtype)) return false;
+  }
+  auto copy = [&](auto* dst) {
+    using T = std::remove_pointer_t<decltype(dst)>;
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      const int64_t c1 = std::min(cols, c0 + kBlock);
+      for (int64_t slot = 0; slot < kWidth; ++slot) {
+        if (rows[slot].matrix == nullptr) continue;
+        const T* src = static_cast<const T*>(rows[slot].matrix->data) + rows[slot].row * cols;
+        for (int64_t c = c0; c < c1; ++c) dst[c * kWidth + slot] = src[c];
+      }
+    }
+  };
+  if (dtype == DType::kF32) {
+    copy(static_cast<float*>(raw) + offset);
+  } else {
+    copy(static_cast<uint16_t*>(raw) + offset);
+  }
+  return true;
 }
 
 DType common_dtype(const std::vector<WeightMatrix>& parts) {
@@ -101,10 +135,12 @@ PackedMatrix PackedMatrix::build(DType dtype, Epilogue epilogue, Options options
   // Packing a 1.4B model moves gigabytes; panels are independent.
 #pragma omp parallel for schedule(static)
   for (int64_t panel = 0; panel < p.panels_; ++panel) {
+    const int64_t offset = panel * kPanelWidth * stored_cols;
+    if (p.layout_ == Layout::kPanels && copy_panel_blocked(dtype, panel, cols, raw, offset, source))
+      continue;
     for (int64_t slot = 0; slot < kPanelWidth; ++slot) {
       const RowRef src = source(panel * kPanelWidth + slot);
       if (src.matrix == nullptr) continue;
-      const int64_t offset = panel * kPanelWidth * stored_cols;
       if (p.layout_ == Layout::kBf16Pairs) {
         // Column c of this output goes to pair c / 2, position c % 2.
         auto* dst = static_cast<uint16_t*>(raw) + offset + slot * 2;
