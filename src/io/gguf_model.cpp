@@ -435,7 +435,7 @@ Result<std::vector<TensorView>> gguf_tensor_plan(const GgufFile& file, const Mod
 }
 
 Result<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConfig& config,
-                                   const QuantizedTensors& quantized) {
+                                   const QuantizedTensors& quantized, bool deferred) {
   RLT_ASSIGN_OR_RETURN(std::vector<PlannedTensor> planned, plan(*file, config, quantized));
   std::vector<TensorView> views;
   std::vector<std::shared_ptr<const void>> owners{file};
@@ -443,6 +443,14 @@ Result<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const M
     if (p.in_place) {
       p.view.data = p.source->data;
       p.view.mapping = file->mapping();
+    } else if (deferred) {
+      p.view.convert = [file, p, head_dim = config.head_dim]()
+          -> Result<std::shared_ptr<const std::vector<uint8_t>>> {
+        auto buffer = materialize(p, head_dim);
+        if (!buffer.ok()) return buffer.status().with_context(file->path());
+        if (file->mapping()) file->mapping()->release(p.source->data, p.source->nbytes);
+        return std::shared_ptr<const std::vector<uint8_t>>(std::move(*buffer));
+      };
     } else {
       auto buffer = materialize(p, config.head_dim);
       if (!buffer.ok()) return buffer.status().with_context(file->path());

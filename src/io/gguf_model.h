@@ -47,9 +47,10 @@ struct QuantizedTensors {
 // The tensors, named as in a Hugging Face checkpoint. F32, F16 and BF16 tensors keep their stored
 // type, used in place from the mapping unless their rows need reordering (Q/K) or the mapping
 // leaves them misaligned; quantized ones as `quantized` says, converted ones in buffers the
-// checkpoint owns.
+// checkpoint owns. With `deferred`, conversions wait until each tensor is materialized
+// (TensorView::convert), so that loading converts a layer at a time.
 Result<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConfig& config,
-                                   const QuantizedTensors& quantized);
+                                   const QuantizedTensors& quantized, bool deferred = false);
 
 // The tensors gguf_checkpoint would produce (names, shapes, dtypes and sizes), without reading or
 // converting any data: what `rlt info` validates.

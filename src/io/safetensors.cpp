@@ -318,15 +318,38 @@ void Checkpoint::release(const std::string& name, bool keep_converted) {
     if (keep_converted) return;
     t.owner.reset();
     t.data = nullptr;
+    t.convert = nullptr;  // gone for good, not converted again
   } else if (t.mapping) {
     t.mapping->release(t.data, t.nbytes);
   }
 }
 
+Status Checkpoint::materialize(const std::string& name) {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) return not_found(fmt::format("no tensor '{}'", name));
+  TensorView& t = it->second;
+  if (t.data != nullptr || !t.convert) return Status::ok_status();
+  RLT_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<uint8_t>> bytes, t.convert());
+  if (bytes->size() != t.nbytes) {
+    return internal_error(fmt::format("tensor '{}' converted to {} bytes, {} expected", name,
+                                      bytes->size(), t.nbytes));
+  }
+  t.data = bytes->data();
+  t.owner = std::move(bytes);
+  t.convert = nullptr;
+  return Status::ok_status();
+}
+
+Status Checkpoint::materialize_all() {
+  for (auto& [name, _] : tensors_) RLT_RETURN_IF_ERROR(materialize(name));
+  return Status::ok_status();
+}
+
 void Checkpoint::release_mappings() const {
   std::set<const MappedFile*> done;
   for (const auto& [_, t] : tensors_)
-    if (t.mapping && done.insert(t.mapping.get()).second) t.mapping->release(t.mapping->data(), t.mapping->size());
+    if (t.mapping && done.insert(t.mapping.get()).second)
+      t.mapping->release(t.mapping->data(), t.mapping->size());
 }
 
 size_t Checkpoint::total_bytes() const {

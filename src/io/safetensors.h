@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,6 +36,9 @@ struct TensorView {
   // The buffer `data` points into when the tensor was converted at load (dequantized, quantized,
   // rows reordered): it lives as long as some view holds it.
   std::shared_ptr<const void> owner;
+  // A conversion deferred until the tensor is used (data null until Checkpoint::materialize):
+  // loading converts layer by layer as it packs, never the whole model at once.
+  std::function<Result<std::shared_ptr<const std::vector<uint8_t>>>()> convert;
   std::string file;  // the file holding the tensor, for error messages
   // Set for a GGUF matrix kept in its GGML block type (rows of blocks; dtype is then kU8).
   std::optional<quant::GgmlType> quant = std::nullopt;
@@ -83,6 +87,9 @@ class Checkpoint {
   // file-mapped bytes leave the resident set and stay readable; bytes converted at load are freed
   // (the view keeps its name, shape and size, with null data) unless `keep_converted`.
   void release(const std::string& name, bool keep_converted = false);
+  // Runs a tensor's deferred conversion (TensorView::convert), if it has one not yet run.
+  Status materialize(const std::string& name);
+  Status materialize_all();
   // Releases every file mapping the tensors point into, whole (their bytes stay readable). After
   // packing, so that pages brought back in between (the kernel maps whole large folios of the
   // page cache on a fault) do not stay resident.

@@ -73,23 +73,31 @@ std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& c) 
 
 namespace {
 
-// bind_ouro_weights; `packed(name)` is told when a tensor's bytes have been copied into a packed
-// matrix and the source is no longer read (load_ouro_model gives its memory back then).
-template <typename OnPacked>
+// bind_ouro_weights. `needed(name)` is asked for a tensor's bytes just before they are read (a
+// deferred conversion runs then: io::Checkpoint::materialize), `packed(name)` told when they have
+// been copied into a packed matrix and are not read again (load_ouro_model gives their memory
+// back then): loading converts and holds one layer's sources at a time.
+template <typename OnNeeded, typename OnPacked>
 Result<OuroWeights> bind(const io::Checkpoint& ckpt, const io::ModelConfig& c,
-                         kernels::PackOptions pack, bool pack_linear, OnPacked packed) {
+                         kernels::PackOptions pack, bool pack_linear, OnNeeded needed,
+                         OnPacked packed) {
   RLT_RETURN_IF_ERROR(io::validate_tensor_set(ckpt, ouro_expected_tensors(c)));
   auto get = [&](const std::string& name) -> const io::TensorView& { return *ckpt.find(name); };
   using kernels::PackedMatrix;
   OuroWeights w;
+  RLT_RETURN_IF_ERROR(needed("model.embed_tokens.weight"));
+  RLT_RETURN_IF_ERROR(needed("model.norm.weight"));
   w.embed_tokens = matrix(get("model.embed_tokens.weight"));
   if (pack_linear) {
     const char* head = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    RLT_RETURN_IF_ERROR(needed(head));
     w.lm_head = PackedMatrix::pack(matrix(get(head)), pack);
     packed(head);
   }
   w.final_norm = widen(get("model.norm.weight"));
   if (c.has_exit_gate()) {
+    RLT_RETURN_IF_ERROR(needed("model.early_exit_gate.weight"));
+    RLT_RETURN_IF_ERROR(needed("model.early_exit_gate.bias"));
     w.exit_gate_weight = widen(get("model.early_exit_gate.weight"));
     w.exit_gate_bias = widen(get("model.early_exit_gate.bias"))[0];
   }
@@ -97,7 +105,13 @@ Result<OuroWeights> bind(const io::Checkpoint& ckpt, const io::ModelConfig& c,
   for (int64_t i = 0; i < c.num_layers; ++i) {
     OuroLayerWeights& l = w.layers[static_cast<size_t>(i)];
     auto m = [&](const char* suffix) { return matrix(get(layer_name(i, suffix))); };
+    for (const char* norm : {"input_layernorm.weight", "post_attention_layernorm.weight",
+                             "input_layernorm_2.weight", "post_attention_layernorm_2.weight"}) {
+      if (ckpt.find(layer_name(i, norm)) != nullptr)
+        RLT_RETURN_IF_ERROR(needed(layer_name(i, norm)));
+    }
     if (pack_linear) {
+      for (const char* suffix : kLinearSuffixes) RLT_RETURN_IF_ERROR(needed(layer_name(i, suffix)));
       l.qkv = PackedMatrix::pack_concat({m("self_attn.q_proj.weight"), m("self_attn.k_proj.weight"),
                                          m("self_attn.v_proj.weight")},
                                         pack);
@@ -121,7 +135,9 @@ Result<OuroWeights> bind(const io::Checkpoint& ckpt, const io::ModelConfig& c,
 
 Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& c,
                                       kernels::PackOptions pack, bool pack_linear) {
-  return bind(ckpt, c, pack, pack_linear, [](const std::string&) {});
+  return bind(
+      ckpt, c, pack, pack_linear, [](const std::string&) { return Status::ok_status(); },
+      [](const std::string&) {});
 }
 
 std::vector<int64_t> OuroModel::eos_token_ids() const {
@@ -336,8 +352,12 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
   model->dir = dir;
   model->config = source.config();
   model->generation = source.generation();
-  RLT_ASSIGN_OR_RETURN(model->checkpoint, source.open_checkpoint(quantized_tensors(
-                                              options.quantized, options.pack_for_cpu)));
+  // CPU runs convert GGUF tensors (dequantization, row reordering) a layer at a time as they
+  // pack; GPU runs upload whole tensors and convert them here.
+  RLT_ASSIGN_OR_RETURN(
+      model->checkpoint,
+      source.open_checkpoint(quantized_tensors(options.quantized, options.pack_for_cpu),
+                             /*deferred=*/options.pack_for_cpu));
   if (options.quantize != QuantizeType::kNone) {
     if (source.format() == source::ModelFormat::kGguf) {
       return invalid_argument(fmt::format(
@@ -360,14 +380,15 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
   const kernels::PackOptions pack{.bf16_activations = options.bf16_activations,
                                   .int8_activations = options.int8_activations};
 
-  // The checkpoint as it will be packed (--quantize's types and sizes, not yet its blocks): what a
-  // cache hit binds, and what the memory check counts.
-  io::Checkpoint described = model->checkpoint;
-  std::vector<std::string> notes;
+  // --quantize deferred like the conversions: each matrix is quantized as its layer is packed,
+  // and a load that maps the packed-weight cache never quantizes.
+  io::Checkpoint& ckpt = model->checkpoint;
   if (options.quantize != QuantizeType::kNone) {
-    RLT_ASSIGN_OR_RETURN(described, quantize_linear_weights(described, model->config,
-                                                            options.quantize, &notes, true));
+    RLT_ASSIGN_OR_RETURN(ckpt, quantize_linear_weights(std::move(ckpt), model->config,
+                                                       options.quantize, &model->load_notes,
+                                                       /*deferred=*/true));
   }
+  auto materialize = [&](const std::string& name) { return ckpt.materialize(name); };
   const bool use_cache = !options.packed_cache_dir.empty() && options.pack_for_cpu;
   PackedCacheKey key;
   if (use_cache) {
@@ -382,14 +403,12 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
     RLT_ASSIGN_OR_RETURN(key, packed_cache_key(cache_dir, dir, files, cache_options_json(options)));
     report.cache_path = key.path;
     report.open_seconds = clock.lap();
-    auto bound = bind(described, model->config, pack, false, [](const std::string&) {});
+    auto bound = bind(ckpt, model->config, pack, false, materialize, [](const std::string&) {});
     if (!bound.ok()) return bound.status().with_context(dir);
     Status read = read_packed_cache(key, packed_slots(*bound, model->config));
     report.cache_seconds = clock.lap();
     if (read.ok()) {
       report.cache = "hit";
-      model->checkpoint = std::move(described);
-      model->load_notes = std::move(notes);
       model->weights = std::move(bound).value();
       if (options.int8_activations) RLT_RETURN_IF_ERROR(check_int8_activations(*model, options));
       report.packed_bytes = packed_bytes(model->weights);
@@ -401,21 +420,15 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
     }
   }
 
-  if (options.pack_for_cpu) RLT_RETURN_IF_ERROR(check_fits(described, model->config, options));
-  if (options.quantize != QuantizeType::kNone) {
-    RLT_ASSIGN_OR_RETURN(model->checkpoint,
-                         quantize_linear_weights(std::move(model->checkpoint), model->config,
-                                                 options.quantize, &model->load_notes));
-  }
+  if (options.pack_for_cpu) RLT_RETURN_IF_ERROR(check_fits(ckpt, model->config, options));
   if (options.int8_activations) RLT_RETURN_IF_ERROR(check_int8_activations(*model, options));
   report.open_seconds += clock.lap();
   // Each tensor's source memory goes back as soon as it is packed, so the weights are resident
   // once and loading peaks at the packed weights plus one layer's sources. The embedding stays
   // readable (token lookups read it in place; only the rows used come back).
-  io::Checkpoint& ckpt = model->checkpoint;
-  auto bound = bind(ckpt, model->config, pack, options.pack_for_cpu, [&](const std::string& name) {
-    ckpt.release(name, name == "model.embed_tokens.weight");
-  });
+  auto bound = bind(
+      ckpt, model->config, pack, options.pack_for_cpu, materialize,
+      [&](const std::string& name) { ckpt.release(name, name == "model.embed_tokens.weight"); });
   if (!bound.ok()) return bound.status().with_context(dir);
   model->weights = std::move(bound).value();
   if (options.pack_for_cpu) ckpt.release_mappings();

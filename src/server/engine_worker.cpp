@@ -1,7 +1,8 @@
 #include "server/engine_worker.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <span>
 #include <type_traits>
 
@@ -18,15 +19,23 @@ constexpr auto kIdleWait = std::chrono::milliseconds(250);
 // Steps the shutdown runs to collect the final outputs of aborted requests (one usually suffices).
 constexpr int kMaxShutdownSteps = 1000;
 
-double seconds(Clock::duration d) { return duration<double>(d).count(); }
+double seconds(Clock::duration d) {
+  return duration<double>(d).count();
+}
 
 }  // namespace
 
-EngineWorker::EngineWorker(Options options, Metrics* metrics) : options_(std::move(options)), metrics_(metrics) {}
+EngineWorker::EngineWorker(Options options, Metrics* metrics)
+    : options_(std::move(options)), metrics_(metrics) {}
 
-EngineWorker::~EngineWorker() { stop(); }
+EngineWorker::~EngineWorker() {
+  stop();
+}
 
-void EngineWorker::start() { thread_ = std::thread([this] { run(); }); }
+void EngineWorker::start(std::shared_ptr<const tok::Tokenizer> tokenizer) {
+  tokenizer_ = std::move(tokenizer);
+  thread_ = std::thread([this] { run(); });
+}
 
 EngineWorker::State EngineWorker::wait_loaded(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
@@ -54,22 +63,31 @@ int64_t EngineWorker::in_flight() const {
   return in_flight_;
 }
 
-std::optional<ApiError> EngineWorker::submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& params,
+std::optional<ApiError> EngineWorker::submit(std::vector<std::vector<int32_t>> prompts,
+                                             const SamplingParams& params,
                                              std::shared_ptr<Channel>* out) {
   const int64_t n = static_cast<int64_t>(prompts.size());
   auto channel = std::make_shared<Channel>(prompts.size());
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return unavailable("shutting_down", "the server is shutting down", 0);
-    if (state_ == State::kLoading) return unavailable("not_ready", "the model is still loading; retry shortly", 1);
+    if (state_ == State::kLoading)
+      return unavailable("not_ready", "the model is still loading; retry shortly", 1);
     if (state_ != State::kReady)
-      return unavailable("engine_unavailable", "the engine failed and no longer serves requests: " + failure_.message(), 0);
+      return unavailable("engine_unavailable",
+                         "the engine failed and no longer serves requests: " + failure_.message(),
+                         0);
     if (n > options_.max_requests)
-      return invalid_request(fmt::format("{} prompts in one request exceed the server's limit of {} requests in flight "
-                                         "(--max-requests)", n, options_.max_requests), "prompt");
+      return invalid_request(
+          fmt::format(
+              "{} prompts in one request exceed the server's limit of {} requests in flight "
+              "(--max-requests)",
+              n, options_.max_requests),
+          "prompt");
     if (in_flight_ + n > options_.max_requests)
-      return overloaded(fmt::format("the server is at its limit of {} requests in flight (--max-requests); retry later",
-                                    options_.max_requests));
+      return overloaded(fmt::format(
+          "the server is at its limit of {} requests in flight (--max-requests); retry later",
+          options_.max_requests));
     in_flight_ += n;
     for (auto& id : channel->request_ids()) id = next_id_++;
     submissions_.push_back({channel, std::move(prompts), params, Clock::now()});
@@ -102,8 +120,9 @@ void EngineWorker::release_one() {
 }
 
 bool EngineWorker::load() {
-  if (options_.load_delay_s > 0) std::this_thread::sleep_for(duration<double>(options_.load_delay_s));
-  auto engine = Engine::create(options_.engine);
+  if (options_.load_delay_s > 0)
+    std::this_thread::sleep_for(duration<double>(options_.load_delay_s));
+  auto engine = Engine::create(options_.engine, tokenizer_);
   std::lock_guard lock(mutex_);
   if (!engine.ok()) {
     state_ = State::kFailed;
@@ -128,7 +147,8 @@ void EngineWorker::admit(Submission& s) {
     if (!st.ok()) {
       // Refused at admission (e.g. a KV reservation that can never fit): the whole HTTP request
       // fails; choices already added are aborted and end through their abort outputs.
-      std::vector<uint64_t> added_ids(ch.request_ids().begin(), ch.request_ids().begin() + static_cast<int64_t>(added));
+      std::vector<uint64_t> added_ids(ch.request_ids().begin(),
+                                      ch.request_ids().begin() + static_cast<int64_t>(added));
       for (uint64_t a : added_ids) abort_engine_request(a);
       for (size_t k = added; k < s.prompts.size(); ++k) release_one();
       ch.fail(invalid_request("the engine refused the request: " + st.message()));
@@ -146,8 +166,10 @@ void EngineWorker::distribute(RequestOutput o) {
   const auto now = Clock::now();
   const int64_t before = o.num_tokens - static_cast<int64_t>(o.new_token_ids.size());
   for (int64_t k = before; k < o.num_tokens; ++k) {
-    if (k == 0) metrics_->observe_ttft(seconds(now - l.arrival));
-    else metrics_->observe_itl(seconds(now - l.last_token));
+    if (k == 0)
+      metrics_->observe_ttft(seconds(now - l.arrival));
+    else
+      metrics_->observe_itl(seconds(now - l.last_token));
   }
   if (!o.new_token_ids.empty()) l.last_token = now;
   const std::shared_ptr<Channel> channel = l.channel;
@@ -199,7 +221,9 @@ void EngineWorker::run() {
     {
       std::unique_lock lock(mutex_);
       const bool busy = !failed && engine_->has_unfinished();
-      if (!busy) cv_.wait_for(lock, kIdleWait, [&] { return stopping_ || !submissions_.empty() || !cancels_.empty(); });
+      if (!busy)
+        cv_.wait_for(lock, kIdleWait,
+                     [&] { return stopping_ || !submissions_.empty() || !cancels_.empty(); });
       submissions.swap(submissions_);
       cancels.swap(cancels_);
       stopping = stopping_;
@@ -234,14 +258,16 @@ void EngineWorker::run() {
           failure_ = outputs.status();
         }
         metrics_->set_state(false, false);
-        fail_everything(unavailable("engine_unavailable", "the engine failed: " + outputs.status().message(), 0));
+        fail_everything(unavailable("engine_unavailable",
+                                    "the engine failed: " + outputs.status().message(), 0));
         failed = true;
       } else {
         for (RequestOutput& o : *outputs) distribute(std::move(o));
       }
     }
     publish_metrics();
-    if (stepped && options_.step_delay_s > 0) std::this_thread::sleep_for(duration<double>(options_.step_delay_s));
+    if (stepped && options_.step_delay_s > 0)
+      std::this_thread::sleep_for(duration<double>(options_.step_delay_s));
   }
   // Shutdown: abort what is left, collect the aborts so the KV is freed, then tell the clients.
   for (auto& [id, l] : live_) abort_engine_request(id);
@@ -249,7 +275,8 @@ void EngineWorker::run() {
     if (!engine_->step().ok()) break;
   }
   for (auto& [id, l] : live_) {
-    l.channel->fail(unavailable("shutting_down", "the server shut down before the request finished", 0));
+    l.channel->fail(
+        unavailable("shutting_down", "the server shut down before the request finished", 0));
     release_one();
   }
   live_.clear();

@@ -40,8 +40,9 @@ class EngineWorker {
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
 
-  // Starts the engine thread, which loads the engine first.
-  void start();
+  // Starts the engine thread, which loads the engine first, with the server's tokenizer (one per
+  // process) when given.
+  void start(std::shared_ptr<const tok::Tokenizer> tokenizer = nullptr);
   // Waits up to `timeout` for loading to end; returns the state then.
   State wait_loaded(std::chrono::milliseconds timeout);
   State state() const;
@@ -91,6 +92,7 @@ class EngineWorker {
 
   Options options_;
   Metrics* metrics_;
+  std::shared_ptr<const tok::Tokenizer> tokenizer_;  // handed to the engine
   std::thread thread_;
 
   mutable std::mutex mutex_;

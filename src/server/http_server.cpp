@@ -234,7 +234,6 @@ int Server::port() const {
 
 Status Server::run() {
   ServingState& s = impl_->state;
-  s.worker.start();
   std::thread listener([this] { impl_->svr.listen_after_bind(); });
   // stop() is a no-op until the listener runs; without this wait an early stop would leave
   // listen_after_bind() running forever. (httplib 0.11 has no wait_until_ready.)
@@ -247,16 +246,23 @@ Status Server::run() {
     ConnectionProbe::shutdown_all(impl_->port);
     listener.join();
   };
-  // The tokenizer loads here while the engine loads on its own thread.
+  // The tokenizer first (health answers "loading" meanwhile), then the engine on its own thread
+  // with the same tokenizer: one per process, and its transient memory is gone before the
+  // weights are packed.
   auto model = ModelContext::load(impl_->engine.model, s.options.served_model_name);
+  if (!model.ok()) {
+    stop_listener();
+    return model.status();
+  }
+  s.worker.start(model->tokenizer);
   EngineWorker::State loaded = EngineWorker::State::kLoading;
   while (loaded == EngineWorker::State::kLoading && !impl_->shutdown_requested(1))
     loaded = s.worker.wait_loaded(milliseconds(200));
-  if (loaded != EngineWorker::State::kReady || !model.ok()) {
+  if (loaded != EngineWorker::State::kReady) {
     s.worker.stop();
     stop_listener();
     if (loaded == EngineWorker::State::kLoading) return {};  // asked to stop while loading
-    return !model.ok() ? model.status() : s.worker.failure();
+    return s.worker.failure();
   }
   s.model = std::make_unique<const ModelContext>(std::move(*model));
   s.ready.store(true, std::memory_order_release);

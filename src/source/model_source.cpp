@@ -153,8 +153,9 @@ std::string ModelSource::default_name() const {
   return name.empty() ? path_ : name;
 }
 
-Result<io::Checkpoint> ModelSource::open_checkpoint(const io::QuantizedTensors& quantized) const {
-  if (format_ == ModelFormat::kGguf) return io::gguf_checkpoint(gguf_, config_, quantized);
+Result<io::Checkpoint> ModelSource::open_checkpoint(const io::QuantizedTensors& quantized,
+                                                    bool deferred) const {
+  if (format_ == ModelFormat::kGguf) return io::gguf_checkpoint(gguf_, config_, quantized, deferred);
   return io::Checkpoint::open_dir(path_);
 }
 

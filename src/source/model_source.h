@@ -42,8 +42,10 @@ class ModelSource {
   // The GGUF file (GGUF sources only).
   const io::GgufFile* gguf() const { return gguf_.get(); }
 
-  // The weights. GGUF tensors in a quantized type are kept or dequantized as `quantized` says.
-  Result<io::Checkpoint> open_checkpoint(const io::QuantizedTensors& quantized = {}) const;
+  // The weights. GGUF tensors in a quantized type are kept or dequantized as `quantized` says;
+  // with `deferred`, on request (io::Checkpoint::materialize) rather than all at once here.
+  Result<io::Checkpoint> open_checkpoint(const io::QuantizedTensors& quantized = {},
+                                         bool deferred = false) const;
   // tokenizer.json (folders), the tokenizer.ggml.* metadata (GGUF; a tokenizer.json next to the
   // file is used when the metadata names a pre-tokenizer rlt does not know).
   Result<std::shared_ptr<const tok::Tokenizer>> tokenizer() const;

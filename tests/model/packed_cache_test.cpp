@@ -124,6 +124,16 @@ TEST_F(PackedCache, MappedWeightsAreBitIdenticalToPackedOnes) {
     EXPECT_EQ(hit->load_report.cache, "hit") << hit->load_report.cache_note;
     EXPECT_EQ(hit->load_report.pack_seconds, 0.0);
     expect_same_packing(*plain, *hit);
+    if (options.quantize != QuantizeType::kNone) {
+      // A hit never quantizes: the matrices' conversions were deferred and never ran.
+      const io::TensorView* down = hit->checkpoint.find("model.layers.0.mlp.down_proj.weight");
+      EXPECT_EQ(down->data, nullptr);
+      EXPECT_TRUE(static_cast<bool>(down->convert));
+      // Packing at load converted and then freed them, one layer at a time.
+      const io::TensorView* packed = plain->checkpoint.find("model.layers.0.mlp.down_proj.weight");
+      EXPECT_EQ(packed->data, nullptr);
+      EXPECT_EQ(packed->owner, nullptr);
+    }
     EXPECT_EQ(plain->quantized_types(), hit->quantized_types());
     EXPECT_EQ(plain->core_weight_bytes_per_loop(), hit->core_weight_bytes_per_loop());
     expect_bit_identical(logits(plain), logits(hit));
