@@ -28,6 +28,8 @@ bool read_content(FieldReader& r, const json& content, size_t index, std::string
                                             describe_value(content)), "messages"));
 }
 
+}  // namespace
+
 void read_messages(FieldReader& r, GenerationRequest* out) {
   const json* v = r.find("messages");
   if (!r.ok()) return;
@@ -65,8 +67,6 @@ void read_messages(FieldReader& r, GenerationRequest* out) {
     out->messages.push_back(std::move(msg));
   }
 }
-
-}  // namespace
 
 std::optional<ApiError> parse_chat_request(const json& body, const ParseLimits& limits, GenerationRequest* out) {
   if (!body.is_object()) return invalid_request("the request body must be a JSON object");

@@ -17,26 +17,9 @@ using std::chrono::milliseconds;
 
 // How often a waiting handler wakes to look for a vanished client (and the drain).
 constexpr milliseconds kPollSlice{100};
-// Deeper JSON is refused before anything walks it recursively (dump, describe_value).
-constexpr int kMaxJsonDepth = 32;
 // Kernel send buffer per generation connection: ~1000 plain SSE chunks. Bounds the memory a
 // client that stops reading pins, and how long it takes to notice it (then --write-timeout).
 constexpr int kSendBufferBytes = 256 * 1024;
-
-std::optional<ApiError> parse_body(const std::string& text, json* out) {
-  bool too_deep = false;
-  json::parser_callback_t limit_depth = [&](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxJsonDepth) too_deep = true;
-    return !too_deep;
-  };
-  try {
-    *out = json::parse(text, limit_depth);
-  } catch (const json::exception& e) {
-    return invalid_request(fmt::format("the body is not valid JSON: {}", e.what()));
-  }
-  if (too_deep) return invalid_request(fmt::format("the body nests JSON deeper than {} levels", kMaxJsonDepth));
-  return std::nullopt;
-}
 
 void respond_blocking(GenerationSession& session, const ResponseMeta& meta, const ModelContext& model,
                       httplib::Response& res) {
@@ -163,7 +146,7 @@ void handle_generation(ServingState& s, Endpoint endpoint, const httplib::Reques
   if (auto e = check_serving(s)) return send_error(res, *e);
   if (auto e = check_json_content_type(req)) return send_error(res, *e);
   json body;
-  if (auto e = parse_body(req.body, &body)) return send_error(res, *e);
+  if (auto e = parse_json_body(req.body, &body)) return send_error(res, *e);
   GenerationRequest request;
   const ParseLimits limits{s.options.max_prompts_per_request, 16};
   auto parsed = endpoint == Endpoint::kChat ? parse_chat_request(body, limits, &request)

@@ -16,6 +16,7 @@
 #include "server/generation_handler.h"
 #include "server/guards.h"
 #include "server/info_routes.h"
+#include "server/tokenize_routes.h"
 #include "server/serving_state.h"
 
 namespace rlt::server {
@@ -54,7 +55,9 @@ const KnownRoute* find_route(const std::string& path) {
                                            {"/v1/models", "GET"},
                                            {"/v1/attention", "GET"},
                                            {"/v1/completions", "POST"},
-                                           {"/v1/chat/completions", "POST"}};
+                                           {"/v1/chat/completions", "POST"},
+                                           {"/tokenize", "POST"},
+                                           {"/detokenize", "POST"}};
   static constexpr KnownRoute kModel{"/v1/models/{id}", "GET"};
   for (const KnownRoute& r : kRoutes)
     if (path == r.label) return &r;
@@ -176,6 +179,7 @@ void Server::Impl::configure() {
     state.metrics.count_http(route_label(req.path), res.status);
   });
   add_info_routes(svr, state);
+  add_tokenize_routes(svr, state);
   svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_generation(state, Endpoint::kCompletions, req, res);
   });

@@ -105,4 +105,22 @@ bool FieldReader::fail(ApiError error) {
   return false;
 }
 
+// Deeper JSON is refused before anything walks it recursively (dump, describe_value).
+constexpr int kMaxJsonDepth = 32;
+
+std::optional<ApiError> parse_json_body(const std::string& text, json* out) {
+  bool too_deep = false;
+  json::parser_callback_t limit_depth = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth) too_deep = true;
+    return !too_deep;
+  };
+  try {
+    *out = json::parse(text, limit_depth);
+  } catch (const json::exception& e) {
+    return invalid_request(fmt::format("the body is not valid JSON: {}", e.what()));
+  }
+  if (too_deep) return invalid_request(fmt::format("the body nests JSON deeper than {} levels", kMaxJsonDepth));
+  return std::nullopt;
+}
+
 }  // namespace rlt::server

@@ -46,4 +46,8 @@ class FieldReader {
 // "string \"5\"", "boolean true", ...: how a wrong value is quoted in messages (shortened).
 std::string describe_value(const json& value);
 
+// A request body as JSON, refusing nesting deeper than any OpenAI body needs (deeper JSON is
+// refused before anything walks it recursively).
+std::optional<ApiError> parse_json_body(const std::string& text, json* out);
+
 }  // namespace rlt::server

@@ -21,5 +21,7 @@ std::optional<ApiError> parse_chat_request(const json& body, const ParseLimits& 
 
 // Fields both endpoints share (sampling, stop, streaming, rlt's depth extensions).
 void read_common_fields(FieldReader& r, const ParseLimits& limits, GenerationRequest* out);
+// A chat body's "messages" into out->messages (roles, text contents; /tokenize reads them too).
+void read_messages(FieldReader& r, GenerationRequest* out);
 
 }  // namespace rlt::server

@@ -1,7 +1,8 @@
 """`rlt serve --model FILE.gguf` with the real SmolLM2 GGUF (fetched by scripts/setup.sh; skipped
 without it), driven by the official openai client: the served name is the file's name without
 .gguf, chat completions use the template from the GGUF metadata and stop at its end-of-turn
-token (unless ignore_eos), and a greedy answer to a factual question is right.
+token (unless ignore_eos), and a greedy answer to a factual question is right; /tokenize and
+/detokenize (vLLM's) count what the generation endpoints count and round-trip text.
 """
 import os
 import sys
@@ -62,3 +63,45 @@ class ServeGguf(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+    def post(self, path, body):
+        """(status, parsed JSON body, headers)."""
+        status, headers, data = self.server.post(path, body, timeout=60)
+        return status, data, headers
+
+    def test_tokenize_counts_what_generation_counts(self):
+        text = "The capital of France is"
+        status, body, _ = self.post("/tokenize", {"model": NAME, "prompt": text, "return_token_strs": True})
+        self.assertEqual(status, 200, body)
+        r = self.client.completions.create(model=NAME, prompt=text, max_tokens=1, temperature=0)
+        self.assertEqual(body["count"], r.usage.prompt_tokens)
+        self.assertEqual(len(body["tokens"]), body["count"])
+        self.assertEqual(len(body["token_strs"]), body["count"])
+        self.assertGreater(body["max_model_len"], 0)
+        status, d, _ = self.post("/detokenize", {"model": NAME, "tokens": body["tokens"]})
+        self.assertEqual(status, 200, d)
+        self.assertEqual(d["prompt"], text)
+        messages = [{"role": "user", "content": "What is the capital of France?"}]
+        chat = self.post("/tokenize", {"messages": messages})[1]
+        c = self.client.chat.completions.create(model=NAME, messages=messages, max_tokens=1, temperature=0)
+        self.assertEqual(chat["count"], c.usage.prompt_tokens)
+        rendered = self.post("/detokenize", {"tokens": chat["tokens"]})[1]["prompt"]
+        self.assertIn("<|im_start|>user\nWhat is the capital of France?<|im_end|>", rendered)
+        without = self.post("/tokenize", {"messages": messages, "add_generation_prompt": False})[1]
+        self.assertLess(without["count"], chat["count"])
+
+    def test_tokenize_errors(self):
+        def error(path, body, want, param):
+            status, data, _ = self.post(path, body)
+            self.assertEqual(status, want, data)
+            self.assertEqual(data["error"]["param"], param, data)
+
+        error("/tokenize", {"prompt": "a", "messages": [{"role": "user", "content": "b"}]}, 400, "messages")
+        error("/tokenize", {}, 400, "prompt")
+        error("/tokenize", {"prompt": "a", "model": "other"}, 404, "model")
+        error("/tokenize", {"prompt": "a", "unknown": 1}, 400, "unknown")
+        error("/detokenize", {"tokens": [1, 10 ** 9]}, 400, "tokens")
+        error("/detokenize", {"tokens": "1 2"}, 400, "tokens")
+        status, headers, _ = self.server.request("GET", "/tokenize")
+        self.assertEqual(status, 405)
+        self.assertEqual(headers["allow"], "POST")
