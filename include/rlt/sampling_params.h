@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "rlt/status.h"
@@ -22,6 +23,8 @@ struct SamplingParams {
   static constexpr uint64_t kMaxSeed = (uint64_t{1} << 63) - 1;
   // The default min_loops; resolve_exit_params clamps it (and only it) to a shallower model.
   static constexpr int64_t kDefaultMinLoops = 2;
+  static constexpr size_t kMaxLogitBias = 1024;
+  static constexpr double kMaxAbsLogitBias = 100.0;
 
   // --- length and stopping ---
   int64_t max_tokens = 16;              // generated tokens at most; >= 1
@@ -32,6 +35,10 @@ struct SamplingParams {
   double repetition_penalty = 1.0;  // > 0; 1 = off. Prompt + generated ids (vLLM/CTRL rule)
   double frequency_penalty = 0.0;   // [-2, 2]; per occurrence in the generated ids (OpenAI)
   double presence_penalty = 0.0;    // [-2, 2]; once per distinct generated id (OpenAI)
+  // (token id, bias) pairs added to those tokens' logits after the penalties (OpenAI's
+  // logit_bias: -100 bans a token, +100 all but forces it); ids distinct and in the vocabulary,
+  // biases in [-100, 100], at most kMaxLogitBias entries.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   double temperature = 1.0;         // >= 0, finite; 0 = greedy (argmax, no random draw)
   int64_t top_k = -1;               // -1 or 0 = off; else keep the k largest (ties kept)
   double top_p = 1.0;               // (0, 1]; 1 = off

@@ -426,7 +426,8 @@ Status GpuModelRunner::enqueue_coda(const ModelInput& input, cuda::PinnedBuffer&
   }
   // Larger batches than one sampling call takes fall back to the host sampler.
   const bool on_device =
-      device_sampling_ && rows.ids_in_vocab && n * vocab <= cuda::kMaxDeviceSampleElements;
+      device_sampling_ && rows.ids_in_vocab && !rows.any_logit_bias &&
+      n * vocab <= cuda::kMaxDeviceSampleElements;
   static_assert(sizeof(cuda::DeviceSampleParams) % sizeof(int32_t) == 0,
                 "the parameters travel as int32 words");
   const std::span<const int32_t> param_words(

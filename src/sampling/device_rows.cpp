@@ -15,13 +15,14 @@ void DeviceSampleRows::clear() {
   params.clear();
   history_ids.clear();
   history_counts.clear();
-  any_top_p = any_penalties = any_logprobs = false;
+  any_top_p = any_penalties = any_logprobs = any_logit_bias = false;
   ids_in_vocab = true;
 }
 
 void DeviceSampleRows::add(const SamplingParams& p, const TokenHistory* history, double uniform,
                            int64_t vocab) {
   DeviceSampleParams& d = params.emplace_back();
+  any_logit_bias |= !p.logit_bias.empty();
   if (p.logprobs) {
     d.logprobs = *p.logprobs;
     any_logprobs = true;

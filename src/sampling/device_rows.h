@@ -19,6 +19,9 @@ struct DeviceSampleRows {
   // counts are the generated counts (0 in the repetition ranges).
   std::vector<int32_t> history_ids, history_counts;
   bool any_top_p = false, any_penalties = false, any_logprobs = false;
+  // A row with logit_bias: the device sampler has no bias step, so the batch goes to the host
+  // sampler (the same rules, bit for bit).
+  bool any_logit_bias = false;
   // False when a history id is outside the vocabulary: the batch must then go to the host
   // sampler, which reports it.
   bool ids_in_vocab = true;

@@ -93,6 +93,11 @@ Status Sampler::apply_penalties(std::span<const float> logits, const SamplingPar
       x = clamp_finite(x);
     }
   }
+  // OpenAI's logit_bias, after the penalties (as vLLM); a masked token stays masked.
+  for (const auto& [id, bias] : params.logit_bias) {
+    float& x = work_[static_cast<size_t>(id)];
+    if (x != kNegInf) x = clamp_finite(x + bias);
+  }
   return Status::ok_status();
 }
 

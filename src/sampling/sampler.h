@@ -1,7 +1,8 @@
 // The sampler: turns one row of logits into one token under a request's SamplingParams.
 //
 // Per row, in this order (docs/sampling.md "Processing order"):
-//   1. penalties (repetition; then frequency, presence) on a f32 copy of the logits;
+//   1. penalties (repetition; then frequency, presence), then logit_bias, on a f32 copy of the
+//      logits;
 //   2. temperature 0 -> argmax, first index among ties, done (no random draw);
 //   3. subtract the row maximum, divide by the temperature (f32);
 //   4. top-k (ties at the k-th value all kept);  5. top-p (strict `>`, first always kept);

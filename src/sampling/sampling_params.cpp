@@ -43,6 +43,25 @@ Status SamplingParams::validate(int64_t vocab_size) const {
   if (!in_closed(presence_penalty, -kMaxAbsPenalty, kMaxAbsPenalty)) {
     return range_error("presence_penalty", "in [-2, 2]", presence_penalty);
   }
+  if (logit_bias.size() > kMaxLogitBias) {
+    return invalid_argument(fmt::format("logit_bias holds {} tokens; at most {} are accepted",
+                                        logit_bias.size(), kMaxLogitBias));
+  }
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const auto [id, bias] = logit_bias[i];
+    if (id < 0 || id >= vocab_size) {
+      return invalid_argument(
+          fmt::format("logit_bias names token {}, outside the vocabulary [0, {})", id, vocab_size));
+    }
+    if (!in_closed(bias, -kMaxAbsLogitBias, kMaxAbsLogitBias)) {
+      return invalid_argument(
+          fmt::format("logit_bias for token {} must be in [-100, 100], got {}", id, bias));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (logit_bias[j].first == id)
+        return invalid_argument(fmt::format("logit_bias names token {} twice", id));
+    }
+  }
   if (!(std::isfinite(temperature) && temperature >= 0.0)) {
     return range_error("temperature", "finite and >= 0 (0 = greedy)", temperature);
   }

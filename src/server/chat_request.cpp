@@ -89,9 +89,6 @@ std::optional<ApiError> parse_chat_request(const json& body, const ParseLimits& 
     if (r.ok() && !out->logprobs)
       r.fail(invalid_request("'top_logprobs' needs \"logprobs\": true", "top_logprobs"));
   }
-  const json* bias = r.find("logit_bias");
-  if (r.ok() && bias != nullptr && !(bias->is_object() && bias->empty()))
-    r.fail(invalid_request("'logit_bias' is not supported; omit it or send {}", "logit_bias"));
   const json* kwargs = r.find("chat_template_kwargs");
   if (r.ok() && kwargs != nullptr) {
     if (!kwargs->is_object())

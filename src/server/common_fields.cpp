@@ -1,5 +1,7 @@
 // The request fields /v1/completions and /v1/chat/completions share.
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <limits>
 
 #include "server/request_parser.h"
@@ -16,8 +18,9 @@ void read_stop(FieldReader& r, const ParseLimits& limits, GenerationRequest* out
   if (v == nullptr || !r.ok()) return;
   auto add = [&](const json& s) {
     if (!s.is_string())
-      return r.fail(invalid_request(fmt::format("'stop' must be a string or a list of strings, got {}", describe_value(s)),
-                                    "stop"));
+      return r.fail(invalid_request(
+          fmt::format("'stop' must be a string or a list of strings, got {}", describe_value(s)),
+          "stop"));
     std::string text = s.get<std::string>();
     if (text.empty()) return r.fail(invalid_request("'stop' strings must not be empty", "stop"));
     out->stop.push_back(std::move(text));
@@ -28,11 +31,13 @@ void read_stop(FieldReader& r, const ParseLimits& limits, GenerationRequest* out
     return;
   }
   if (!v->is_array())
-    return void(r.fail(invalid_request(fmt::format("'stop' must be a string or a list of strings, got {}", describe_value(*v)),
-                                       "stop")));
+    return void(r.fail(invalid_request(
+        fmt::format("'stop' must be a string or a list of strings, got {}", describe_value(*v)),
+        "stop")));
   if (static_cast<int>(v->size()) > limits.max_stop)
-    return void(r.fail(invalid_request(fmt::format("'stop' has {} strings; at most {} are allowed", v->size(), limits.max_stop),
-                                       "stop")));
+    return void(r.fail(invalid_request(
+        fmt::format("'stop' has {} strings; at most {} are allowed", v->size(), limits.max_stop),
+        "stop")));
   for (const json& s : *v)
     if (!add(s)) return;
 }
@@ -40,11 +45,15 @@ void read_stop(FieldReader& r, const ParseLimits& limits, GenerationRequest* out
 void read_stop_token_ids(FieldReader& r, GenerationRequest* out) {
   const json* v = r.find("stop_token_ids");
   if (v == nullptr || !r.ok()) return;
-  if (!v->is_array()) return void(r.fail(invalid_request("'stop_token_ids' must be a list of token ids", "stop_token_ids")));
+  if (!v->is_array())
+    return void(
+        r.fail(invalid_request("'stop_token_ids' must be a list of token ids", "stop_token_ids")));
   for (const json& t : *v) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
-      return void(r.fail(invalid_request(fmt::format("'stop_token_ids' entries must be token ids, got {}", describe_value(t)),
-                                         "stop_token_ids")));
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      return void(r.fail(invalid_request(
+          fmt::format("'stop_token_ids' entries must be token ids, got {}", describe_value(t)),
+          "stop_token_ids")));
     out->params.stop_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
 }
@@ -54,12 +63,15 @@ void read_stream(FieldReader& r, GenerationRequest* out) {
   const json* so = r.find("stream_options");
   if (so == nullptr || !r.ok()) return;
   if (!out->stream)
-    return void(r.fail(invalid_request("'stream_options' is only allowed with \"stream\": true", "stream_options")));
-  if (!so->is_object())
-    return void(r.fail(invalid_request(fmt::format("'stream_options' must be an object, got {}", describe_value(*so)),
+    return void(r.fail(invalid_request("'stream_options' is only allowed with \"stream\": true",
                                        "stream_options")));
+  if (!so->is_object())
+    return void(r.fail(invalid_request(
+        fmt::format("'stream_options' must be an object, got {}", describe_value(*so)),
+        "stream_options")));
   FieldReader options(*so);
-  if (!options.only_known({"include_usage"}) || !options.read_bool("include_usage", &out->include_usage)) {
+  if (!options.only_known({"include_usage"}) ||
+      !options.read_bool("include_usage", &out->include_usage)) {
     ApiError e = *options.error();
     e.message = "stream_options: " + e.message;
     e.param = "stream_options";
@@ -69,13 +81,53 @@ void read_stream(FieldReader& r, GenerationRequest* out) {
 
 }  // namespace
 
+// OpenAI's {"token id": bias}: keys are decimal token ids, values numbers. The vocabulary and
+// the [-100, 100] range are SamplingParams' checks (with the model, in the prompt builder).
+static void read_logit_bias(FieldReader& r, SamplingParams* p) {
+  const json* v = r.find("logit_bias");
+  if (!r.ok() || v == nullptr) return;
+  if (!v->is_object())
+    return void(
+        r.fail(invalid_request(fmt::format("'logit_bias' must be an object mapping token ids to "
+                                           "biases, got {}",
+                                           describe_value(*v)),
+                               "logit_bias")));
+  if (v->size() > SamplingParams::kMaxLogitBias)
+    return void(
+        r.fail(invalid_request(fmt::format("'logit_bias' holds {} tokens; at most {} are accepted",
+                                           v->size(), SamplingParams::kMaxLogitBias),
+                               "logit_bias")));
+  for (const auto& [key, bias] : v->items()) {
+    int64_t id = -1;
+    const bool digits =
+        !key.empty() && key.size() <= 10 &&
+        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) id = std::stoll(key);
+    if (!digits || id > std::numeric_limits<int32_t>::max())
+      return void(r.fail(
+          invalid_request(fmt::format("'logit_bias' keys are token ids (decimal integers), got "
+                                      "\"{}\"",
+                                      key.substr(0, 40)),
+                          "logit_bias")));
+    if (!bias.is_number())
+      return void(r.fail(
+          invalid_request(fmt::format("'logit_bias' values are numbers in [-100, 100], got {} for "
+                                      "token {}",
+                                      describe_value(bias), id),
+                          "logit_bias")));
+    p->logit_bias.emplace_back(static_cast<int32_t>(id), bias.get<float>());
+  }
+}
+
 void read_common_fields(FieldReader& r, const ParseLimits& limits, GenerationRequest* out) {
   SamplingParams& p = out->params;
   const json* model = r.find("model");
   if (model == nullptr) {
     r.fail(invalid_request("'model' is required (GET /v1/models lists the served name)", "model"));
   } else if (!model->is_string() || model->get<std::string>().empty()) {
-    r.fail(invalid_request(fmt::format("'model' must be a non-empty string, got {}", describe_value(*model)), "model"));
+    r.fail(invalid_request(
+        fmt::format("'model' must be a non-empty string, got {}", describe_value(*model)),
+        "model"));
   } else {
     out->model = model->get<std::string>();
   }
@@ -87,15 +139,20 @@ void read_common_fields(FieldReader& r, const ParseLimits& limits, GenerationReq
   r.read_number("min_p", &p.min_p);
   if (r.find("seed") != nullptr) {
     int64_t seed = 0;
-    if (r.read_int("seed", &seed, 0, static_cast<int64_t>(SamplingParams::kMaxSeed))) p.seed = static_cast<uint64_t>(seed);
+    if (r.read_int("seed", &seed, 0, static_cast<int64_t>(SamplingParams::kMaxSeed)))
+      p.seed = static_cast<uint64_t>(seed);
   }
   int64_t n = 1;
   if (r.read_int("n", &n, std::numeric_limits<int64_t>::min(), kI64Max) && n != 1)
-    r.fail(invalid_request(fmt::format("'n' = {} is not supported: rlt returns one choice per prompt; send n = 1 "
-                                       "(or several requests)", n), "n"));
+    r.fail(invalid_request(
+        fmt::format("'n' = {} is not supported: rlt returns one choice per prompt; send n = 1 "
+                    "(or several requests)",
+                    n),
+        "n"));
   r.read_number("presence_penalty", &p.presence_penalty);
   r.read_number("frequency_penalty", &p.frequency_penalty);
   r.read_number("repetition_penalty", &p.repetition_penalty);
+  read_logit_bias(r, &p);
   read_stop(r, limits, out);
   read_stop_token_ids(r, out);
   r.read_bool("ignore_eos", &p.ignore_eos);

@@ -68,9 +68,6 @@ void read_neutral_fields(FieldReader& r) {
     r.fail(invalid_request(fmt::format("'best_of' = {} is not supported; only 1", best_of), "best_of"));
   if (r.ok() && r.find("suffix") != nullptr)
     r.fail(invalid_request("'suffix' is not supported; omit it", "suffix"));
-  const json* bias = r.find("logit_bias");
-  if (r.ok() && bias != nullptr && !(bias->is_object() && bias->empty()))
-    r.fail(invalid_request("'logit_bias' is not supported; omit it or send {}", "logit_bias"));
 }
 
 }  // namespace

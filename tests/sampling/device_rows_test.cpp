@@ -104,6 +104,18 @@ TEST(DeviceSampleRows, ListsEachRowsHistoryForItsPenalties) {
   EXPECT_FALSE(rows.any_penalties || rows.any_logprobs || rows.any_top_p);
 }
 
+TEST(DeviceSampleRows, FlagsLogitBiasForTheHostSampler) {
+  DeviceSampleRows rows;
+  SamplingParams p;
+  rows.add(p, nullptr, 0.5, 100);
+  EXPECT_FALSE(rows.any_logit_bias);
+  p.logit_bias = {{3, 5.0f}};
+  rows.add(p, nullptr, 0.5, 100);
+  EXPECT_TRUE(rows.any_logit_bias);  // the device sampler has no bias step
+  rows.clear();
+  EXPECT_FALSE(rows.any_logit_bias);
+}
+
 TEST(DeviceSampleRows, FlagsHistoryIdsOutsideTheVocabulary) {
   TokenHistory history(std::vector<int32_t>{1, 2, 150});
   DeviceSampleRows rows;

@@ -219,6 +219,28 @@ TEST(SamplerPenalties, ApplyBeforeTheGreedyCheck) {
   EXPECT_EQ(sample_once(logits, p, 0, history), 1);
 }
 
+TEST(SamplerLogitBias, AddsToTheLogitsAfterThePenalties) {
+  PenaltyCase c;
+  SamplingParams p = sampling(1.0);
+  p.repetition_penalty = 2.0;
+  p.logit_bias = {{4, -1.5f}, {1, 0.5f}};
+  // Penalties first (as RepetitionDividesPositiveAndMultipliesNegativeLogits), then the biases:
+  // id 1: -2 + 0.5; id 4: 3 - 1.5.
+  expect_probs_near(processed(c.logits, p, c.history), softmax({1.0, -1.5, 0.25, 0.0, 1.5}));
+}
+
+TEST(SamplerLogitBias, BansAndForcesTokensAndKeepsMasks) {
+  const std::vector<float> logits = {3.0f, 2.5f, kNegInf, 1.0f};
+  SamplingParams p = sampling(0.0);
+  p.logit_bias = {{0, -100.0f}};
+  EXPECT_EQ(sample_once(logits, p, 0), 1);  // the argmax banned
+  p.logit_bias = {{3, 100.0f}};
+  EXPECT_EQ(sample_once(logits, p, 0), 3);
+  p = sampling(1.0);
+  p.logit_bias = {{2, 100.0f}, {3, 100.0f}};  // a masked token stays masked
+  for (uint64_t seed = 0; seed < 50; ++seed) EXPECT_EQ(sample_once(logits, p, seed), 3);
+}
+
 // --- the draw ---
 
 TEST(SamplerDraw, InverseCdfInAscendingIdOrderWithOneUniform) {

@@ -128,6 +128,29 @@ TEST(SamplingParams, ErrorsNameTheFieldTheRangeAndTheValue) {
   EXPECT_EQ(SamplingParams{}.validate(0).message(), "vocab_size must be >= 1, got 0");
 }
 
+TEST(SamplingParams, LogitBiasIdsRangesAndDuplicates) {
+  SamplingParams p;
+  p.logit_bias = {{0, -100.0f}, {9, 100.0f}};
+  EXPECT_TRUE(p.validate(10).ok());
+  auto message = [&](std::vector<std::pair<int32_t, float>> bias) {
+    p.logit_bias = std::move(bias);
+    const Status s = p.validate(10);
+    EXPECT_FALSE(s.ok());
+    return s.message();
+  };
+  EXPECT_NE(message({{10, 1.0f}}).find("logit_bias names token 10, outside the vocabulary"),
+            std::string::npos);
+  EXPECT_NE(message({{-1, 1.0f}}).find("outside the vocabulary"), std::string::npos);
+  EXPECT_NE(message({{1, 100.5f}}).find("logit_bias for token 1 must be in [-100, 100]"),
+            std::string::npos);
+  EXPECT_NE(message({{1, std::nanf("")}}).find("[-100, 100]"), std::string::npos);
+  EXPECT_NE(message({{1, 1.0f}, {1, 2.0f}}).find("twice"), std::string::npos);
+  std::vector<std::pair<int32_t, float>> many;
+  for (int32_t i = 0; i < 1025; ++i) many.push_back({i, 0.0f});
+  p.logit_bias = many;
+  EXPECT_NE(p.validate(2000).message().find("at most 1024"), std::string::npos);
+}
+
 TEST(SamplingParams, DefaultMinLoopsIsNotAnErrorBelowIt) {
   // resolve_exit_params clamps the *default* min_loops to a smaller max_loops.
   EXPECT_EQ(error_with([](SamplingParams& p) { p.max_loops = 1; }), "");

@@ -17,7 +17,8 @@ std::optional<ApiError> chat(const std::string& body, GenerationRequest* out = n
   return parse_chat_request(json::parse(body), ParseLimits{}, out ? out : &g);
 }
 
-void expect_400(const std::optional<ApiError>& e, const std::string& param, const std::string& fragment) {
+void expect_400(const std::optional<ApiError>& e, const std::string& param,
+                const std::string& fragment) {
   ASSERT_TRUE(e.has_value()) << "expected an error mentioning " << fragment;
   EXPECT_EQ(e->status, 400);
   EXPECT_EQ(e->param, param);
@@ -38,11 +39,13 @@ TEST(CompletionRequest, DefaultsFollowOpenAI) {
 
 TEST(CompletionRequest, EveryFieldIsRead) {
   GenerationRequest g;
-  ASSERT_FALSE(completion(R"({"model": "m", "prompt": [1, 2], "max_tokens": 5, "temperature": 0, "top_p": 0.5,
+  ASSERT_FALSE(completion(
+      R"({"model": "m", "prompt": [1, 2], "max_tokens": 5, "temperature": 0, "top_p": 0.5,
       "top_k": 3, "min_p": 0.1, "seed": 7, "stop": ["a", "b"], "n": 1, "presence_penalty": 0.5,
       "frequency_penalty": -0.5, "repetition_penalty": 1.1, "stream": true, "stream_options": {"include_usage": true},
       "user": "u", "logprobs": 2, "echo": false, "best_of": 1, "suffix": null, "logit_bias": {}, "min_loops": 1,
-      "max_loops": 3, "exit_threshold": 0.5, "priority": -2, "ignore_eos": true, "stop_token_ids": [9]})", &g));
+      "max_loops": 3, "exit_threshold": 0.5, "priority": -2, "ignore_eos": true, "stop_token_ids": [9]})",
+      &g));
   EXPECT_FALSE(g.prompts[0].is_text);
   EXPECT_EQ(g.prompts[0].ids, (std::vector<int32_t>{1, 2}));
   EXPECT_EQ(g.params.max_tokens, 5);
@@ -83,44 +86,73 @@ TEST(CompletionRequest, UnknownFieldsAreNamed) {
 
 TEST(CompletionRequest, WrongTypesAndValuesAreRefused) {
   expect_400(completion(R"({"model": "m", "prompt": "x", "n": 2})"), "n", "n = 1");
-  expect_400(completion(R"({"model": "m", "prompt": "x", "stream": 1})"), "stream", "true or false");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "stream": 1})"), "stream",
+             "true or false");
   expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": 0})"), "max_tokens", "[1,");
-  expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": true})"), "max_tokens", "integer");
-  expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": 2.5})"), "max_tokens", "integer");
-  expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": 18446744073709551615})"), "max_tokens", "[1,");
-  expect_400(completion(R"({"model": "m", "prompt": "x", "temperature": "0"})"), "temperature", "number");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": true})"), "max_tokens",
+             "integer");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": 2.5})"), "max_tokens",
+             "integer");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": 18446744073709551615})"),
+             "max_tokens", "[1,");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "temperature": "0"})"), "temperature",
+             "number");
   expect_400(completion(R"({"model": "m", "prompt": "x", "seed": -1})"), "seed", "[0,");
-  expect_400(completion(R"({"model": "m", "prompt": "x", "stop": "x", "stop_token_ids": "y"})"), "stop_token_ids",
-             "token ids");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "stop": "x", "stop_token_ids": "y"})"),
+             "stop_token_ids", "token ids");
   expect_400(completion(R"({"model": "m", "prompt": "x", "stop": ""})"), "stop", "empty");
   expect_400(completion(R"({"model": "m", "prompt": "x", "stop": [1]})"), "stop", "strings");
   expect_400(completion(R"({"model": "m", "prompt": "x", "logprobs": 21})"), "logprobs", "[0, 20]");
-  expect_400(completion(R"({"model": "m", "prompt": "x", "logprobs": true})"), "logprobs", "integer");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "logprobs": true})"), "logprobs",
+             "integer");
   expect_400(completion(R"({"model": "m", "prompt": "x", "echo": true})"), "echo", "echo");
   expect_400(completion(R"({"model": "m", "prompt": "x", "best_of": 2})"), "best_of", "best_of");
-  expect_400(completion(R"({"model": "m", "prompt": "x", "logit_bias": {"1": 5}})"), "logit_bias", "logit_bias");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "logit_bias": [1, 5]})"), "logit_bias",
+             "object");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "logit_bias": {"a": 5}})"), "logit_bias",
+             "token ids");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "logit_bias": {"-1": 5}})"), "logit_bias",
+             "token ids");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "logit_bias": {"1": "5"}})"), "logit_bias",
+             "numbers");
   expect_400(completion(R"({"model": 5, "prompt": "x"})"), "model", "non-empty string");
   expect_400(completion(R"({"model": "", "prompt": "x"})"), "model", "non-empty string");
   expect_400(completion(R"({"prompt": "x"})"), "model", "required");
   EXPECT_TRUE(completion(R"([1, 2])").has_value());
 }
 
-TEST(CompletionRequest, StreamOptionsNeedStreamAndOnlyIncludeUsage) {
-  expect_400(completion(R"({"model": "m", "prompt": "x", "stream_options": {"include_usage": true}})"), "stream_options",
-             "stream");
-  expect_400(completion(R"({"model": "m", "prompt": "x", "stream": true, "stream_options": {"x": 1}})"),
-             "stream_options", "'x'");
-  expect_400(completion(R"({"model": "m", "prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})"),
-             "stream_options", "true or false");
+TEST(CompletionRequest, LogitBiasIsReadAsTokenIdsAndBiases) {
   GenerationRequest g;
-  ASSERT_FALSE(completion(R"({"model": "m", "prompt": "x", "stream": true, "stream_options": null})", &g));
+  ASSERT_FALSE(
+      completion(R"({"model": "m", "prompt": "x", "logit_bias": {"7": 100, "3": -2.5}})", &g));
+  ASSERT_EQ(g.params.logit_bias.size(), 2u);
+  EXPECT_EQ(g.params.logit_bias[0], (std::pair<int32_t, float>{7, 100.0f}));
+  EXPECT_EQ(g.params.logit_bias[1], (std::pair<int32_t, float>{3, -2.5f}));
+}
+
+TEST(CompletionRequest, StreamOptionsNeedStreamAndOnlyIncludeUsage) {
+  expect_400(
+      completion(R"({"model": "m", "prompt": "x", "stream_options": {"include_usage": true}})"),
+      "stream_options", "stream");
+  expect_400(
+      completion(R"({"model": "m", "prompt": "x", "stream": true, "stream_options": {"x": 1}})"),
+      "stream_options", "'x'");
+  expect_400(
+      completion(
+          R"({"model": "m", "prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})"),
+      "stream_options", "true or false");
+  GenerationRequest g;
+  ASSERT_FALSE(
+      completion(R"({"model": "m", "prompt": "x", "stream": true, "stream_options": null})", &g));
   EXPECT_FALSE(g.include_usage);
 }
 
 TEST(CompletionRequest, NullMeansDefault) {
   GenerationRequest g;
-  ASSERT_FALSE(completion(R"({"model": "m", "prompt": "x", "max_tokens": null, "temperature": null, "seed": null,
-                              "stop": null, "n": null, "logprobs": null})", &g));
+  ASSERT_FALSE(completion(
+      R"({"model": "m", "prompt": "x", "max_tokens": null, "temperature": null, "seed": null,
+                              "stop": null, "n": null, "logprobs": null})",
+      &g));
   EXPECT_EQ(g.params.max_tokens, 16);
   EXPECT_FALSE(g.params.seed.has_value());
   EXPECT_FALSE(g.logprobs);
@@ -129,36 +161,47 @@ TEST(CompletionRequest, NullMeansDefault) {
 TEST(ChatRequest, MessagesAreValidatedAndNormalized) {
   GenerationRequest g;
   ASSERT_FALSE(chat(R"({"model": "m", "messages": [{"role": "system", "content": "s"},
-      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "name": "n"}]})", &g));
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "name": "n"}]})",
+                    &g));
   ASSERT_EQ(g.messages.size(), 2u);
   EXPECT_EQ(g.messages[1]["content"], "ab");
   EXPECT_EQ(g.messages[1]["name"], "n");
   EXPECT_FALSE(g.max_tokens_given);
   expect_400(chat(R"({"model": "m", "messages": []})"), "messages", "non-empty");
-  expect_400(chat(R"({"model": "m", "messages": [{"role": "robot", "content": "x"}]})"), "messages", "role");
-  expect_400(chat(R"({"model": "m", "messages": [{"role": "user"}]})"), "messages", "content is required");
-  expect_400(chat(R"({"model": "m", "messages": [{"role": "user", "content": 3}]})"), "messages", "string");
-  expect_400(chat(R"({"model": "m", "messages": [{"role": "user", "content": "x", "tool_calls": []}]})"), "messages",
-             "tool_calls");
-  expect_400(chat(R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"), "messages",
-             "text parts");
+  expect_400(chat(R"({"model": "m", "messages": [{"role": "robot", "content": "x"}]})"), "messages",
+             "role");
+  expect_400(chat(R"({"model": "m", "messages": [{"role": "user"}]})"), "messages",
+             "content is required");
+  expect_400(chat(R"({"model": "m", "messages": [{"role": "user", "content": 3}]})"), "messages",
+             "string");
+  expect_400(
+      chat(R"({"model": "m", "messages": [{"role": "user", "content": "x", "tool_calls": []}]})"),
+      "messages", "tool_calls");
+  expect_400(
+      chat(R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
+      "messages", "text parts");
 }
 
 TEST(ChatRequest, ChatFields) {
   GenerationRequest g;
-  ASSERT_FALSE(chat(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 3,
-      "max_completion_tokens": 7, "logprobs": true, "top_logprobs": 2, "chat_template_kwargs": {"k": 1}})", &g));
+  ASSERT_FALSE(
+      chat(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 3,
+      "max_completion_tokens": 7, "logprobs": true, "top_logprobs": 2, "chat_template_kwargs": {"k": 1}})",
+           &g));
   EXPECT_EQ(g.params.max_tokens, 7);
   EXPECT_TRUE(g.max_tokens_given);
   EXPECT_TRUE(g.logprobs);
   EXPECT_EQ(g.top_logprobs, 2);
   EXPECT_EQ(g.template_kwargs["k"], 1);
-  expect_400(chat(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"),
-             "top_logprobs", "logprobs");
-  expect_400(chat(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": 1})"), "logprobs",
-             "true or false");
-  expect_400(chat(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "prompt": "x"})"), "prompt",
-             "unsupported");
+  expect_400(
+      chat(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"),
+      "top_logprobs", "logprobs");
+  expect_400(
+      chat(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": 1})"),
+      "logprobs", "true or false");
+  expect_400(
+      chat(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "prompt": "x"})"),
+      "prompt", "unsupported");
 }
 
 }  // namespace

@@ -61,9 +61,6 @@ class ServeGguf(unittest.TestCase):
         self.assertLess(plain.usage.completion_tokens, 48)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
     def post(self, path, body):
         """(status, parsed JSON body, headers)."""
         status, headers, data = self.server.post(path, body, timeout=60)
@@ -105,3 +102,27 @@ if __name__ == "__main__":
         status, headers, _ = self.server.request("GET", "/tokenize")
         self.assertEqual(status, 405)
         self.assertEqual(headers["allow"], "POST")
+
+    def test_logit_bias(self):
+        prompt = "The capital of France is"
+        plain = self.client.completions.create(model=NAME, prompt=prompt, max_tokens=1, temperature=0,
+                                               logprobs=1)
+        first = plain.choices[0].logprobs.tokens[0]
+        first_id = self.post("/tokenize", {"prompt": first, "add_special_tokens": False})[1]["tokens"][0]
+        banned = self.client.completions.create(model=NAME, prompt=prompt, max_tokens=1, temperature=0,
+                                                logit_bias={str(first_id): -100})
+        self.assertNotEqual(banned.choices[0].text, plain.choices[0].text)
+        forced = self.client.completions.create(model=NAME, prompt=prompt, max_tokens=3, temperature=0.8, seed=7,
+                                                logit_bias={"42": 100})
+        self.assertEqual(forced.choices[0].text, self.post("/detokenize", {"tokens": [42, 42, 42]})[1]["prompt"])
+        for bias, fragment in (({"42": 101}, "[-100, 100]"), ({"99999999": 1}, "outside the vocabulary"),
+                               ({"x": 1}, "token ids")):
+            with self.assertRaises(openai.BadRequestError) as e:
+                self.client.chat.completions.create(model=NAME, messages=[{"role": "user", "content": "hi"}],
+                                                    max_tokens=1, logit_bias=bias)
+            self.assertEqual(e.exception.body["param"], "logit_bias")
+            self.assertIn(fragment, e.exception.body["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
