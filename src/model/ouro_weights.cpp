@@ -73,27 +73,18 @@ std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& c) 
 
 namespace {
 
-// bind_ouro_weights. `needed(name)` is asked for a tensor's bytes just before they are read (a
-// deferred conversion runs then: io::Checkpoint::materialize), `packed(name)` told when they have
-// been copied into a packed matrix and are not read again (load_ouro_model gives their memory
-// back then): loading converts and holds one layer's sources at a time.
-template <typename OnNeeded, typename OnPacked>
-Result<OuroWeights> bind(const io::Checkpoint& ckpt, const io::ModelConfig& c,
-                         kernels::PackOptions pack, bool pack_linear, OnNeeded needed,
-                         OnPacked packed) {
+// The weights every run reads as they are: the embedding (in place), the norms and the exit
+// gate (widened to f32); the linear layers stay empty. `needed(name)` is asked for a tensor's
+// bytes just before they are read (a deferred conversion runs then: io::Checkpoint::materialize).
+template <typename OnNeeded>
+Result<OuroWeights> bind_vectors(const io::Checkpoint& ckpt, const io::ModelConfig& c,
+                                 OnNeeded needed) {
   RLT_RETURN_IF_ERROR(io::validate_tensor_set(ckpt, ouro_expected_tensors(c)));
   auto get = [&](const std::string& name) -> const io::TensorView& { return *ckpt.find(name); };
-  using kernels::PackedMatrix;
   OuroWeights w;
   RLT_RETURN_IF_ERROR(needed("model.embed_tokens.weight"));
   RLT_RETURN_IF_ERROR(needed("model.norm.weight"));
   w.embed_tokens = matrix(get("model.embed_tokens.weight"));
-  if (pack_linear) {
-    const char* head = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-    RLT_RETURN_IF_ERROR(needed(head));
-    w.lm_head = PackedMatrix::pack(matrix(get(head)), pack);
-    packed(head);
-  }
   w.final_norm = widen(get("model.norm.weight"));
   if (c.has_exit_gate()) {
     RLT_RETURN_IF_ERROR(needed("model.early_exit_gate.weight"));
@@ -104,22 +95,10 @@ Result<OuroWeights> bind(const io::Checkpoint& ckpt, const io::ModelConfig& c,
   w.layers.resize(static_cast<size_t>(c.num_layers));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     OuroLayerWeights& l = w.layers[static_cast<size_t>(i)];
-    auto m = [&](const char* suffix) { return matrix(get(layer_name(i, suffix))); };
     for (const char* norm : {"input_layernorm.weight", "post_attention_layernorm.weight",
                              "input_layernorm_2.weight", "post_attention_layernorm_2.weight"}) {
       if (ckpt.find(layer_name(i, norm)) != nullptr)
         RLT_RETURN_IF_ERROR(needed(layer_name(i, norm)));
-    }
-    if (pack_linear) {
-      for (const char* suffix : kLinearSuffixes) RLT_RETURN_IF_ERROR(needed(layer_name(i, suffix)));
-      l.qkv = PackedMatrix::pack_concat({m("self_attn.q_proj.weight"), m("self_attn.k_proj.weight"),
-                                         m("self_attn.v_proj.weight")},
-                                        pack);
-      l.o_proj = PackedMatrix::pack(m("self_attn.o_proj.weight"), pack);
-      l.gate_up =
-          PackedMatrix::pack_swiglu(m("mlp.gate_proj.weight"), m("mlp.up_proj.weight"), pack);
-      l.down_proj = PackedMatrix::pack(m("mlp.down_proj.weight"), pack);
-      for (const char* suffix : kLinearSuffixes) packed(layer_name(i, suffix));
     }
     l.input_norm = widen(get(layer_name(i, "input_layernorm.weight")));
     l.post_attn_norm = widen(get(layer_name(i, "post_attention_layernorm.weight")));
@@ -131,13 +110,43 @@ Result<OuroWeights> bind(const io::Checkpoint& ckpt, const io::ModelConfig& c,
   return w;
 }
 
+// Packs the lm head and each layer's linear layers into `w` (bound by bind_vectors), layer by
+// layer. `needed` as above; `packed(name)` is told when a tensor's bytes have been copied into a
+// packed matrix and are not read again (load_ouro_model gives their memory back then): loading
+// converts and holds one layer's sources at a time.
+template <typename OnNeeded, typename OnPacked>
+Status pack_linear(OuroWeights& w, const io::Checkpoint& ckpt, const io::ModelConfig& c,
+                   kernels::PackOptions pack, OnNeeded needed, OnPacked packed) {
+  using kernels::PackedMatrix;
+  auto get = [&](const std::string& name) { return matrix(*ckpt.find(name)); };
+  const char* head = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  RLT_RETURN_IF_ERROR(needed(head));
+  w.lm_head = PackedMatrix::pack(get(head), pack);
+  packed(head);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    OuroLayerWeights& l = w.layers[static_cast<size_t>(i)];
+    auto m = [&](const char* suffix) { return get(layer_name(i, suffix)); };
+    for (const char* suffix : kLinearSuffixes) RLT_RETURN_IF_ERROR(needed(layer_name(i, suffix)));
+    l.qkv = PackedMatrix::pack_concat(
+        {m("self_attn.q_proj.weight"), m("self_attn.k_proj.weight"), m("self_attn.v_proj.weight")},
+        pack);
+    l.o_proj = PackedMatrix::pack(m("self_attn.o_proj.weight"), pack);
+    l.gate_up = PackedMatrix::pack_swiglu(m("mlp.gate_proj.weight"), m("mlp.up_proj.weight"), pack);
+    l.down_proj = PackedMatrix::pack(m("mlp.down_proj.weight"), pack);
+    for (const char* suffix : kLinearSuffixes) packed(layer_name(i, suffix));
+  }
+  return Status::ok_status();
+}
+
 }  // namespace
 
 Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& c,
-                                      kernels::PackOptions pack, bool pack_linear) {
-  return bind(
-      ckpt, c, pack, pack_linear, [](const std::string&) { return Status::ok_status(); },
-      [](const std::string&) {});
+                                      kernels::PackOptions pack, bool pack_linear_layers) {
+  auto present = [](const std::string&) { return Status::ok_status(); };
+  RLT_ASSIGN_OR_RETURN(OuroWeights w, bind_vectors(ckpt, c, present));
+  if (pack_linear_layers)
+    RLT_RETURN_IF_ERROR(pack_linear(w, ckpt, c, pack, present, [](const std::string&) {}));
+  return w;
 }
 
 std::vector<int64_t> OuroModel::eos_token_ids() const {
@@ -385,10 +394,11 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
   io::Checkpoint& ckpt = model->checkpoint;
   if (options.quantize != QuantizeType::kNone) {
     RLT_ASSIGN_OR_RETURN(ckpt, quantize_linear_weights(std::move(ckpt), model->config,
-                                                       options.quantize, &model->load_notes,
-                                                       /*deferred=*/true));
+                                                       options.quantize, &model->load_notes));
   }
   auto materialize = [&](const std::string& name) { return ckpt.materialize(name); };
+  auto bound = bind_vectors(ckpt, model->config, materialize);
+  if (!bound.ok()) return bound.status().with_context(dir);
   const bool use_cache = !options.packed_cache_dir.empty() && options.pack_for_cpu;
   PackedCacheKey key;
   if (use_cache) {
@@ -403,8 +413,6 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
     RLT_ASSIGN_OR_RETURN(key, packed_cache_key(cache_dir, dir, files, cache_options_json(options)));
     report.cache_path = key.path;
     report.open_seconds = clock.lap();
-    auto bound = bind(ckpt, model->config, pack, false, materialize, [](const std::string&) {});
-    if (!bound.ok()) return bound.status().with_context(dir);
     Status read = read_packed_cache(key, packed_slots(*bound, model->config));
     report.cache_seconds = clock.lap();
     if (read.ok()) {
@@ -426,12 +434,14 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
   // Each tensor's source memory goes back as soon as it is packed, so the weights are resident
   // once and loading peaks at the packed weights plus one layer's sources. The embedding stays
   // readable (token lookups read it in place; only the rows used come back).
-  auto bound = bind(
-      ckpt, model->config, pack, options.pack_for_cpu, materialize,
-      [&](const std::string& name) { ckpt.release(name, name == "model.embed_tokens.weight"); });
-  if (!bound.ok()) return bound.status().with_context(dir);
+  if (options.pack_for_cpu) {
+    Status packed = pack_linear(
+        *bound, ckpt, model->config, pack, materialize,
+        [&](const std::string& name) { ckpt.release(name, name == "model.embed_tokens.weight"); });
+    if (!packed.ok()) return packed.with_context(dir);
+    ckpt.release_mappings();
+  }
   model->weights = std::move(bound).value();
-  if (options.pack_for_cpu) ckpt.release_mappings();
   report.pack_seconds = clock.lap();
   report.packed_bytes = packed_bytes(model->weights);
   if (use_cache && options.write_cache_in_background) {

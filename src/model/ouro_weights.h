@@ -44,9 +44,9 @@ struct OuroWeights {
 std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& config);
 
 // Validates the tensor set (names, shapes, dtypes) and binds it. The checkpoint must outlive the
-// returned weights. Without `pack_linear`, the linear weights' packed matrices stay empty.
+// returned weights. Without `pack_linear_layers`, the linear weights' packed matrices stay empty.
 Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::ModelConfig& config,
-                                      kernels::PackOptions pack = {}, bool pack_linear = true);
+                                      kernels::PackOptions pack = {}, bool pack_linear_layers = true);
 
 class BackgroundCacheWrite;  // packed_cache.h
 

@@ -62,7 +62,7 @@ Result<std::shared_ptr<std::vector<uint8_t>>> quantize_matrix(const io::TensorVi
 
 Result<io::Checkpoint> quantize_linear_weights(io::Checkpoint checkpoint,
                                                const io::ModelConfig& config, QuantizeType type,
-                                               std::vector<std::string>* notes, bool deferred) {
+                                               std::vector<std::string>* notes) {
   if (type == QuantizeType::kNone) return checkpoint;
   const quant::GgmlType wanted = ggml_type(type);
   auto source = std::make_shared<io::Checkpoint>(std::move(checkpoint));
@@ -84,22 +84,13 @@ Result<io::Checkpoint> quantize_linear_weights(io::Checkpoint checkpoint,
     const io::TensorView floats = t;
     t.file += fmt::format(" (quantized to {} at load)", quant::ggml_type_name(chosen));
     t.mapping = nullptr;
-    if (deferred) {
-      t.nbytes = static_cast<size_t>(t.shape[0] * *quant::ggml_row_bytes(chosen, t.shape[1]));
-      t.data = nullptr;
-      t.convert = [source, floats,
-                   chosen]() -> Result<std::shared_ptr<const std::vector<uint8_t>>> {
-        RLT_ASSIGN_OR_RETURN(auto blocks, quantize_matrix(floats, chosen));
-        source->release(floats.name);  // the float bytes are not read again
-        return std::shared_ptr<const std::vector<uint8_t>>(std::move(blocks));
-      };
-    } else {
-      RLT_ASSIGN_OR_RETURN(auto blocks, quantize_matrix(t, chosen));
-      source->release(name);  // the float bytes are not read again
-      t.data = blocks->data();
-      t.nbytes = blocks->size();
-      t.owner = std::move(blocks);
-    }
+    t.nbytes = static_cast<size_t>(t.shape[0] * *quant::ggml_row_bytes(chosen, t.shape[1]));
+    t.data = nullptr;
+    t.convert = [source, floats, chosen]() -> Result<std::shared_ptr<const std::vector<uint8_t>>> {
+      RLT_ASSIGN_OR_RETURN(auto blocks, quantize_matrix(floats, chosen));
+      source->release(floats.name);  // the float bytes are not read again
+      return std::shared_ptr<const std::vector<uint8_t>>(std::move(blocks));
+    };
     t.dtype = DType::kU8;
     t.quant = chosen;
   }

@@ -57,6 +57,7 @@ std::shared_ptr<const OuroModel> dequantized_twin(const OuroModel& quantized, Qu
   auto blocks = quantize_linear_weights(*io::Checkpoint::open_dir(quantized.dir), quantized.config,
                                         type, &notes);
   EXPECT_TRUE(blocks.ok()) << blocks.status().to_string();
+  EXPECT_TRUE(blocks->materialize_all().ok());
   std::vector<io::TensorView> views;
   std::vector<std::shared_ptr<const void>> owners;
   for (const auto& [name, t] : blocks->tensors()) {

@@ -120,13 +120,13 @@ template <typename SourceRow>
 PackedMatrix PackedMatrix::build(DType dtype, Epilogue epilogue, Options options, int64_t outputs,
                                  int64_t packed_rows, int64_t cols, SourceRow source) {
   PackedMatrix p;
-  p.dtype_ = dtype;
-  p.epilogue_ = epilogue;
-  p.outputs_ = outputs;
-  p.cols_ = cols;
-  p.panels_ = (packed_rows + kPanelWidth - 1) / kPanelWidth;
+  p.desc_.dtype = dtype;
+  p.desc_.epilogue = epilogue;
+  p.desc_.outputs = outputs;
+  p.desc_.cols = cols;
+  p.desc_.panels = (packed_rows + kPanelWidth - 1) / kPanelWidth;
   if (options.bf16_activations && dtype == DType::kBF16 && bf16_dot_supported())
-    p.layout_ = Layout::kBf16Pairs;
+    p.desc_.layout = Layout::kBf16Pairs;
   if (p.bytes() == 0) return p;
   std::shared_ptr<void> buffer = allocate_panels(p.bytes());
   void* raw = buffer.get();
@@ -134,14 +134,15 @@ PackedMatrix PackedMatrix::build(DType dtype, Epilogue epilogue, Options options
   const int64_t stored_cols = p.stored_cols();
   // Packing a 1.4B model moves gigabytes; panels are independent.
 #pragma omp parallel for schedule(static)
-  for (int64_t panel = 0; panel < p.panels_; ++panel) {
+  for (int64_t panel = 0; panel < p.desc_.panels; ++panel) {
     const int64_t offset = panel * kPanelWidth * stored_cols;
-    if (p.layout_ == Layout::kPanels && copy_panel_blocked(dtype, panel, cols, raw, offset, source))
+    if (p.desc_.layout == Layout::kPanels &&
+        copy_panel_blocked(dtype, panel, cols, raw, offset, source))
       continue;
     for (int64_t slot = 0; slot < kPanelWidth; ++slot) {
       const RowRef src = source(panel * kPanelWidth + slot);
       if (src.matrix == nullptr) continue;
-      if (p.layout_ == Layout::kBf16Pairs) {
+      if (p.desc_.layout == Layout::kBf16Pairs) {
         // Column c of this output goes to pair c / 2, position c % 2.
         auto* dst = static_cast<uint16_t*>(raw) + offset + slot * 2;
         for (int parity : {0, 1}) scatter_row(*src.matrix, src.row, dst, 2 * kPanelWidth, parity);
@@ -159,32 +160,32 @@ template <typename SourceRow>
 PackedMatrix PackedMatrix::build_quant(Epilogue epilogue, bool int8, int64_t outputs,
                                        int64_t packed_rows, int64_t cols, SourceRow source) {
   PackedMatrix p;
-  p.dtype_ = DType::kU8;
-  p.epilogue_ = epilogue;
-  p.layout_ = int8 ? Layout::kQuantInt8 : Layout::kQuant;
+  p.desc_.dtype = DType::kU8;
+  p.desc_.epilogue = epilogue;
+  p.desc_.layout = int8 ? Layout::kQuantInt8 : Layout::kQuant;
   const QuantArrangement arrangement = int8 ? QuantArrangement::kQuads : QuantArrangement::kColumns;
-  p.outputs_ = outputs;
-  p.cols_ = cols;
-  p.panels_ = (packed_rows + kPanelWidth - 1) / kPanelWidth;
+  p.desc_.outputs = outputs;
+  p.desc_.cols = cols;
+  p.desc_.panels = (packed_rows + kPanelWidth - 1) / kPanelWidth;
   // Each panel takes the type of its rows (quant_packable guarantees one type per panel).
   int64_t offset = 0;
-  for (int64_t panel = 0; panel < p.panels_; ++panel) {
+  for (int64_t panel = 0; panel < p.desc_.panels; ++panel) {
     std::optional<quant::GgmlType> type;
     for (int64_t slot = 0; slot < kPanelWidth && !type; ++slot)
       if (const RowRef src = source(panel * kPanelWidth + slot); src.matrix)
         type = src.matrix->quant;
     const QuantPanelFormat format = *quant_panel_format(*type);
-    p.quant_panels_.push_back({*type, offset});
+    p.desc_.quant_panels.push_back({*type, offset});
     offset += cols / format.block_cols * format.block_bytes;
   }
-  p.quant_bytes_ = offset;
+  p.desc_.quant_bytes = offset;
   if (offset == 0) return p;
   std::shared_ptr<void> buffer = allocate_panels(offset);
   void* raw = buffer.get();
   p.data_ = std::move(buffer);
 #pragma omp parallel for schedule(static)
-  for (int64_t panel = 0; panel < p.panels_; ++panel) {
-    const QuantPanel& qp = p.quant_panels_[static_cast<size_t>(panel)];
+  for (int64_t panel = 0; panel < p.desc_.panels; ++panel) {
+    const QuantPanel& qp = p.desc_.quant_panels[static_cast<size_t>(panel)];
     const QuantPanelFormat format = *quant_panel_format(qp.type);
     for (int64_t slot = 0; slot < kPanelWidth; ++slot) {
       const RowRef src = source(panel * kPanelWidth + slot);
@@ -195,10 +196,6 @@ PackedMatrix PackedMatrix::build_quant(Epilogue epilogue, bool int8, int64_t out
     }
   }
   return p;
-}
-
-PackedMatrix::Descriptor PackedMatrix::descriptor() const {
-  return {dtype_, epilogue_, layout_, outputs_, cols_, panels_, quant_bytes_, quant_panels_};
 }
 
 Result<PackedMatrix> PackedMatrix::from_bytes(const Descriptor& d,
@@ -215,12 +212,11 @@ Result<PackedMatrix> PackedMatrix::from_bytes(const Descriptor& d,
   if (d.panels != (packed_rows + kPanelWidth - 1) / kPanelWidth)
     return bad(fmt::format("{} panels for {} outputs", d.panels, d.outputs));
   PackedMatrix p;
-  p.dtype_ = d.dtype;
-  p.epilogue_ = d.epilogue;
-  p.layout_ = d.layout;
-  p.outputs_ = d.outputs;
-  p.cols_ = d.cols;
-  p.panels_ = d.panels;
+  p.desc_ = d;
+  if (!p.quantized()) {  // float layouts carry no quantized panels, as packing leaves them
+    p.desc_.quant_bytes = 0;
+    p.desc_.quant_panels.clear();
+  }
   switch (d.layout) {
     case Layout::kPanels:
       if (d.dtype != DType::kF32 && d.dtype != DType::kBF16 && d.dtype != DType::kF16)
@@ -247,8 +243,6 @@ Result<PackedMatrix> PackedMatrix::from_bytes(const Descriptor& d,
       }
       if (d.quant_bytes != offset)
         return bad(fmt::format("{} quantized bytes, the panels take {}", d.quant_bytes, offset));
-      p.quant_bytes_ = d.quant_bytes;
-      p.quant_panels_ = d.quant_panels;
       break;
     }
     default:

@@ -89,29 +89,32 @@ class PackedMatrix {
   // `size` (an error says what does not fit), never trusted as given.
   static Result<PackedMatrix> from_bytes(const Descriptor& d, std::shared_ptr<const void> bytes,
                                          int64_t size);
-  Descriptor descriptor() const;
+  const Descriptor& descriptor() const { return desc_; }
 
   // The element type of the float layouts (kU8 for the quantized ones).
-  DType dtype() const { return dtype_; }
-  Epilogue epilogue() const { return epilogue_; }
-  Layout layout() const { return layout_; }
-  int64_t outputs() const { return outputs_; }  // columns of the result
-  int64_t cols() const { return cols_; }        // input features
-  int64_t panels() const { return panels_; }
+  DType dtype() const { return desc_.dtype; }
+  Epilogue epilogue() const { return desc_.epilogue; }
+  Layout layout() const { return desc_.layout; }
+  int64_t outputs() const { return desc_.outputs; }  // columns of the result
+  int64_t cols() const { return desc_.cols; }        // input features
+  int64_t panels() const { return desc_.panels; }
   const void* data() const { return data_.get(); }
   // kQuant, kQuantInt8: one entry per panel.
-  const std::vector<QuantPanel>& quant_panels() const { return quant_panels_; }
-  bool quantized() const { return layout_ == Layout::kQuant || layout_ == Layout::kQuantInt8; }
+  const std::vector<QuantPanel>& quant_panels() const { return desc_.quant_panels; }
+  bool quantized() const {
+    return desc_.layout == Layout::kQuant || desc_.layout == Layout::kQuantInt8;
+  }
   // Weight bytes one pass streams (padding included).
   int64_t bytes() const {
-    if (quantized()) return quant_bytes_;
-    return panels_ * kPanelWidth * stored_cols() * static_cast<int64_t>(dtype_size(dtype_));
+    if (quantized()) return desc_.quant_bytes;
+    return desc_.panels * kPanelWidth * stored_cols() *
+           static_cast<int64_t>(dtype_size(desc_.dtype));
   }
   // Columns as stored: rounded up to whole pairs in the kBf16Pairs layout.
   int64_t stored_cols() const {
-    return layout_ == Layout::kBf16Pairs ? (cols_ + 1) / 2 * 2 : cols_;
+    return desc_.layout == Layout::kBf16Pairs ? (desc_.cols + 1) / 2 * 2 : desc_.cols;
   }
-  bool empty() const { return outputs_ == 0; }
+  bool empty() const { return desc_.outputs == 0; }
 
  private:
   // source(packed_row) gives the matrix and row that packed row `packed_row` of the layout holds,
@@ -123,12 +126,7 @@ class PackedMatrix {
   static PackedMatrix build_quant(Epilogue epilogue, bool int8, int64_t outputs,
                                   int64_t packed_rows, int64_t cols, SourceRow source);
 
-  DType dtype_ = DType::kF32;
-  Epilogue epilogue_ = Epilogue::kStore;
-  Layout layout_ = Layout::kPanels;
-  int64_t outputs_ = 0, cols_ = 0, panels_ = 0;
-  int64_t quant_bytes_ = 0;
-  std::vector<QuantPanel> quant_panels_;
+  Descriptor desc_;
   std::shared_ptr<const void> data_;
 };
 
