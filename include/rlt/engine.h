@@ -27,6 +27,9 @@ struct TokenLogprobs {
   int32_t token = 0;
   float logprob = 0.0f;
   std::vector<TokenLogprob> top;  // the n most likely tokens, most likely first
+  // Prompt logprobs only: 1 + the tokens ranked before this one (larger logit, ties by lower id);
+  // 0 for sampled tokens.
+  int32_t rank = 0;
 };
 
 // What one step reports for a request: only what is new since the request's previous output
@@ -37,6 +40,9 @@ struct RequestOutput {
   std::vector<int32_t> new_token_ids;        // tokens added by this step
   std::vector<int32_t> new_exit_depths;      // loops behind each new token (the first is the model depth)
   std::vector<TokenLogprobs> new_logprobs;   // per new token, when the request asked for logprobs
+  // Once, in the first output after the prompt is computed, when the request asked for
+  // prompt_logprobs: one entry per prompt token after the first (token i + 1 given tokens 0..i).
+  std::vector<TokenLogprobs> prompt_logprobs;
   // Per new token, the text it completes (special tokens skipped, complete UTF-8 only); empty
   // strings when the engine has no tokenizer or config.detokenize is off.
   std::vector<std::string> new_token_texts;
@@ -60,6 +66,7 @@ struct RequestResult {
   std::vector<int32_t> token_ids;
   std::vector<int32_t> exit_depths;
   std::vector<TokenLogprobs> logprobs;
+  std::vector<TokenLogprobs> prompt_logprobs;  // prompt tokens 1..n-1, when asked for
   std::string text;
   bool finished = false;
   std::string finish_reason;

@@ -52,6 +52,12 @@ struct SamplingParams {
   // (0 = the sampled token's only), from the raw model distribution; n in [0, kMaxLogprobs].
   std::optional<int> logprobs;
 
+  // Absent: none. n: each prompt token's logprob after the tokens before it (the first token has
+  // none) and the n most likely tokens there, from the raw distribution of the prefill pass at the
+  // model's full depth; n in [0, kMaxLogprobs] (vLLM's prompt_logprobs, OpenAI's echo). Such a
+  // request's prompt is computed whole: it neither reads nor feeds the prefix cache.
+  std::optional<int> prompt_logprobs;
+
   // --- depth (early exit); the engine converts these to model::ExitParams ---
   int64_t min_loops = kDefaultMinLoops;  // >= 1
   int64_t max_loops = 0;                 // 0 = the model's depth (total_ut_steps)

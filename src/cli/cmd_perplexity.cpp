@@ -3,6 +3,10 @@
 // every chunk is evaluated from scratch (all loops of a looped model, as a prompt) and the second
 // half of each chunk is scored, each token by the log-softmax the position before it gives it.
 // A tokenizer that adds BOS gets it before the text and at the start of every chunk, as there.
+//
+// The chunks run through the engine as requests with prompt logprobs (the path the server's echo
+// and prompt_logprobs use: one prefill pass, batched like any other requests); --reference
+// computes them with the dense reference model instead, as a cross-check.
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -20,7 +24,9 @@
 #include "cli/model_dir.h"
 #include "model/ouro_weights.h"
 #include "model/reference_model.h"
+#include "rlt/engine.h"
 #include "source/model_source.h"
+#include "tokenizer/tokenizer.h"
 
 namespace rlt::cli {
 namespace {
@@ -32,11 +38,74 @@ struct PerplexityOptions {
   std::string dump_ids;
   int64_t ctx = 512;
   int64_t max_chunks = 0;
-  WeightDType dtype = WeightDType::kAuto;
-  QuantizeType quantize = QuantizeType::kNone;
-  ActivationDType activations = ActivationDType::kF32;
-  int threads = 0;
+  bool reference = false;
+  EngineFlags engine;
 };
+
+// The negative log-likelihood of chunk tokens first+1 .. ctx-1, each given the tokens before it:
+// `logprob(j)` is the logprob position j gives token j + 1.
+template <typename Logprob>
+double chunk_nll(int64_t first, int64_t ctx, Logprob logprob) {
+  double nll = 0.0;
+  for (int64_t j = first; j < ctx - 1; ++j) nll -= logprob(j);
+  return nll;
+}
+
+// Per chunk, the NLL of its scored half through the engine: every chunk a request with prompt
+// logprobs (max_tokens 1: the one token generated is not read).
+Result<std::vector<double>> engine_nll(const PerplexityOptions& opt, const std::string& model_dir,
+                                       const std::vector<std::vector<int32_t>>& chunks,
+                                       std::shared_ptr<const tok::Tokenizer> tokenizer) {
+  EngineConfig config = opt.engine.resolve(model_dir);
+  config.detokenize = false;
+  RLT_ASSIGN_OR_RETURN(auto engine, Engine::create(config, std::move(tokenizer)));
+  SamplingParams params;
+  params.max_tokens = 1;
+  params.temperature = 0.0;
+  params.prompt_logprobs = 0;
+  for (size_t c = 0; c < chunks.size(); ++c) RLT_RETURN_IF_ERROR(engine->add_request(c, chunks[c], params));
+  std::vector<RequestResult> results(chunks.size());
+  while (engine->has_unfinished()) {
+    RLT_ASSIGN_OR_RETURN(auto outputs, engine->step());
+    for (const RequestOutput& o : outputs) results.at(o.request_id).append(o);
+  }
+  const int64_t first = opt.ctx / 2;
+  std::vector<double> nll;
+  for (const RequestResult& r : results) {
+    if (r.finish_reason == "abort") return internal_error(fmt::format("chunk {} failed: {}", r.request_id, r.error));
+    if (static_cast<int64_t>(r.prompt_logprobs.size()) != opt.ctx - 1) {
+      return internal_error(fmt::format("chunk {} came back with {} prompt logprobs, {} expected", r.request_id,
+                                        r.prompt_logprobs.size(), opt.ctx - 1));
+    }
+    nll.push_back(chunk_nll(first, opt.ctx, [&](int64_t j) {
+      return static_cast<double>(r.prompt_logprobs[static_cast<size_t>(j)].logprob);
+    }));
+  }
+  return nll;
+}
+
+// The same with the dense reference model, one chunk at a time (log-softmax in double).
+Result<std::vector<double>> reference_nll(const PerplexityOptions& opt, const source::ModelSource& src,
+                                          const std::vector<std::vector<int32_t>>& chunks) {
+  const EngineConfig config = opt.engine.resolve(src.path());
+  if (config.threads > 0) omp_set_num_threads(config.threads);
+  RLT_ASSIGN_OR_RETURN(auto model, model::load_ouro_model(src, model::load_options(config)));
+  const int64_t vocab = model->config.vocab_size;
+  std::vector<double> nll;
+  for (const std::vector<int32_t>& chunk : chunks) {
+    model::ReferenceModel ref(model);
+    RLT_ASSIGN_OR_RETURN(auto step, ref.prefill(chunk, /*trace=*/false, /*every_row_logits=*/true));
+    nll.push_back(chunk_nll(opt.ctx / 2, opt.ctx, [&](int64_t j) {
+      const float* row = step.row_logits.data() + j * vocab;
+      double max = row[0];
+      for (int64_t v = 1; v < vocab; ++v) max = std::max(max, static_cast<double>(row[v]));
+      double sum = 0.0;
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
+      return static_cast<double>(row[chunk[static_cast<size_t>(j + 1)]]) - (max + std::log(sum));
+    }));
+  }
+  return nll;
+}
 
 // The BOS token the tokenizer adds (as llama.cpp's add_bos), or nullopt when it adds none.
 std::optional<int32_t> added_bos(const source::ModelSource& src) {
@@ -89,57 +158,45 @@ int run_perplexity(const PerplexityOptions& opt) {
   auto tokens = read_tokens(opt, *src, bos);
   if (!tokens.ok()) return report_error(tokens.status());
   if (!opt.dump_ids.empty()) std::ofstream(opt.dump_ids) << nlohmann::json(*tokens).dump() << "\n";
-  int64_t chunks = static_cast<int64_t>(tokens->size()) / opt.ctx;
-  if (opt.max_chunks > 0) chunks = std::min(chunks, opt.max_chunks);
-  if (chunks < 1) {
+  int64_t num_chunks = static_cast<int64_t>(tokens->size()) / opt.ctx;
+  if (opt.max_chunks > 0) num_chunks = std::min(num_chunks, opt.max_chunks);
+  if (num_chunks < 1) {
     return report_error(invalid_argument(fmt::format("the text has {} tokens, fewer than one chunk of --ctx {}",
                                                      tokens->size(), opt.ctx)));
   }
-  if (opt.threads > 0) omp_set_num_threads(opt.threads);
-  model::LoadOptions load;
-  load.quantized = opt.dtype;
-  load.quantize = opt.quantize;
-  load.bf16_activations = opt.activations == ActivationDType::kBF16;
-  load.int8_activations = opt.activations == ActivationDType::kInt8;
-  auto model = model::load_ouro_model(*src, load);
-  if (!model.ok()) return report_error(model.status());
-  const int64_t vocab = (*model)->config.vocab_size;
-  const int64_t first = opt.ctx / 2;
+  std::vector<std::vector<int32_t>> chunks;
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    chunks.emplace_back(tokens->begin() + c * opt.ctx, tokens->begin() + (c + 1) * opt.ctx);
+    // As llama.cpp: a tokenizer that adds BOS gets it at the start of every chunk.
+    if (bos) chunks.back()[0] = *bos;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<const tok::Tokenizer> tokenizer;
+  if (src->has_tokenizer()) {
+    if (auto t = src->tokenizer(); t.ok()) tokenizer = *t;
+  }
+  auto chunk_nlls = opt.reference ? reference_nll(opt, *src, chunks) : engine_nll(opt, *path, chunks, tokenizer);
+  if (!chunk_nlls.ok()) return report_error(chunk_nlls.status());
   double nll = 0.0;
   int64_t scored = 0;
-  std::vector<double> per_chunk;
-  const auto start = std::chrono::steady_clock::now();
-  for (int64_t c = 0; c < chunks; ++c) {
-    std::vector<int32_t> chunk(tokens->begin() + c * opt.ctx, tokens->begin() + (c + 1) * opt.ctx);
-    // As llama.cpp: a tokenizer that adds BOS gets it at the start of every chunk.
-    if (bos) chunk[0] = *bos;
-    model::ReferenceModel ref(*model);
-    auto step = ref.prefill(chunk, /*trace=*/false, /*every_row_logits=*/true);
-    if (!step.ok()) return report_error(step.status());
-    double chunk_nll = 0.0;
-    for (int64_t j = first; j < opt.ctx - 1; ++j) {
-      const float* row = step->row_logits.data() + j * vocab;
-      double max = row[0];
-      for (int64_t v = 1; v < vocab; ++v) max = std::max(max, static_cast<double>(row[v]));
-      double sum = 0.0;
-      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
-      chunk_nll += max + std::log(sum) - static_cast<double>(row[chunk[static_cast<size_t>(j + 1)]]);
-    }
-    nll += chunk_nll;
-    scored += opt.ctx - 1 - first;
-    per_chunk.push_back(std::exp(nll / static_cast<double>(scored)));
+  std::vector<double> running;
+  for (double chunk : *chunk_nlls) {
+    nll += chunk;
+    scored += opt.ctx - 1 - opt.ctx / 2;
+    running.push_back(std::exp(nll / static_cast<double>(scored)));
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::ordered_json out;
   out["model"] = *path;
+  out["path"] = opt.reference ? "reference" : "engine";
   out["tokens"] = tokens->size();
   out["ctx"] = opt.ctx;
   out["bos_token"] = bos ? nlohmann::ordered_json(*bos) : nlohmann::ordered_json(nullptr);
-  out["chunks"] = chunks;
+  out["chunks"] = num_chunks;
   out["scored_tokens"] = scored;
   out["mean_nll"] = nll / static_cast<double>(scored);
   out["perplexity"] = std::exp(nll / static_cast<double>(scored));
-  out["running_perplexity"] = per_chunk;
+  out["running_perplexity"] = running;
   out["seconds"] = seconds;
   std::cout << out.dump() << "\n";
   return 0;
@@ -149,6 +206,8 @@ int run_perplexity(const PerplexityOptions& opt) {
 
 void add_perplexity_command(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<PerplexityOptions>();
+  // Exact K/V by default: perplexity is a measurement (--kv-dtype bf16 to see what it costs).
+  opt->engine.config.kv_dtype = KVDType::kF32;
   CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity of the model on a text, chunked as llama.cpp's perplexity tool");
   cmd->add_option("--model", opt->model, kModelFlagHelp);
   cmd->add_option("--file", opt->files, "Text file(s), joined by a newline; repeatable");
@@ -156,11 +215,9 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--dump-ids", opt->dump_ids, "Write the token ids used as a JSON array");
   cmd->add_option("--ctx", opt->ctx, "Tokens per chunk; the second half of each is scored")->capture_default_str();
   cmd->add_option("--max-chunks", opt->max_chunks, "Score at most this many chunks (0 = all)")->capture_default_str();
-  add_enum_option(*cmd, "--dtype", opt->dtype, parse_weight_dtype, kWeightDTypeHelp);
-  add_enum_option(*cmd, "--quantize", opt->quantize, parse_quantize_type, kQuantizeHelp);
-  add_enum_option(*cmd, "--activation-dtype", opt->activations, parse_activation_dtype,
-                  kActivationDTypeHelp);
-  cmd->add_option("--threads", opt->threads, "CPU kernel threads (0 = all cores)")->capture_default_str();
+  cmd->add_flag("--reference", opt->reference,
+                "Compute with the dense reference model (one chunk at a time) instead of the engine");
+  add_engine_flags(*cmd, opt->engine);
   cmd->callback([opt, exit_code] { *exit_code = run_perplexity(*opt); });
 }
 

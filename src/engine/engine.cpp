@@ -103,6 +103,10 @@ struct LiveRequest {
   std::unique_ptr<tok::IncrementalDetokenizer> detokenizer;  // null without a tokenizer
   std::vector<TokenLogprobs> new_logprobs;
   std::vector<std::string> new_texts;
+  // prompt_logprobs: entry p scores prompt token p + 1, filled as the prefill's chunks are
+  // applied and reported with the request's first token.
+  std::vector<TokenLogprobs> prompt_logprobs;
+  bool prompt_logprobs_reported = false;
 };
 
 struct Engine::Impl : public sched::PreemptionHooks {
@@ -147,6 +151,10 @@ struct Engine::Impl : public sched::PreemptionHooks {
       o.new_exit_depths.assign(r.exit_depths.begin() + from, r.exit_depths.end());
     o.new_logprobs = std::move(l.new_logprobs);
     l.new_logprobs.clear();
+    if (r.params.prompt_logprobs && !l.prompt_logprobs_reported && !r.output_tokens.empty()) {
+      o.prompt_logprobs = std::move(l.prompt_logprobs);
+      l.prompt_logprobs_reported = true;
+    }
     // One text per new token: apply() pushes a piece for every token it hands the scheduler.
     o.new_token_texts = std::move(l.new_texts);
     l.new_texts.clear();
@@ -172,6 +180,8 @@ struct Engine::Impl : public sched::PreemptionHooks {
   // Samples a CODA batch's tokens and applies a batch's results; outputs for the step.
   Status apply(const sched::SchedulerOutput& batch, runner::BatchResult& result,
                std::vector<RequestOutput>& outputs);
+  // Files a PREFILL batch's prompt scores with their (still live) requests.
+  Status apply_prompt_scores(const sched::SchedulerOutput& batch, std::vector<runner::PromptScore>& scores);
   Status no_progress_error() const;
   // Builds `input` for `batch`: the runner's view of it, with CODA rows' sampling parameters,
   // uniforms and histories.
@@ -366,6 +376,11 @@ Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const Sampl
   // Without an exit gate (a GGUF from llama.cpp's converter) there is nothing to exit on: every
   // token runs to max_loops.
   if (!mc.has_exit_gate()) exit.threshold = 1.0;
+  if (params.prompt_logprobs && !m.runner->scores_prompts()) {
+    return unimplemented(fmt::format("prompt_logprobs (echo with logprobs) are computed by the CPU runner only; "
+                                     "this engine runs on {}: drop them or serve with --device cpu",
+                                     m.config.device));
+  }
   if (m.live.count(id)) return already_exists(fmt::format("request id {} is already live", id));
   sched::Request r;
   r.id = id;
@@ -431,6 +446,7 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
   ro.seq = batch.seq;
   ro.stage = batch.stage;
   ro.gate_logits = std::move(result.gate_logits);
+  if (!result.prompt_scores.empty()) RLT_RETURN_IF_ERROR(apply_prompt_scores(batch, result.prompt_scores));
   if (batch.stage == sched::Stage::kCoda) {
     const int64_t vocab = model->config.vocab_size;
     if (!result.device_tokens.empty() && result.device_tokens.size() != batch.items.size()) {
@@ -506,7 +522,7 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
       l.history.append(st.token);
       l.new_texts.push_back(l.detokenizer ? l.detokenizer->push(st.token) : std::string());
       if (requests[i]->params.logprobs) {
-        TokenLogprobs lp{st.token, st.logprob, {}};
+        TokenLogprobs lp{st.token, st.logprob, {}, 0};
         for (const auto& t : st.top_logprobs) lp.top.push_back(TokenLogprob{t.token, t.logprob});
         l.new_logprobs.push_back(std::move(lp));
       }
@@ -529,6 +545,27 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
     outputs.push_back(output_for(*r, live.at(id)));
     live.erase(id);
     runner->release(id);
+  }
+  return {};
+}
+
+Status Engine::Impl::apply_prompt_scores(const sched::SchedulerOutput& batch,
+                                         std::vector<runner::PromptScore>& scores) {
+  for (runner::PromptScore& s : scores) {
+    // Only for the request the batch ran for: an id may have been cancelled and reused meanwhile.
+    const auto item = std::find_if(batch.items.begin(), batch.items.end(),
+                                   [&](const sched::ScheduledItem& i) { return i.id == s.request; });
+    const sched::Request* r = scheduler->find(s.request);
+    auto it = live.find(s.request);
+    if (item == batch.items.end() || r == nullptr || r->arrival != item->arrival || it == live.end()) continue;
+    if (s.position < 0 || s.position + 1 >= r->prompt_len())
+      return internal_error(fmt::format("a prompt score of request {} at position {} (prompt of {})", s.request,
+                                        s.position, r->prompt_len()));
+    std::vector<TokenLogprobs>& lp = it->second.prompt_logprobs;
+    lp.resize(static_cast<size_t>(r->prompt_len() - 1));
+    TokenLogprobs& out = lp[static_cast<size_t>(s.position)];
+    out = {s.scored.token.token, s.scored.token.logprob, {}, s.scored.rank};
+    for (const auto& t : s.scored.token.top_logprobs) out.top.push_back(TokenLogprob{t.token, t.logprob});
   }
   return {};
 }
@@ -640,6 +677,7 @@ void RequestResult::append(const RequestOutput& o) {
   token_ids.insert(token_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
   exit_depths.insert(exit_depths.end(), o.new_exit_depths.begin(), o.new_exit_depths.end());
   logprobs.insert(logprobs.end(), o.new_logprobs.begin(), o.new_logprobs.end());
+  prompt_logprobs.insert(prompt_logprobs.end(), o.prompt_logprobs.begin(), o.prompt_logprobs.end());
   text += o.new_text;
   finished = o.finished;
   finish_reason = o.finish_reason;

@@ -51,10 +51,12 @@ Status plan_pass(const kv::KVCacheManager& kv, bool packed, runner::PassInput& p
 }
 
 // Adds the prompt row at `position` of request `r` to `pass` (and marks it when it ends the
-// prompt: its hidden state is the request's).
+// prompt: its hidden state is the request's; or when it scores the prompt's next token).
 void add_prompt_row(const sched::Request& r, int32_t position, runner::PassInput& pass) {
-  if (position == r.prompt_len() - 1)
-    pass.keep_state.push_back(static_cast<int32_t>(pass.rows.size()));
+  const auto row = static_cast<int32_t>(pass.rows.size());
+  if (position == r.prompt_len() - 1) pass.keep_state.push_back(row);
+  if (r.params.prompt_logprobs && position + 1 < r.prompt_len())
+    pass.scores.push_back({row, r.prompt[static_cast<size_t>(position + 1)], *r.params.prompt_logprobs});
   pass.tokens.push_back(r.prompt[static_cast<size_t>(position)]);
   pass.rows.push_back({r.id, 0, position});
 }

@@ -100,14 +100,16 @@ Result<StepResult> ReferenceModel::prefill(std::span<const int32_t> tokens, bool
   if (tokens.empty()) return invalid_argument("prefill needs at least one token");
   RLT_RETURN_IF_ERROR(check_tokens(tokens));
   if (semantics_ == KvSemantics::kShared && tokens.size() > 1) {
-    if (every_row_logits) return unimplemented("every-row logits of a shared-KV prefill");
     // One history overwritten by every loop: a position must finish all loops before the next
     // one attends to it, so the prompt goes one position at a time.
     Result<StepResult> last = invalid_argument("unreachable");
+    std::vector<float> rows;
     for (size_t i = 0; i < tokens.size(); ++i) {
       last = prefill(tokens.subspan(i, 1), trace);
       if (!last.ok()) return last;
+      if (every_row_logits) rows.insert(rows.end(), last->logits.begin(), last->logits.end());
     }
+    if (every_row_logits) last->row_logits = std::move(rows);
     return last;
   }
   const io::ModelConfig& c = model_->config;

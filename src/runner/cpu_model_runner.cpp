@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "sampling/logprobs.h"
+
 namespace rlt::runner {
 
 CpuModelRunner::CpuModelRunner(std::shared_ptr<const model::OuroModel> model,
@@ -36,6 +38,7 @@ Status CpuModelRunner::collect(uint64_t seq, BatchResult* out) {
   // The logits stay here until the next collect(), as a device runner's pinned buffer would.
   *out = BatchResult();
   out->gate_logits = std::move(collected_.gate_logits);
+  out->prompt_scores = std::move(collected_.prompt_scores);
   out->runner_logits = collected_.logits;
   return {};
 }
@@ -68,6 +71,46 @@ class CpuModelRunner::Stages final : public StageExecutor {
     for (int32_t i : pass.keep_state) {
       auto& s = r_.state(pass.rows[static_cast<size_t>(i)].request);
       std::copy(r_.h_.begin() + i * hidden, r_.h_.begin() + (i + 1) * hidden, s.begin());
+    }
+    return {};
+  }
+
+  // The lm head over blocks of the scored rows (bounded memory for a long prompt), each row's
+  // log-softmax in parallel.
+  Status score_rows(const PassInput& pass) override {
+    const int64_t hidden = r_.model_->config.hidden_size, vocab = r_.model_->config.vocab_size;
+    constexpr int64_t kBlock = 32;
+    const auto total = static_cast<int64_t>(pass.scores.size());
+    for (int64_t begin = 0; begin < total; begin += kBlock) {
+      const int64_t n = std::min(kBlock, total - begin);
+      r_.score_h_.resize(static_cast<size_t>(n * hidden));
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = pass.scores[static_cast<size_t>(begin + i)].row;
+        std::copy(r_.h_.begin() + row * hidden, r_.h_.begin() + (row + 1) * hidden,
+                  r_.score_h_.begin() + i * hidden);
+      }
+      r_.score_logits_.resize(static_cast<size_t>(n * vocab));
+      r_.core_.lm_head(r_.score_h_.data(), n, r_.score_logits_.data());
+      std::vector<Result<sampling::ScoredToken>> scored(static_cast<size_t>(n),
+                                                         internal_error("not scored"));
+#pragma omp parallel for schedule(dynamic) if (n > 1)
+      for (int64_t i = 0; i < n; ++i) {
+        const ScoreRow& s = pass.scores[static_cast<size_t>(begin + i)];
+        scored[static_cast<size_t>(i)] = sampling::score_token(
+            std::span<const float>(r_.score_logits_).subspan(static_cast<size_t>(i * vocab),
+                                                             static_cast<size_t>(vocab)),
+            s.target, s.top);
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const ScoreRow& s = pass.scores[static_cast<size_t>(begin + i)];
+        const attention::PlannedRow& row = pass.rows[static_cast<size_t>(s.row)];
+        if (!scored[static_cast<size_t>(i)].ok()) {
+          return Status(scored[static_cast<size_t>(i)].status().code(),
+                        fmt::format("prompt logprobs of request {} at position {}: {}", row.request,
+                                    row.position, scored[static_cast<size_t>(i)].status().message()));
+        }
+        out_->prompt_scores.push_back({row.request, row.position, std::move(*scored[static_cast<size_t>(i)])});
+      }
     }
     return {};
   }

@@ -29,6 +29,7 @@ class CpuModelRunner final : public ModelRunner {
   kv::CpuKVStorage& storage() override { return *storage_; }
   void release(kv::RequestId id) override { hidden_.erase(id); }
   double attention_seconds() const override { return attention_.seconds(); }
+  bool scores_prompts() const override { return true; }
 
  private:
   class Stages;  // the stage driver's steps on the CPU (cpu_model_runner.cpp)
@@ -47,6 +48,7 @@ class CpuModelRunner final : public ModelRunner {
   // Reused per batch.
   std::vector<float> h_;
   std::vector<int64_t> positions_;
+  std::vector<float> score_h_, score_logits_;  // a block of scored rows and their logits
 };
 
 }  // namespace rlt::runner

@@ -364,6 +364,11 @@ class GpuModelRunner::Stages final : public StageExecutor {
   }
 
   Status keep_states(const PassInput& pass) override { return r_.keep_prompt_states(pass); }
+  // Not a capability of this runner (scores_prompts() is false): the engine refuses such
+  // requests at admission, so this is reached only by a caller that skipped the check.
+  Status score_rows(const PassInput&) override {
+    return unimplemented("the GPU runner does not compute prompt logprobs");
+  }
 
   // Embeds the tokens into h_, then scatters the rows into their requests' state slots.
   Status prelude(std::span<const kv::RequestId> requests,

@@ -54,6 +54,7 @@ void ModelInput::clear() {
     pass.rows.clear();
     pass.depths.clear();
     pass.keep_state.clear();
+    pass.scores.clear();
   }
   passes_used_ = 0;
   sampling.clear();

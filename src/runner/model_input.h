@@ -7,7 +7,8 @@
 //
 //   PREFILL   passes: one (every chunk row through every loop, loop-major) or, under the `shared`
 //             layout, one wave per position offset; `tokens` of each pass are embedded first;
-//             `keep_state` rows end their prompt and leave their hidden state to the request.
+//             `keep_state` rows end their prompt and leave their hidden state to the request;
+//             `scores` rows get their prompt logprobs.
 //   PRELUDE   `tokens`: each request's last sampled token, embedded into its state.
 //   RECURRENT one pass: one loop per row at the row's own depth; returns each row's gate logit.
 //   CODA      the lm head on each request's state; `sampling` rows for runners that sample on
@@ -37,6 +38,14 @@ struct PassWrites {
   std::vector<int32_t> slot;       // [rows]: the slot depends on the position only
 };
 
+// A prompt row whose state after the pass's last loop is scored (prompt logprobs): the lm head
+// on it, and the raw logprob of `target` (the prompt's next token) with the `top` most likely.
+struct ScoreRow {
+  int32_t row = 0;
+  int32_t target = 0;
+  int32_t top = 0;
+};
+
 // One model pass over a set of rows: through one loop at each row's own depth (`depths` empty),
 // or through every loop of `depths` in order over the same rows.
 struct PassInput {
@@ -46,6 +55,7 @@ struct PassInput {
   attention::AttentionPlan attention;  // one table set per entry of `depths` (or one)
   PassWrites writes;
   std::vector<int32_t> keep_state;  // PREFILL: rows (indices) that end their request's prompt
+  std::vector<ScoreRow> scores;     // PREFILL: rows of requests that asked for prompt logprobs
 
   int64_t num_rows() const { return static_cast<int64_t>(rows.size()); }
   size_t num_loops() const { return depths.empty() ? 1 : depths.size(); }

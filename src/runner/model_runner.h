@@ -14,9 +14,18 @@
 #include "rlt/engine.h"
 #include "rlt/status.h"
 #include "runner/model_input.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 
 namespace rlt::runner {
+
+// PREFILL: the prompt logprobs of one scored row (PassInput::scores): position `position` of
+// request `request` scores the prompt's token at position + 1.
+struct PromptScore {
+  kv::RequestId request = 0;
+  int32_t position = 0;
+  sampling::ScoredToken scored;  // the target's raw logprob, rank and the top list
+};
 
 struct BatchResult {
   std::vector<float> gate_logits;  // RECURRENT: [items]
@@ -32,6 +41,8 @@ struct BatchResult {
   // With device_tokens, when some row asked for logprobs: per row, its token's raw logprob and
   // top list (SampledToken's fields; read only for rows that asked).
   std::vector<sampling::SampledToken> device_logprobs;
+  // PREFILL: one per scored row, in pass order.
+  std::vector<PromptScore> prompt_scores;
 
   std::span<const float> all_logits() const {
     return runner_logits.empty() ? std::span<const float>(logits) : runner_logits;
@@ -64,6 +75,9 @@ class ModelRunner {
   virtual DeviceStageTimes device_stage_times() const { return {}; }
   // Host runners: wall time spent in attention so far (0 where attention runs on a device).
   virtual double attention_seconds() const { return 0.0; }
+  // Whether the runner scores prompt rows (PassInput::scores): a capability the engine checks at
+  // admission, so that a request asking for prompt logprobs is refused, not silently unscored.
+  virtual bool scores_prompts() const { return false; }
 };
 
 // The in-flight rules every runner enforces, worded once: a batch may be submitted while fewer

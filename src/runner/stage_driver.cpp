@@ -12,6 +12,7 @@ Status run_stages(const ModelInput& input, StageExecutor& x) {
         RLT_RETURN_IF_ERROR(x.embed_pass(pass));
         RLT_RETURN_IF_ERROR(x.bind_pass(pass));
         for (size_t d = 0; d < pass.num_loops(); ++d) RLT_RETURN_IF_ERROR(x.pass_loop(pass, d));
+        if (!pass.scores.empty()) RLT_RETURN_IF_ERROR(x.score_rows(pass));
         RLT_RETURN_IF_ERROR(x.keep_states(pass));
       }
       return {};

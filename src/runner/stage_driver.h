@@ -4,8 +4,8 @@
 // passes and state moves around it.
 //
 //   PREFILL   per pass: embed its tokens, bind its attention metadata, run each planned loop
-//             (loop-major: every row through loop 0, then loop 1, ...), keep the states of the
-//             rows that end a prompt
+//             (loop-major: every row through loop 0, then loop 1, ...), score the rows that ask
+//             for prompt logprobs, keep the states of the rows that end a prompt
 //   PRELUDE   embed each request's last sampled token into its state
 //   RECURRENT one loop per row at its own depth, with the gate logits
 //   CODA      the lm head on each request's state (and device sampling where the runner does it)
@@ -31,6 +31,8 @@ class StageExecutor {
   virtual Status pass_loop(const PassInput& pass, size_t depth_index) = 0;
   // The hidden rows pass.keep_state names become their requests' states.
   virtual Status keep_states(const PassInput& pass) = 0;
+  // The prompt logprobs of the rows pass.scores names (after the pass's last loop).
+  virtual Status score_rows(const PassInput& pass) = 0;
   virtual Status prelude(std::span<const kv::RequestId> requests,
                          std::span<const int32_t> tokens) = 0;
   virtual Status recurrent(const PassInput& pass) = 0;

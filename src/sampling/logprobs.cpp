@@ -1,5 +1,7 @@
 #include "sampling/logprobs.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -53,6 +55,29 @@ void fill_raw_logprobs(std::span<const float> logits, int num_top, SampledToken&
   }
   for (int j = 0; j < count; ++j) top.items[j].logprob = logprob(top.items[j].token);
   top.count = count;
+}
+
+Result<ScoredToken> score_token(std::span<const float> logits, int32_t target, int num_top) {
+  if (target < 0 || static_cast<size_t>(target) >= logits.size()) {
+    return invalid_argument(fmt::format("token {} is outside the logits row of {}", target, logits.size()));
+  }
+  bool any_finite = false;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float x = logits[i];
+    if (std::isnan(x) || x == std::numeric_limits<float>::infinity())
+      return invalid_argument(fmt::format("logits[{}] is {}", i, x));
+    any_finite |= std::isfinite(x);
+  }
+  if (!any_finite) return invalid_argument("the logits row has no finite value");
+  ScoredToken out;
+  out.token.token = target;
+  fill_raw_logprobs(logits, num_top, out.token);
+  const float x = logits[static_cast<size_t>(target)];
+  int32_t before = 0;
+  for (size_t i = 0; i < logits.size(); ++i)
+    before += ranks_before(logits[i], static_cast<int32_t>(i), x, target) ? 1 : 0;
+  out.rank = before + 1;
+  return out;
 }
 
 }  // namespace rlt::sampling

@@ -9,13 +9,25 @@
 #include <cstdint>
 #include <span>
 
-namespace rlt::sampling {
+#include "rlt/status.h"
+#include "sampling/sampler.h"
 
-struct SampledToken;
+namespace rlt::sampling {
 
 // Fills out.logprob with the logprob of out.token and out.top_logprobs with the
 // min(num_top, vocab, kMaxLogprobs) most likely tokens (ties by lower id). `logits` must contain
 // no NaN or +inf and at least one finite value (the sampler checks this first).
 void fill_raw_logprobs(std::span<const float> logits, int num_top, SampledToken& out);
+
+// A given token's raw logprob, the `num_top` most likely tokens and its rank: 1 + the tokens
+// ranked before it (larger logit, ties by lower id: the top list's order).
+struct ScoredToken {
+  SampledToken token;  // token = the scored id
+  int32_t rank = 0;
+};
+
+// Scores `target` in `logits` (prompt logprobs: the prompt's next token). Fails on a row the
+// forward pass broke (NaN, +inf, no finite value) or a target outside it.
+Result<ScoredToken> score_token(std::span<const float> logits, int32_t target, int num_top);
 
 }  // namespace rlt::sampling

@@ -77,6 +77,10 @@ Status SamplingParams::validate(int64_t vocab_size) const {
     return invalid_argument(
         fmt::format("logprobs must be in [0, {}], got {}", kMaxLogprobs, *logprobs));
   }
+  if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > kMaxLogprobs)) {
+    return invalid_argument(
+        fmt::format("prompt_logprobs must be in [0, {}], got {}", kMaxLogprobs, *prompt_logprobs));
+  }
   if (min_loops < 1) {
     return invalid_argument(fmt::format("min_loops must be >= 1, got {}", min_loops));
   }

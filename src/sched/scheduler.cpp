@@ -193,18 +193,20 @@ Result<bool> Scheduler::try_admit(Request& r, int32_t reserved_blocks) {
     queue(r.stage).push_back(r.id);
     return true;
   }
+  // A request that scores its prompt computes every row: it neither reads nor feeds the cache.
+  const bool shares_prefix = !r.params.prompt_logprobs;
   // Empty when there is nothing to hash (no prefix caching, no full page): recomputing that is
   // free.
-  if (r.page_digests.empty()) r.page_digests = kv_.prompt_page_digests(r.prompt);
+  if (shares_prefix && r.page_digests.empty()) r.page_digests = kv_.prompt_page_digests(r.prompt);
   kv::AllocateRequest ask;
   ask.id = r.id;
   ask.capacity_tokens = r.capacity_tokens();
-  ask.prompt = r.prompt;
+  if (shares_prefix) ask.prompt = r.prompt;
   ask.page_digests = r.page_digests;
   ask.reserved_blocks = reserved_blocks;
   if (config_.incremental_kv) {
-    const kv::PrefixMatch match = kv_.lookup_prefix(r.prompt, {}, r.page_digests);
-    ask.initial_tokens = std::min(r.prompt_len(), match.cached_tokens + config_.prefill_chunk_size);
+    const int32_t cached = shares_prefix ? kv_.lookup_prefix(r.prompt, {}, r.page_digests).cached_tokens : 0;
+    ask.initial_tokens = std::min(r.prompt_len(), cached + config_.prefill_chunk_size);
     // The request's own growth is promised as the running requests' is: otherwise several
     // requests that each fit their first chunk could together leave none of them room to finish.
     const int32_t life = config_.enable_preemption ? r.prompt_len() : r.capacity_tokens();

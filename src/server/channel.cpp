@@ -18,6 +18,7 @@ void Channel::push(size_t choice, RequestOutput o) {
     append(b.tokens, o.new_token_ids);
     append(b.exit_depths, o.new_exit_depths);
     append(b.logprobs, o.new_logprobs);
+    append(b.prompt_logprobs, o.prompt_logprobs);
     append(b.texts, o.new_token_texts);
     if (o.finished) {
       b.finished = true;

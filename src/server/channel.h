@@ -27,6 +27,7 @@ struct TokenBatch {
   std::vector<int32_t> tokens;
   std::vector<int32_t> exit_depths;       // one per token
   std::vector<TokenLogprobs> logprobs;    // one per token when logprobs were asked for
+  std::vector<TokenLogprobs> prompt_logprobs;  // prompt tokens 1..n-1, once, when asked for
   std::vector<std::string> texts;         // one per token: the engine's detokenized text
   std::string final_text;                 // with `finished`: text the detokenizer held back
   bool finished = false;                  // the engine's final output is in this batch

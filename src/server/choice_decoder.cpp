@@ -8,6 +8,7 @@ std::vector<TokenPiece> ChoiceDecoder::consume(const TokenBatch& batch) {
   std::vector<TokenPiece> pieces;
   if (finished_) return pieces;
   prompt_tokens_ = batch.prompt_tokens;
+  if (!batch.prompt_logprobs.empty()) prompt_logprobs_ = batch.prompt_logprobs;
   auto finish = [&](TokenPiece& p, const std::string& reason) {
     if (!matcher_.stopped()) {
       p.text += matcher_.feed(batch.final_text).text;

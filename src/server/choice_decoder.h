@@ -49,6 +49,8 @@ class ChoiceDecoder {
   const std::vector<int32_t>& exit_depths() const { return exit_depths_; }
   const std::vector<TokenLogprobs>& logprobs() const { return logprobs_; }
   const std::vector<size_t>& text_offsets() const { return text_offsets_; }  // one per token
+  // Prompt tokens 1..n-1, scored, when the request asked for them (with its first token).
+  const std::vector<TokenLogprobs>& prompt_logprobs() const { return prompt_logprobs_; }
 
  private:
   StopMatcher matcher_;
@@ -61,6 +63,7 @@ class ChoiceDecoder {
   std::vector<int32_t> exit_depths_;
   std::vector<TokenLogprobs> logprobs_;
   std::vector<size_t> text_offsets_;
+  std::vector<TokenLogprobs> prompt_logprobs_;
 };
 
 }  // namespace rlt::server

@@ -59,9 +59,6 @@ void read_prompt(FieldReader& r, const ParseLimits& limits, GenerationRequest* o
 
 // Fields rlt accepts only at their neutral value, so clients that send defaults keep working.
 void read_neutral_fields(FieldReader& r) {
-  bool echo = false;
-  if (r.read_bool("echo", &echo) && echo)
-    r.fail(invalid_request("'echo' = true is not supported; omit it or send false", "echo"));
   int64_t best_of = 1;
   if (r.read_int("best_of", &best_of, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()) &&
       best_of != 1)
@@ -79,7 +76,7 @@ std::optional<ApiError> parse_completion_request(const json& body, const ParseLi
   r.only_known({"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
                 "presence_penalty", "frequency_penalty", "repetition_penalty", "stream", "stream_options", "user",
                 "logprobs", "echo", "best_of", "suffix", "logit_bias", "min_loops", "max_loops", "exit_threshold",
-                "priority", "ignore_eos", "stop_token_ids"});
+                "priority", "ignore_eos", "stop_token_ids", "prompt_logprobs"});
   if (r.ok()) read_common_fields(r, limits, out);
   read_prompt(r, limits, out);
   if (r.ok() && r.find("logprobs") != nullptr) {
@@ -88,6 +85,11 @@ std::optional<ApiError> parse_completion_request(const json& body, const ParseLi
       out->logprobs = true;
       out->top_logprobs = n;
     }
+  }
+  r.read_bool("echo", &out->echo);
+  if (r.ok() && r.find("prompt_logprobs") != nullptr) {
+    int n = 0;
+    if (r.read_int("prompt_logprobs", &n, 0, SamplingParams::kMaxLogprobs)) out->prompt_logprobs = n;
   }
   read_neutral_fields(r);
   return r.error();

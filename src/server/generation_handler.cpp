@@ -51,12 +51,22 @@ struct StreamState {
   ResponseMeta meta;
   const ModelContext& model;
   std::vector<GenerationSession::Event> first_events;  // taken before the headers went out
+  std::vector<bool> prompt_sent;  // per choice: its prompt chunk went out (echo, prompt_logprobs)
   bool started = false;
   bool finished = false;
 };
 
-void append_events(const StreamState& st, const std::vector<GenerationSession::Event>& events, std::string* out) {
-  for (const auto& e : events) *out += sse_event(token_chunk(st.meta, e.choice, e.piece, *st.model.tokenizer));
+void append_events(StreamState& st, const std::vector<GenerationSession::Event>& events, std::string* out) {
+  for (const auto& e : events) {
+    if (st.meta.has_prompt_part()) {
+      st.prompt_sent.resize(st.session->choices().size(), false);
+      if (!st.prompt_sent[e.choice]) {
+        st.prompt_sent[e.choice] = true;
+        *out += sse_event(prompt_chunk(st.meta, e.choice, st.session->choices()[e.choice], *st.model.tokenizer));
+      }
+    }
+    *out += sse_event(token_chunk(st.meta, e.choice, e.piece, *st.model.tokenizer));
+  }
 }
 
 // One call of httplib's chunked content provider: write what arrived, or end the stream.
@@ -136,6 +146,25 @@ void respond_streaming(ServingState& s, std::shared_ptr<GenerationSession> sessi
       });
 }
 
+// Each choice's prompt as echo returns it: the text as sent, or the ids decoded (special
+// tokens kept, as vLLM's).
+std::vector<PromptEcho> echoed_prompts(const GenerationRequest& request, const EngineInputs& inputs,
+                                       const tok::Tokenizer& tokenizer) {
+  std::vector<PromptEcho> echoes;
+  for (size_t i = 0; i < inputs.prompts.size(); ++i) {
+    PromptEcho e;
+    e.ids = inputs.prompts[i];
+    if (i < request.prompts.size() && request.prompts[i].is_text) {
+      e.text = request.prompts[i].text;
+    } else {
+      auto text = tokenizer.decode(e.ids, /*skip_special_tokens=*/false);
+      if (text.ok()) e.text = std::move(*text);
+    }
+    echoes.push_back(std::move(e));
+  }
+  return echoes;
+}
+
 }  // namespace
 
 void handle_generation(ServingState& s, Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
@@ -158,6 +187,8 @@ void handle_generation(ServingState& s, Endpoint endpoint, const httplib::Reques
                                                        request.model, model.name), "model_not_found"));
   EngineInputs inputs;
   if (auto e = build_engine_inputs(request, model, &inputs)) return send_error(res, *e);
+  ResponseMeta meta;
+  if (request.echo) meta.echoes = echoed_prompts(request, inputs, *model.tokenizer);
   std::shared_ptr<Channel> channel;
   if (auto e = s.worker.submit(std::move(inputs.prompts), inputs.params, &channel)) return send_error(res, *e);
 
@@ -166,12 +197,13 @@ void handle_generation(ServingState& s, Endpoint endpoint, const httplib::Reques
   auto session = std::make_shared<GenerationSession>(s.worker, s.metrics, request, channel, probe);
   session->set_deadline(arrival + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(s.options.request_timeout_s)));
-  ResponseMeta meta;
   meta.endpoint = endpoint;
   meta.id = make_response_id(endpoint);
   meta.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   meta.model = model.name;
   meta.logprobs = request.logprobs;
+  meta.top_logprobs = request.top_logprobs;
+  meta.prompt_logprobs = request.prompt_logprobs;
   meta.include_usage = request.include_usage;
   if (request.stream) return respond_streaming(s, std::move(session), meta, model, res);
   respond_blocking(*session, meta, model, res);

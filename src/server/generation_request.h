@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct GenerationRequest {
   std::vector<std::string> stop;             // stop strings (never part of the returned text)
   bool logprobs = false;                     // return per-token logprobs
   int top_logprobs = 0;                      // alternatives per token
+  bool echo = false;                         // completions: the prompt before the completion
+  std::optional<int> prompt_logprobs;        // completions: vLLM's prompt_logprobs (alternatives)
   bool stream = false;
   bool include_usage = false;                // stream_options.include_usage
 };

@@ -1,6 +1,7 @@
 #include "server/openai_format.h"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <random>
 
 namespace rlt::server {
@@ -29,25 +30,78 @@ json chat_logprob_entry(const tok::Tokenizer& tokenizer, const TokenLogprobs& lp
   return {{"token", text}, {"logprob", lp.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", std::move(top)}};
 }
 
-// Legacy completions logprobs: parallel lists over the tokens.
-json completion_logprobs(const tok::Tokenizer& tokenizer, const std::vector<TokenLogprobs>& lps,
-                         const std::vector<size_t>& offsets) {
-  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), text_offset = json::array();
-  for (size_t i = 0; i < lps.size(); ++i) {
-    const TokenLogprobs& lp = lps[i];
-    tokens.push_back(token_text(tokenizer, lp.token));
-    token_logprobs.push_back(lp.logprob);
-    json alternatives = json::object();
-    alternatives[token_text(tokenizer, lp.token)] = lp.logprob;
-    for (const TokenLogprob& t : lp.top) {
-      const std::string tt = token_text(tokenizer, t.token);
-      if (!alternatives.contains(tt)) alternatives[tt] = t.logprob;
+// Legacy completions logprobs: parallel lists over the tokens (echoed prompt tokens first).
+class LegacyLogprobs {
+ public:
+  LegacyLogprobs(const tok::Tokenizer& tokenizer, int top) : tokenizer_(tokenizer), top_(top) {}
+
+  // A scored token at `offset` in the choice's text; `lp` null for a prompt's first token.
+  void add(int32_t token, const TokenLogprobs* lp, size_t offset) {
+    const std::string text = token_text(tokenizer_, token);
+    tokens_.push_back(text);
+    text_offset_.push_back(offset);
+    if (lp == nullptr) {
+      token_logprobs_.push_back(nullptr);
+      top_logprobs_.push_back(nullptr);
+      return;
     }
-    top.push_back(std::move(alternatives));
-    text_offset.push_back(i < offsets.size() ? offsets[i] : 0);
+    token_logprobs_.push_back(lp->logprob);
+    json alternatives = json::object();
+    alternatives[text] = lp->logprob;
+    const size_t n = std::min(lp->top.size(), static_cast<size_t>(std::max(top_, 0)));
+    for (size_t i = 0; i < n; ++i) {
+      const std::string tt = token_text(tokenizer_, lp->top[i].token);
+      if (!alternatives.contains(tt)) alternatives[tt] = lp->top[i].logprob;
+    }
+    top_logprobs_.push_back(std::move(alternatives));
   }
-  return {{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)}, {"top_logprobs", std::move(top)},
-          {"text_offset", std::move(text_offset)}};
+
+  // The echoed prompt: its first token unscored, the others with their prompt logprobs; offsets
+  // are the running sum of the tokens' texts.
+  void add_prompt(const PromptEcho& echo, const std::vector<TokenLogprobs>& scored) {
+    size_t offset = 0;
+    for (size_t i = 0; i < echo.ids.size(); ++i) {
+      const TokenLogprobs* lp = i > 0 && i - 1 < scored.size() ? &scored[i - 1] : nullptr;
+      add(echo.ids[i], lp, offset);
+      offset += token_text(tokenizer_, echo.ids[i]).size();
+    }
+  }
+
+  json to_json() {
+    return {{"tokens", std::move(tokens_)}, {"token_logprobs", std::move(token_logprobs_)},
+            {"top_logprobs", std::move(top_logprobs_)}, {"text_offset", std::move(text_offset_)}};
+  }
+
+ private:
+  const tok::Tokenizer& tokenizer_;
+  int top_;
+  json tokens_ = json::array(), token_logprobs_ = json::array(), top_logprobs_ = json::array(),
+       text_offset_ = json::array();
+};
+
+// vLLM's prompt_logprobs: null for the first token, then per token a map from token id to its
+// logprob, rank and text (the token itself and the top `top` alternatives).
+json vllm_prompt_logprobs(const tok::Tokenizer& tokenizer, const std::vector<TokenLogprobs>& scored, int top) {
+  json list = json::array({nullptr});
+  for (const TokenLogprobs& lp : scored) {
+    json entry = json::object();
+    entry[std::to_string(lp.token)] = {{"logprob", lp.logprob}, {"rank", lp.rank},
+                                       {"decoded_token", token_text(tokenizer, lp.token)}};
+    const size_t n = std::min(lp.top.size(), static_cast<size_t>(std::max(top, 0)));
+    for (size_t i = 0; i < n; ++i) {
+      const std::string key = std::to_string(lp.top[i].token);
+      if (entry.contains(key)) continue;
+      entry[key] = {{"logprob", lp.top[i].logprob}, {"rank", static_cast<int64_t>(i + 1)},
+                    {"decoded_token", token_text(tokenizer, lp.top[i].token)}};
+    }
+    list.push_back(std::move(entry));
+  }
+  return list;
+}
+
+// Where a completion choice's generated text starts in the returned text (after its echo).
+size_t echo_length(const ResponseMeta& meta, size_t index) {
+  return index < meta.echoes.size() ? meta.echoes[index].text.size() : 0;
 }
 
 json finish_value(const TokenPiece& p) { return p.last ? json(p.finish_reason) : json(); }
@@ -95,12 +149,21 @@ json final_response(const ResponseMeta& meta, const std::vector<ChoiceDecoder>& 
         choice["logprobs"] = nullptr;
       }
     } else {
-      choice["text"] = c.text();
+      const size_t base = echo_length(meta, i);
+      choice["text"] = i < meta.echoes.size() ? meta.echoes[i].text + c.text() : c.text();
       if (meta.logprobs) {
-        choice["logprobs"] = completion_logprobs(tokenizer, c.logprobs(), c.text_offsets());
+        LegacyLogprobs lists(tokenizer, meta.top_logprobs);
+        if (i < meta.echoes.size()) lists.add_prompt(meta.echoes[i], c.prompt_logprobs());
+        for (size_t t = 0; t < c.logprobs().size(); ++t) {
+          lists.add(c.logprobs()[t].token, &c.logprobs()[t],
+                    base + (t < c.text_offsets().size() ? c.text_offsets()[t] : 0));
+        }
+        choice["logprobs"] = lists.to_json();
       } else {
         choice["logprobs"] = nullptr;
       }
+      if (meta.prompt_logprobs)
+        choice["prompt_logprobs"] = vllm_prompt_logprobs(tokenizer, c.prompt_logprobs(), *meta.prompt_logprobs);
     }
     choice["finish_reason"] = c.finish_reason();
     choice["token_ids"] = c.tokens();
@@ -139,7 +202,9 @@ json token_chunk(const ResponseMeta& meta, size_t index, const TokenPiece& piece
     if (chat) {
       choice["logprobs"] = {{"content", json::array({chat_logprob_entry(tokenizer, *piece.logprobs)})}};
     } else {
-      choice["logprobs"] = completion_logprobs(tokenizer, {*piece.logprobs}, {piece.text_offset});
+      LegacyLogprobs lists(tokenizer, meta.top_logprobs);
+      lists.add(piece.logprobs->token, &*piece.logprobs, echo_length(meta, index) + piece.text_offset);
+      choice["logprobs"] = lists.to_json();
     }
   } else {
     choice["logprobs"] = nullptr;
@@ -147,6 +212,29 @@ json token_chunk(const ResponseMeta& meta, size_t index, const TokenPiece& piece
   choice["finish_reason"] = finish_value(piece);
   choice["token_ids"] = has_token ? json::array({piece.token}) : json::array();
   choice["exit_depths"] = has_token ? json::array({piece.exit_depth}) : json::array();
+  j["choices"] = json::array({std::move(choice)});
+  if (meta.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+json prompt_chunk(const ResponseMeta& meta, size_t index, const ChoiceDecoder& c, const tok::Tokenizer& tokenizer) {
+  json j = header(meta, "text_completion");
+  json choice;
+  choice["index"] = index;
+  const bool echo = index < meta.echoes.size();
+  choice["text"] = echo ? meta.echoes[index].text : std::string();
+  if (meta.logprobs && echo) {
+    LegacyLogprobs lists(tokenizer, meta.top_logprobs);
+    lists.add_prompt(meta.echoes[index], c.prompt_logprobs());
+    choice["logprobs"] = lists.to_json();
+  } else {
+    choice["logprobs"] = nullptr;
+  }
+  if (meta.prompt_logprobs)
+    choice["prompt_logprobs"] = vllm_prompt_logprobs(tokenizer, c.prompt_logprobs(), *meta.prompt_logprobs);
+  choice["finish_reason"] = nullptr;
+  choice["token_ids"] = json::array();
+  choice["exit_depths"] = json::array();
   j["choices"] = json::array({std::move(choice)});
   if (meta.include_usage) j["usage"] = nullptr;
   return j;

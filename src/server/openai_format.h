@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,13 +17,29 @@ namespace rlt::server {
 
 using json = nlohmann::ordered_json;
 
+// A completion choice's prompt as echo writes it: its text (as sent, or its ids decoded) and
+// its token ids.
+struct PromptEcho {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
 struct ResponseMeta {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string id;  // "cmpl-…" or "chatcmpl-…"
   int64_t created = 0;
   std::string model;
   bool logprobs = false;
+  int top_logprobs = 0;        // alternatives per token in the logprobs lists
   bool include_usage = false;  // streaming: usage: null on chunks, then a usage chunk
+  // Completions with echo: one per choice (empty without echo).
+  std::vector<PromptEcho> echoes;
+  // vLLM's prompt_logprobs extension: alternatives per prompt token (absent: not written).
+  std::optional<int> prompt_logprobs;
+
+  bool echo() const { return !echoes.empty(); }
+  // Whether a choice's first output comes with a prompt chunk (streaming).
+  bool has_prompt_part() const { return echo() || prompt_logprobs.has_value(); }
 };
 
 // A fresh response id with the endpoint's prefix (random 128-bit hex).
@@ -36,6 +53,9 @@ json final_response(const ResponseMeta& meta, const std::vector<ChoiceDecoder>& 
 // Streaming: the role chunk opening a chat choice, then one chunk per token piece.
 json chat_role_chunk(const ResponseMeta& meta, size_t index);
 json token_chunk(const ResponseMeta& meta, size_t index, const TokenPiece& piece, const tok::Tokenizer& tokenizer);
+// Streaming, before a completion choice's first token: the echoed prompt (text and logprobs)
+// and the prompt_logprobs extension, as the request asked.
+json prompt_chunk(const ResponseMeta& meta, size_t index, const ChoiceDecoder& choice, const tok::Tokenizer& tokenizer);
 json usage_chunk(const ResponseMeta& meta, int64_t prompt_tokens, int64_t completion_tokens);
 
 // "data: <json>\n\n" (invalid UTF-8 replaced rather than thrown on).

@@ -69,6 +69,11 @@ std::optional<ApiError> build_engine_inputs(const GenerationRequest& request, co
                                             EngineInputs* out) {
   out->params = request.params;
   if (request.logprobs) out->params.logprobs = request.top_logprobs;
+  // Echoed logprobs and vLLM's prompt_logprobs come from one scoring of the prompt, with the
+  // larger number of alternatives (each list is cut to its own when written).
+  if (request.echo && request.logprobs) out->params.prompt_logprobs = request.top_logprobs;
+  if (request.prompt_logprobs)
+    out->params.prompt_logprobs = std::max(out->params.prompt_logprobs.value_or(0), *request.prompt_logprobs);
   auto error = request.endpoint == Endpoint::kChat ? chat_prompt(request, model, out)
                                                    : completion_prompts(request, model, out);
   if (error) return error;

@@ -1,5 +1,5 @@
 // The batched engine against the dense reference model: randomized request mixes under every
-// scheduling knob produce exactly the reference's tokens and exit depths.
+// scheduling knob produce exactly the reference's tokens, exit depths and prompt logprobs.
 //
 // Exactness is expected, not approximate: with f32 K/V and the cpu_reference attention backend the
 // engine computes every row with the reference model's arithmetic (batch-invariant linear
@@ -17,6 +17,7 @@
 #include "model/demo_checkpoint.h"
 #include "model/reference_model.h"
 #include "rlt/engine.h"
+#include "sampling/logprobs.h"
 
 namespace rlt {
 namespace {
@@ -50,6 +51,37 @@ Expected reference(const std::vector<int32_t>& prompt, const SamplingParams& p, 
   return {r->tokens, r->exit_depths};
 }
 
+// Prompt logprobs come from the engine's prefill rows: each must equal, bit for bit, the same
+// scoring of the reference model's row logits (its prompt computed whole, as the engine's must
+// be even where a prefix cache holds part of it).
+void check_prompt_logprobs(const std::vector<int32_t>& prompt, const SamplingParams& p, const RequestResult& o,
+                           model::KvSemantics semantics, bool bf16_activations) {
+  if (!p.prompt_logprobs) {
+    EXPECT_TRUE(o.prompt_logprobs.empty());
+    return;
+  }
+  ASSERT_EQ(o.prompt_logprobs.size(), prompt.size() - 1);
+  model::ReferenceModel ref(demo_model(bf16_activations), semantics);
+  auto step = ref.prefill(prompt, /*trace=*/false, /*every_row_logits=*/true);
+  ASSERT_TRUE(step.ok()) << step.status().to_string();
+  const size_t vocab = step->row_logits.size() / prompt.size();
+  for (size_t j = 0; j + 1 < prompt.size(); ++j) {
+    SCOPED_TRACE(::testing::Message() << "prompt position " << j);
+    auto want = sampling::score_token(std::span<const float>(step->row_logits).subspan(j * vocab, vocab),
+                                      prompt[j + 1], *p.prompt_logprobs);
+    ASSERT_TRUE(want.ok());
+    const TokenLogprobs& got = o.prompt_logprobs[j];
+    EXPECT_EQ(got.token, prompt[j + 1]);
+    EXPECT_EQ(got.logprob, want->token.logprob);
+    EXPECT_EQ(got.rank, want->rank);
+    ASSERT_EQ(got.top.size(), static_cast<size_t>(want->token.top_logprobs.count));
+    for (size_t k = 0; k < got.top.size(); ++k) {
+      EXPECT_EQ(got.top[k].token, want->token.top_logprobs.items[k].token);
+      EXPECT_EQ(got.top[k].logprob, want->token.top_logprobs.items[k].logprob);
+    }
+  }
+}
+
 struct Mix {
   EngineConfig config;
   int requests = 6;
@@ -61,6 +93,7 @@ struct Mix {
 // Returns the engine's metrics after it drained.
 EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantics) {
   std::mt19937 rng(seed);
+  std::mt19937 prompt_rng(seed ^ 0x5eedu);
   set_log_level(LogLevel::kWarn);
   auto engine = Engine::create(mix.config);
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
@@ -88,6 +121,8 @@ EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantic
     p.params.ignore_eos = rng() % 2 == 0;
     p.params.priority = static_cast<int>(rng() % 3);
     p.arrival_step = static_cast<int>(rng() % 12);
+    // Drawn from a stream of its own, so that the mixes above stay what they were.
+    if (prompt_rng() % 3 == 0) p.params.prompt_logprobs = static_cast<int>(prompt_rng() % 4);
     plan.push_back(std::move(p));
   }
   std::map<uint64_t, RequestResult> finals, gathered;
@@ -135,6 +170,7 @@ EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantic
     std::vector<int64_t> depths(o.exit_depths.begin(), o.exit_depths.end());
     EXPECT_EQ(depths, e.depths);
     EXPECT_EQ(o.finish_reason, static_cast<int64_t>(e.tokens.size()) < p.params.max_tokens ? "stop" : "length");
+    check_prompt_logprobs(p.prompt, p.params, o, semantics, mix.config.activation_dtype == ActivationDType::kBF16);
   }
   return (*engine)->metrics();
 }

@@ -23,6 +23,9 @@ class Recorder final : public StageExecutor {
   Status keep_states(const PassInput& p) override {
     return add("keep " + std::to_string(p.keep_state.size()));
   }
+  Status score_rows(const PassInput& p) override {
+    return add("score " + std::to_string(p.scores.size()));
+  }
   Status prelude(std::span<const kv::RequestId> r, std::span<const int32_t>) override {
     return add("prelude " + std::to_string(r.size()));
   }
@@ -43,20 +46,22 @@ class Recorder final : public StageExecutor {
   }
 };
 
-TEST(StageDriver, PrefillRunsEachPassLoopMajorThenKeepsItsPromptStates) {
+TEST(StageDriver, PrefillRunsEachPassLoopMajorThenScoresAndKeepsItsPromptStates) {
   ModelInput in;
   in.stage = Stage::kPrefill;
   for (int wave = 0; wave < 2; ++wave) {
     PassInput& p = in.add_pass();
     p.rows = {{1, 0, wave}, {2, 0, wave}};
     p.depths = {0, 1, 2};
+    if (wave == 0) p.scores = {{1, 5, 0}};
     if (wave == 1) p.keep_state = {0};
   }
   Recorder r;
   ASSERT_TRUE(run_stages(in, r).ok());
   EXPECT_EQ(r.steps, (std::vector<std::string>{"embed 2", "bind 3", "loop 0", "loop 1", "loop 2",
-                                               "keep 0", "embed 2", "bind 3", "loop 0", "loop 1",
-                                               "loop 2", "keep 1"}));
+                                               "score 1", "keep 0", "embed 2", "bind 3", "loop 0",
+                                               "loop 1", "loop 2", "keep 1"}))
+      << "scoring after the last loop, only for passes with scored rows";
   Recorder failing;
   failing.fail_at = 3;
   EXPECT_FALSE(run_stages(in, failing).ok());

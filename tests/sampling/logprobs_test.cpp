@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sampler_test_util.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 
 namespace rlt::sampling {
@@ -119,6 +120,30 @@ TEST(SamplerLogprobs, AreCappedByTheVocabularyAndKeepMaskedTokensAtMinusInfinity
   EXPECT_EQ(ids_of(s.top_logprobs), (std::vector<int32_t>{1, 2, 0}));
   EXPECT_NEAR(s.top_logprobs[0].logprob, std::log(0.5), 1e-7);
   EXPECT_EQ(s.top_logprobs[2].logprob, kNegInf);
+}
+
+// Prompt scoring: any token of the row (not a sampled one), its rank in the top list's order.
+TEST(ScoreToken, GivesTheTargetsRawLogprobRankAndTopList) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, kNegInf, 0.5f};
+  const std::vector<double> want = reference_log_softmax(logits);
+  const int32_t expected_rank[] = {4, 1, 3, 2, 6, 5};  // ties by lower id: 1 before 3
+  for (int32_t t = 0; t < 6; ++t) {
+    auto s = score_token(logits, t, 2);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(s->token.token, t);
+    if (t == 4) {
+      EXPECT_EQ(s->token.logprob, kNegInf);
+    } else {
+      EXPECT_NEAR(s->token.logprob, want[static_cast<size_t>(t)], 1e-6);
+    }
+    EXPECT_EQ(s->rank, expected_rank[t]) << "token " << t;
+    EXPECT_EQ(ids_of(s->token.top_logprobs), (std::vector<int32_t>{1, 3}));
+  }
+  EXPECT_FALSE(score_token(logits, 6, 0).ok()) << "a target outside the row";
+  EXPECT_FALSE(score_token(logits, -1, 0).ok());
+  EXPECT_FALSE(score_token(std::vector<float>{1.0f, NAN}, 0, 0).ok()) << "a broken row is an error, not a number";
+  EXPECT_FALSE(score_token(std::vector<float>{INFINITY, 0.0f}, 0, 0).ok());
+  EXPECT_FALSE(score_token(std::vector<float>{kNegInf, kNegInf}, 0, 0).ok());
 }
 
 }  // namespace

@@ -112,6 +112,8 @@ TEST(SamplingParams, ErrorsNameTheFieldTheRangeAndTheValue) {
             "logprobs must be in [0, 20], got 21");
   EXPECT_EQ(error_with([](SamplingParams& p) { p.logprobs = -1; }),
             "logprobs must be in [0, 20], got -1");
+  EXPECT_EQ(error_with([](SamplingParams& p) { p.prompt_logprobs = 21; }),
+            "prompt_logprobs must be in [0, 20], got 21");
   EXPECT_EQ(error_with([](SamplingParams& p) { p.seed = SamplingParams::kMaxSeed + 1; }),
             "seed must be in [0, 2^63 - 1], got 9223372036854775808");
   EXPECT_EQ(error_with([](SamplingParams& p) { p.min_loops = 0; }),

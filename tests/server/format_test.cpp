@@ -60,7 +60,7 @@ TEST(OpenAIFormat, ChunksCarryRoleFinishUsageAndExtensions) {
   meta.include_usage = false;
   p.last = false;
   meta.logprobs = true;
-  p.logprobs = TokenLogprobs{68, -0.5f, {{69, -1.0f}}};
+  p.logprobs = TokenLogprobs{68, -0.5f, {{69, -1.0f}}, 0};
   chunk = token_chunk(meta, 1, p, demo_tokenizer());
   EXPECT_EQ(chunk["object"], "text_completion");
   EXPECT_EQ(chunk["choices"][0]["text"], "A");

@@ -105,7 +105,9 @@ TEST(CompletionRequest, WrongTypesAndValuesAreRefused) {
   expect_400(completion(R"({"model": "m", "prompt": "x", "logprobs": 21})"), "logprobs", "[0, 20]");
   expect_400(completion(R"({"model": "m", "prompt": "x", "logprobs": true})"), "logprobs",
              "integer");
-  expect_400(completion(R"({"model": "m", "prompt": "x", "echo": true})"), "echo", "echo");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "echo": 1})"), "echo", "true or false");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "prompt_logprobs": 21})"), "prompt_logprobs",
+             "[0, 20]");
   expect_400(completion(R"({"model": "m", "prompt": "x", "best_of": 2})"), "best_of", "best_of");
   expect_400(completion(R"({"model": "m", "prompt": "x", "logit_bias": [1, 5]})"), "logit_bias",
              "object");

@@ -123,6 +123,68 @@ class ServeGguf(unittest.TestCase):
             self.assertEqual(e.exception.body["param"], "logit_bias")
             self.assertIn(fragment, e.exception.body["message"])
 
+    def test_echo_and_prompt_logprobs_score_the_prompt_as_generation_scored_it(self):
+        prompt = "The capital of France is"
+        ids = self.post("/tokenize", {"prompt": prompt})[1]["tokens"]
+        gen = self.client.completions.create(model=NAME, prompt=prompt, max_tokens=8, temperature=0, logprobs=2)
+        gen_ids = gen.choices[0].token_ids
+        scored = self.client.completions.create(model=NAME, prompt=ids + gen_ids, max_tokens=1, temperature=0,
+                                                logprobs=2, echo=True, extra_body={"prompt_logprobs": 3})
+        c = scored.choices[0]
+        lp = c.logprobs
+        n = len(ids) + len(gen_ids)
+        self.assertEqual(len(lp.tokens), n + 1, "every prompt token, then the generated one")
+        self.assertIsNone(lp.token_logprobs[0])
+        self.assertIsNone(lp.top_logprobs[0])
+        self.assertTrue(all(x is not None for x in lp.token_logprobs[1:]))
+        self.assertEqual(c.text, self.post("/detokenize", {"tokens": ids + gen_ids + c.token_ids})[1]["prompt"])
+        self.assertEqual(lp.text_offset[0], 0)
+        self.assertEqual(lp.text_offset, sorted(lp.text_offset))
+        # The prompt's tail is what greedy decoding generated: scored in one prefill pass it gets
+        # the logprobs decoding gave it (the same kernels, row by row; the prefill and decode
+        # attention kernels may round differently: 1e-4 absolute bounds that) and is the argmax
+        # (lm-eval's is_greedy).
+        for k, token in enumerate(gen.choices[0].logprobs.tokens):
+            at = len(ids) + k
+            self.assertEqual(lp.tokens[at], token)
+            self.assertAlmostEqual(lp.token_logprobs[at], gen.choices[0].logprobs.token_logprobs[k], delta=1e-4)
+            top = lp.top_logprobs[at]
+            self.assertEqual(max(top, key=top.get), token)
+            self.assertEqual(len(top), 2, "the token and its alternative (it is the most likely one)")
+        # vLLM's prompt_logprobs: None, then per token a map from id to logprob, rank and text.
+        plp = c.prompt_logprobs
+        self.assertEqual(len(plp), n)
+        self.assertIsNone(plp[0])
+        for i, entry in enumerate(plp[1:], start=1):
+            token = str((ids + gen_ids)[i])
+            self.assertIn(token, entry)
+            self.assertAlmostEqual(entry[token]["logprob"], lp.token_logprobs[i], places=6)
+            self.assertEqual(entry[token]["decoded_token"], lp.tokens[i])
+            ranks = sorted(v["rank"] for v in entry.values())
+            self.assertEqual(ranks[:3], [1, 2, 3][:len(ranks[:3])])
+            self.assertLessEqual(len(entry), 4)
+        for i in range(len(ids), n):
+            self.assertEqual(plp[i][str((ids + gen_ids)[i])]["rank"], 1, "greedy tokens rank first")
+        # The same scoring in a batch of prompts (lm-eval's batch_size > 1), and streamed.
+        batch = self.client.completions.create(model=NAME, prompt=[ids, ids + gen_ids, ids[:2], ids + gen_ids[:3]],
+                                               max_tokens=1, temperature=0, logprobs=2, echo=True)
+        self.assertEqual(batch.choices[1].logprobs.token_logprobs, lp.token_logprobs, "batch-invariant")
+        self.assertEqual(batch.choices[1].text, c.text)
+        self.assertEqual(len(batch.choices[2].logprobs.tokens), 3)
+        chunks = list(self.client.completions.create(model=NAME, prompt=ids + gen_ids, max_tokens=1, temperature=0,
+                                                     logprobs=2, echo=True, stream=True))
+        self.assertEqual("".join(ch.choices[0].text for ch in chunks if ch.choices), c.text)
+        streamed = [x for ch in chunks if ch.choices and ch.choices[0].logprobs
+                    for x in ch.choices[0].logprobs.token_logprobs]
+        self.assertEqual(streamed, lp.token_logprobs)
+        # echo without logprobs only prepends the prompt; a text prompt comes back as sent.
+        plain = self.client.completions.create(model=NAME, prompt=prompt, max_tokens=2, temperature=0, echo=True)
+        self.assertTrue(plain.choices[0].text.startswith(prompt))
+        self.assertIsNone(plain.choices[0].logprobs)
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.client.completions.create(model=NAME, prompt=prompt, max_tokens=1, extra_body={"prompt_logprobs": 21})
+        self.assertEqual(e.exception.body["param"], "prompt_logprobs")
+
 
 if __name__ == "__main__":
     unittest.main()
