@@ -57,7 +57,8 @@ const KnownRoute* find_route(const std::string& path) {
                                            {"/v1/completions", "POST"},
                                            {"/v1/chat/completions", "POST"},
                                            {"/tokenize", "POST"},
-                                           {"/detokenize", "POST"}};
+                                           {"/detokenize", "POST"},
+                                           {"/tokenizer_info", "GET"}};
   static constexpr KnownRoute kModel{"/v1/models/{id}", "GET"};
   for (const KnownRoute& r : kRoutes)
     if (path == r.label) return &r;

@@ -23,6 +23,8 @@ Result<ModelContext> ModelContext::load(const std::string& model, const std::str
   m.vocab_size = config.vocab_size;
   m.total_loops = config.total_ut_steps;
   m.max_context = config.max_position_embeddings;
+  for (int64_t id : config.eos_token_ids) m.eos_token_ids.push_back(static_cast<int32_t>(id));
+  if (config.bos_token_id) m.bos_token_id = static_cast<int32_t>(*config.bos_token_id);
   auto tokenizer = source.tokenizer();
   if (!tokenizer.ok()) return tokenizer.status().with_context("the server needs the model's tokenizer");
   m.tokenizer = *tokenizer;

@@ -24,6 +24,8 @@ struct ModelContext {
   // Tokens that end an assistant turn in the chat template (e.g. <|im_end|>); chat requests stop
   // at them even when they are not the model's EOS, and they never appear as text.
   std::vector<int32_t> end_of_turn_ids;
+  std::vector<int32_t> eos_token_ids;  // the config's (generation stops at them)
+  std::optional<int32_t> bos_token_id;
   int64_t vocab_size = 0;
   int64_t total_loops = 0;  // the model's depth
   int64_t max_context = 0;  // max_position_embeddings

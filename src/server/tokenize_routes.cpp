@@ -85,9 +85,33 @@ std::optional<ApiError> tokenize(const json& body, const ModelContext& model,
   return std::nullopt;
 }
 
+// The text of a special token id, or null when there is none (or it has no text).
+json token_or_null(const tok::Tokenizer& tokenizer, std::optional<int32_t> id) {
+  if (!id) return nullptr;
+  auto text = tokenizer.id_to_token(*id);
+  return text ? json(*text) : json(nullptr);
+}
+
 }  // namespace
 
 void add_tokenize_routes(httplib::Server& svr, ServingState& s) {
+  svr.Get("/tokenizer_info", [&s](const httplib::Request& req, httplib::Response& res) {
+    std::optional<ApiError> e = check_host_and_origin(s, req);
+    if (!e) e = check_auth(s, req);
+    if (!e) e = check_serving(s);
+    if (e) return send_error(res, *e);
+    const ModelContext& model = *s.model;
+    json out;
+    out["tokenizer_class"] = "rlt";
+    out["eos_token"] = token_or_null(*model.tokenizer, model.eos_token_ids.empty()
+                                                           ? std::nullopt
+                                                           : std::optional<int32_t>(model.eos_token_ids[0]));
+    out["bos_token"] = token_or_null(*model.tokenizer, model.bos_token_id);
+    out["pad_token"] = nullptr;
+    out["model_max_length"] = model.max_context;
+    out["chat_template"] = model.chat_template ? json(model.chat_template->source()) : json(nullptr);
+    send_json(res, 200, dump_json(out));
+  });
   svr.Post("/tokenize", [&s](const httplib::Request& req, httplib::Response& res) {
     json body;
     if (!accept(s, req, res, &body)) return;

@@ -1,5 +1,6 @@
-// POST /tokenize and POST /detokenize, as vLLM serves them: the served model's tokenizer (and
-// chat template) without running the model, for clients that count or inspect tokens.
+// POST /tokenize, POST /detokenize and GET /tokenizer_info, as vLLM serves them: the served
+// model's tokenizer (and chat template) without running the model, for clients that count or
+// inspect tokens (lm-eval's remote tokenizer uses all three).
 #pragma once
 
 #include <httplib.h>

@@ -4,6 +4,7 @@ without it), driven by the official openai client: the served name is the file's
 token (unless ignore_eos), and a greedy answer to a factual question is right; /tokenize and
 /detokenize (vLLM's) count what the generation endpoints count and round-trip text.
 """
+import json
 import os
 import sys
 import unittest
@@ -86,6 +87,16 @@ class ServeGguf(unittest.TestCase):
         self.assertIn("<|im_start|>user\nWhat is the capital of France?<|im_end|>", rendered)
         without = self.post("/tokenize", {"messages": messages, "add_generation_prompt": False})[1]
         self.assertLess(without["count"], chat["count"])
+
+    def test_tokenizer_info_is_what_lm_eval_reads(self):
+        status, _, body = self.server.request("GET", "/tokenizer_info")
+        self.assertEqual(status, 200)
+        info = json.loads(body)
+        self.assertEqual(info["eos_token"], "<|im_end|>")
+        self.assertEqual(self.post("/tokenize", {"prompt": info["eos_token"], "add_special_tokens": False})[1]["tokens"],
+                         [2], "lm-eval's eot id: the eos text tokenized")
+        self.assertIn("<|im_start|>", info["chat_template"])
+        self.assertEqual(info["model_max_length"], 8192)
 
     def test_tokenize_errors(self):
         def error(path, body, want, param):
