@@ -364,10 +364,10 @@ Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const Sampl
     if (t < 0 || t >= mc.vocab_size)
       return invalid_argument(fmt::format("prompt token id {} is outside the vocabulary [0, {})", t, mc.vocab_size));
   }
-  const int64_t needed = static_cast<int64_t>(prompt.size()) + params.max_tokens - 1;
-  if (needed > mc.max_position_embeddings) {
-    return invalid_argument(fmt::format("prompt ({} tokens) + max_tokens ({}) - 1 = {} exceeds the model's "
-                                        "max_position_embeddings ({})", prompt.size(), params.max_tokens, needed,
+  // Compared without the sum, which a max_tokens near 2^63 would overflow.
+  if (params.max_tokens > mc.max_position_embeddings - static_cast<int64_t>(prompt.size()) + 1) {
+    return invalid_argument(fmt::format("prompt ({} tokens) + max_tokens ({}) - 1 exceeds the model's "
+                                        "max_position_embeddings ({})", prompt.size(), params.max_tokens,
                                         mc.max_position_embeddings));
   }
   RLT_ASSIGN_OR_RETURN(model::ExitParams exit,

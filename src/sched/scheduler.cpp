@@ -198,6 +198,11 @@ Result<bool> Scheduler::try_admit(Request& r, int32_t reserved_blocks) {
   // Empty when there is nothing to hash (no prefix caching, no full page): recomputing that is
   // free.
   if (shares_prefix && r.page_digests.empty()) r.page_digests = kv_.prompt_page_digests(r.prompt);
+  if (shares_prefix && !r.page_digests.empty() &&
+      awaits_shared_page(r, kv_.lookup_prefix(r.prompt, {}, r.page_digests).pages)) {
+    ++counters_.shared_prefix_waits;
+    return false;
+  }
   kv::AllocateRequest ask;
   ask.id = r.id;
   ask.capacity_tokens = r.capacity_tokens();
@@ -221,6 +226,19 @@ Result<bool> Scheduler::try_admit(Request& r, int32_t reserved_blocks) {
   set_stage(r, Stage::kPrefill);
   queue(Stage::kPrefill).push_back(r.id);
   return true;
+}
+
+bool Scheduler::awaits_shared_page(const Request& r, int32_t page) const {
+  if (page < 0 || static_cast<size_t>(page) >= r.page_digests.size()) return false;
+  const int32_t written_by = (page + 1) * kv_.block_size();
+  for (const auto& [id, q] : requests_) {
+    // Digests chain the whole prefix: equal keys at `page` mean equal prompts up to its end.
+    if (id == r.id || q->stage != Stage::kPrefill || q->suspended || q->num_prefilled >= written_by ||
+        q->page_digests.size() <= static_cast<size_t>(page) || q->page_digests[page] != r.page_digests[page])
+      continue;
+    return true;
+  }
+  return false;
 }
 
 Status Scheduler::admit() {

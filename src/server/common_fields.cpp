@@ -142,13 +142,7 @@ void read_common_fields(FieldReader& r, const ParseLimits& limits, GenerationReq
     if (r.read_int("seed", &seed, 0, static_cast<int64_t>(SamplingParams::kMaxSeed)))
       p.seed = static_cast<uint64_t>(seed);
   }
-  int64_t n = 1;
-  if (r.read_int("n", &n, std::numeric_limits<int64_t>::min(), kI64Max) && n != 1)
-    r.fail(invalid_request(
-        fmt::format("'n' = {} is not supported: rlt returns one choice per prompt; send n = 1 "
-                    "(or several requests)",
-                    n),
-        "n"));
+  r.read_int("n", &out->n, 1, GenerationRequest::kMaxChoices);
   r.read_number("presence_penalty", &p.presence_penalty);
   r.read_number("frequency_penalty", &p.frequency_penalty);
   r.read_number("repetition_penalty", &p.repetition_penalty);

@@ -57,13 +57,21 @@ void read_prompt(FieldReader& r, const ParseLimits& limits, GenerationRequest* o
   }
 }
 
+// best_of: that many choices generated per prompt, the n with the highest cumulative logprob
+// returned; only whole responses can be chosen from, so not with streaming (as OpenAI).
+void read_best_of(FieldReader& r, GenerationRequest* out) {
+  if (!r.ok() || r.find("best_of") == nullptr) return;
+  if (!r.read_int("best_of", &out->best_of, 1, GenerationRequest::kMaxChoices)) return;
+  if (out->best_of < out->n)
+    return void(r.fail(invalid_request(
+        fmt::format("'best_of' ({}) must be at least 'n' ({})", out->best_of, out->n), "best_of")));
+  if (out->stream && out->best_of > out->n)
+    r.fail(invalid_request("'best_of' > 'n' cannot be streamed: the best choices are known only at the end", "best_of"));
+}
+
 // Fields rlt accepts only at their neutral value, so clients that send defaults keep working.
 void read_neutral_fields(FieldReader& r) {
-  int64_t best_of = 1;
-  if (r.read_int("best_of", &best_of, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()) &&
-      best_of != 1)
-    r.fail(invalid_request(fmt::format("'best_of' = {} is not supported; only 1", best_of), "best_of"));
-  if (r.ok() && r.find("suffix") != nullptr)
+  if (r.ok() && r.find("suffix") != nullptr && !r.find("suffix")->is_null())
     r.fail(invalid_request("'suffix' is not supported; omit it", "suffix"));
 }
 
@@ -91,7 +99,13 @@ std::optional<ApiError> parse_completion_request(const json& body, const ParseLi
     int n = 0;
     if (r.read_int("prompt_logprobs", &n, 0, SamplingParams::kMaxLogprobs)) out->prompt_logprobs = n;
   }
+  read_best_of(r, out);
   read_neutral_fields(r);
+  if (r.ok() && out->prompts.size() * static_cast<size_t>(out->copies()) > GenerationRequest::kMaxChoices) {
+    r.fail(invalid_request(fmt::format("{} prompts x {} choices each exceed the limit of {} choices per request",
+                                       out->prompts.size(), out->copies(), GenerationRequest::kMaxChoices),
+                           out->best_of > 0 ? "best_of" : "n"));
+  }
   return r.error();
 }
 

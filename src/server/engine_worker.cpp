@@ -65,7 +65,8 @@ int64_t EngineWorker::in_flight() const {
 
 std::optional<ApiError> EngineWorker::submit(std::vector<std::vector<int32_t>> prompts,
                                              const SamplingParams& params,
-                                             std::shared_ptr<Channel>* out) {
+                                             std::shared_ptr<Channel>* out,
+                                             std::vector<std::optional<uint64_t>> seeds) {
   const int64_t n = static_cast<int64_t>(prompts.size());
   auto channel = std::make_shared<Channel>(prompts.size());
   {
@@ -80,8 +81,8 @@ std::optional<ApiError> EngineWorker::submit(std::vector<std::vector<int32_t>> p
     if (n > options_.max_requests)
       return invalid_request(
           fmt::format(
-              "{} prompts in one request exceed the server's limit of {} requests in flight "
-              "(--max-requests)",
+              "{} choices in one request (prompts x n, or x best_of) exceed the server's limit of {} "
+              "requests in flight (--max-requests)",
               n, options_.max_requests),
           "prompt");
     if (in_flight_ + n > options_.max_requests)
@@ -90,7 +91,7 @@ std::optional<ApiError> EngineWorker::submit(std::vector<std::vector<int32_t>> p
           options_.max_requests));
     in_flight_ += n;
     for (auto& id : channel->request_ids()) id = next_id_++;
-    submissions_.push_back({channel, std::move(prompts), params, Clock::now()});
+    submissions_.push_back({channel, std::move(prompts), params, std::move(seeds), Clock::now()});
   }
   cv_.notify_all();
   *out = std::move(channel);
@@ -143,7 +144,14 @@ void EngineWorker::admit(Submission& s) {
   size_t added = 0;
   for (size_t i = 0; i < s.prompts.size(); ++i) {
     const uint64_t id = ch.request_ids()[i];
-    Status st = engine_->add_request(id, std::move(s.prompts[i]), s.params);
+    Status st;
+    if (i < s.seeds.size()) {
+      SamplingParams own = s.params;
+      own.seed = s.seeds[i];
+      st = engine_->add_request(id, std::move(s.prompts[i]), own);
+    } else {
+      st = engine_->add_request(id, std::move(s.prompts[i]), s.params);
+    }
     if (!st.ok()) {
       // Refused at admission (e.g. a KV reservation that can never fit): the whole HTTP request
       // fails; choices already added are aborted and end through their abort outputs.

@@ -49,11 +49,13 @@ class EngineWorker {
   // Why loading or a step failed (state kFailed).
   Status failure() const;
 
-  // Queues one engine request per prompt; on success `*out` receives their tokens. Errors: 503
+  // Queues one engine request per prompt; on success `*out` receives their tokens. `seeds`: one
+  // per prompt replacing params.seed (each choice of n > 1 its own stream), or empty. Errors: 503
   // while loading, after an engine failure or once stopping; 429 when the requests in flight
   // would exceed max_requests.
   std::optional<ApiError> submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& params,
-                                 std::shared_ptr<Channel>* out);
+                                 std::shared_ptr<Channel>* out,
+                                 std::vector<std::optional<uint64_t>> seeds = {});
   // Aborts these requests; their final outputs (reason "abort") still reach the channel.
   void cancel(const std::vector<uint64_t>& request_ids);
   // Engine requests submitted and not yet finished.
@@ -70,6 +72,7 @@ class EngineWorker {
     std::shared_ptr<Channel> channel;
     std::vector<std::vector<int32_t>> prompts;
     SamplingParams params;
+    std::vector<std::optional<uint64_t>> seeds;
     Clock::time_point arrival;
   };
   struct Live {

@@ -1,5 +1,6 @@
 #include "server/generation_handler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
 
@@ -146,14 +147,15 @@ void respond_streaming(ServingState& s, std::shared_ptr<GenerationSession> sessi
       });
 }
 
-// Each choice's prompt as echo returns it: the text as sent, or the ids decoded (special
+// Each choice's prompt (one per engine request) as echo returns it: the text as sent, or the ids decoded (special
 // tokens kept, as vLLM's).
 std::vector<PromptEcho> echoed_prompts(const GenerationRequest& request, const EngineInputs& inputs,
                                        const tok::Tokenizer& tokenizer) {
   std::vector<PromptEcho> echoes;
-  for (size_t i = 0; i < inputs.prompts.size(); ++i) {
+  for (size_t k = 0; k < inputs.prompts.size(); ++k) {
+    const size_t i = k / static_cast<size_t>(std::max(inputs.copies, 1));  // the prompt of choice k
     PromptEcho e;
-    e.ids = inputs.prompts[i];
+    e.ids = inputs.prompts[k];
     if (i < request.prompts.size() && request.prompts[i].is_text) {
       e.text = request.prompts[i].text;
     } else {
@@ -190,7 +192,8 @@ void handle_generation(ServingState& s, Endpoint endpoint, const httplib::Reques
   ResponseMeta meta;
   if (request.echo) meta.echoes = echoed_prompts(request, inputs, *model.tokenizer);
   std::shared_ptr<Channel> channel;
-  if (auto e = s.worker.submit(std::move(inputs.prompts), inputs.params, &channel)) return send_error(res, *e);
+  if (auto e = s.worker.submit(std::move(inputs.prompts), inputs.params, &channel, std::move(inputs.seeds)))
+    return send_error(res, *e);
 
   auto probe = ConnectionProbe::find(req.local_port, req.remote_addr, req.remote_port);
   probe.limit_writes(s.options.write_timeout_s, kSendBufferBytes);
@@ -204,6 +207,8 @@ void handle_generation(ServingState& s, Endpoint endpoint, const httplib::Reques
   meta.logprobs = request.logprobs;
   meta.top_logprobs = request.top_logprobs;
   meta.prompt_logprobs = request.prompt_logprobs;
+  meta.n = request.n;
+  meta.copies = request.copies();
   meta.include_usage = request.include_usage;
   if (request.stream) return respond_streaming(s, std::move(session), meta, model, res);
   respond_blocking(*session, meta, model, res);

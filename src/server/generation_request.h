@@ -22,6 +22,9 @@ struct PromptInput {
 };
 
 struct GenerationRequest {
+  // Choices one request may ask for: prompts × max(n, best_of) (OpenAI's limit for n).
+  static constexpr int kMaxChoices = 128;
+
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
   std::vector<PromptInput> prompts;          // completions: one choice per prompt
@@ -32,10 +35,15 @@ struct GenerationRequest {
   std::vector<std::string> stop;             // stop strings (never part of the returned text)
   bool logprobs = false;                     // return per-token logprobs
   int top_logprobs = 0;                      // alternatives per token
+  int n = 1;                                 // choices returned per prompt
+  int best_of = 0;                           // completions: choices generated per prompt (0: n)
   bool echo = false;                         // completions: the prompt before the completion
   std::optional<int> prompt_logprobs;        // completions: vLLM's prompt_logprobs (alternatives)
   bool stream = false;
   bool include_usage = false;                // stream_options.include_usage
+
+  // Engine requests per prompt: best_of when given, else n.
+  int copies() const { return best_of > 0 ? best_of : n; }
 };
 
 }  // namespace rlt::server

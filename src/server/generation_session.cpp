@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace rlt::server {
 namespace {
 
@@ -18,7 +20,8 @@ GenerationSession::GenerationSession(EngineWorker& worker, Metrics& metrics,
       endpoint_(request.endpoint == Endpoint::kChat ? "chat" : "completions"),
       channel_(std::move(channel)),
       probe_(probe),
-      cancelled_(channel_->choices(), false) {
+      cancelled_(channel_->choices(), false),
+      copies_(static_cast<size_t>(std::max(request.copies(), 1))) {
   decoders_.reserve(channel_->choices());
   for (size_t i = 0; i < channel_->choices(); ++i) decoders_.emplace_back(request.stop);
 }
@@ -41,7 +44,7 @@ bool GenerationSession::all_finished() const {
 
 int64_t GenerationSession::prompt_tokens() const {
   int64_t n = 0;
-  for (const ChoiceDecoder& d : decoders_) n += d.prompt_tokens();
+  for (size_t i = 0; i < decoders_.size(); i += copies_) n += decoders_[i].prompt_tokens();
   return n;
 }
 

@@ -54,7 +54,7 @@ class GenerationSession {
   const std::optional<ApiError>& error() const { return error_; }
   const std::vector<ChoiceDecoder>& choices() const { return decoders_; }
   bool all_finished() const;
-  int64_t prompt_tokens() const;
+  int64_t prompt_tokens() const;  // each prompt once, however many choices it has
   int64_t completion_tokens() const;
 
  private:
@@ -67,6 +67,7 @@ class GenerationSession {
   std::shared_ptr<Channel> channel_;
   ConnectionProbe probe_;
   std::vector<ChoiceDecoder> decoders_;
+  size_t copies_ = 1;  // consecutive choices of one prompt (n, best_of)
   std::vector<bool> cancelled_;
   std::optional<ApiError> error_;
   std::string abandon_reason_;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <numeric>
 #include <random>
 
 namespace rlt::server {
@@ -127,18 +128,44 @@ json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
           {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
+std::vector<size_t> returned_choices(const ResponseMeta& meta, const std::vector<ChoiceDecoder>& choices) {
+  std::vector<size_t> order(choices.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  const auto copies = static_cast<size_t>(std::max(meta.copies, 1));
+  const auto n = static_cast<size_t>(std::max(meta.n, 1));
+  if (copies <= n) return order;
+  auto score = [&](size_t k) {
+    double sum = 0.0;
+    for (const TokenLogprobs& lp : choices[k].logprobs()) sum += lp.logprob;
+    return sum;
+  };
+  std::vector<size_t> out;
+  for (size_t group = 0; group * copies < choices.size(); ++group) {
+    const auto first = order.begin() + static_cast<std::ptrdiff_t>(group * copies);
+    const auto last = order.begin() + static_cast<std::ptrdiff_t>(std::min(choices.size(), (group + 1) * copies));
+    std::stable_sort(first, last, [&](size_t a, size_t b) { return score(a) > score(b); });
+    out.insert(out.end(), first, first + static_cast<std::ptrdiff_t>(std::min<size_t>(n, last - first)));
+  }
+  return out;
+}
+
 json final_response(const ResponseMeta& meta, const std::vector<ChoiceDecoder>& choices,
                     const tok::Tokenizer& tokenizer) {
   const bool chat = meta.endpoint == Endpoint::kChat;
   json j = header(meta, chat ? "chat.completion" : "text_completion");
   json list = json::array();
   int64_t prompt = 0, completion = 0;
-  for (size_t i = 0; i < choices.size(); ++i) {
+  const auto copies = static_cast<size_t>(std::max(meta.copies, 1));
+  for (size_t k = 0; k < choices.size(); ++k) {
+    if (k % copies == 0) prompt += choices[k].prompt_tokens();
+    completion += choices[k].completion_tokens();
+  }
+  const std::vector<size_t> returned = returned_choices(meta, choices);
+  for (size_t index = 0; index < returned.size(); ++index) {
+    const size_t i = returned[index];
     const ChoiceDecoder& c = choices[i];
-    prompt += c.prompt_tokens();
-    completion += c.completion_tokens();
     json choice;
-    choice["index"] = i;
+    choice["index"] = index;
     if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text()}};
       if (meta.logprobs) {

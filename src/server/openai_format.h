@@ -32,6 +32,8 @@ struct ResponseMeta {
   bool logprobs = false;
   int top_logprobs = 0;        // alternatives per token in the logprobs lists
   bool include_usage = false;  // streaming: usage: null on chunks, then a usage chunk
+  int n = 1;       // choices returned per prompt
+  int copies = 1;  // choices generated per prompt (best_of): the best n by cumulative logprob return
   // Completions with echo: one per choice (empty without echo).
   std::vector<PromptEcho> echoes;
   // vLLM's prompt_logprobs extension: alternatives per prompt token (absent: not written).
@@ -47,8 +49,13 @@ std::string make_response_id(Endpoint endpoint);
 
 json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 
-// The whole non-streaming body once every choice finished.
+// The whole non-streaming body once every choice finished: choices[k] is choice k % copies of
+// prompt k / copies; with best_of (copies > n) each prompt's n best by cumulative logprob, best
+// first. Usage counts each prompt once and every generated token.
 json final_response(const ResponseMeta& meta, const std::vector<ChoiceDecoder>& choices, const tok::Tokenizer& tokenizer);
+
+// Which of `choices` a response returns, in order (all of them unless best_of > n).
+std::vector<size_t> returned_choices(const ResponseMeta& meta, const std::vector<ChoiceDecoder>& choices);
 
 // Streaming: the role chunk opening a chat choice, then one chunk per token piece.
 json chat_role_chunk(const ResponseMeta& meta, size_t index);

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <fmt/format.h>
 
+#include "sampling/rng.h"
+
 namespace rlt::server {
 namespace {
 
@@ -63,6 +65,32 @@ std::optional<ApiError> chat_prompt(const GenerationRequest& request, const Mode
   return std::nullopt;
 }
 
+// n / best_of: every prompt `copies` times in a row, each copy its own seed stream. Copies of
+// a prompt share its pages through the prefix cache when it is on (the scheduler lets the later
+// ones wait for the first's prefill, docs/serving.md).
+void expand_choices(const GenerationRequest& request, EngineInputs* out) {
+  out->copies = request.copies();
+  if (out->params.seed) {
+    for (size_t i = 0; i < out->prompts.size(); ++i) {
+      for (int j = 0; j < out->copies; ++j) {
+        out->seeds.push_back(j == 0 ? *out->params.seed
+                                    : sampling::derive_request_seed(*out->params.seed, fmt::format("choice {}", j)));
+      }
+    }
+  }
+  // best_of ranks choices by their cumulative logprob: every token's is needed (written out
+  // only when the request asked for logprobs).
+  if (out->copies > request.n && !out->params.logprobs) out->params.logprobs = 0;
+  if (out->copies == 1) return;
+  std::vector<std::vector<int32_t>> expanded;
+  expanded.reserve(out->prompts.size() * static_cast<size_t>(out->copies));
+  for (auto& p : out->prompts) {
+    for (int j = 0; j + 1 < out->copies; ++j) expanded.push_back(p);
+    expanded.push_back(std::move(p));
+  }
+  out->prompts = std::move(expanded);
+}
+
 }  // namespace
 
 std::optional<ApiError> build_engine_inputs(const GenerationRequest& request, const ModelContext& model,
@@ -93,10 +121,12 @@ std::optional<ApiError> build_engine_inputs(const GenerationRequest& request, co
     return invalid_request(s.message(), field_named_by(s.message()));
   if (Status s = out->params.validate_loops(model.total_loops); !s.ok())
     return invalid_request(s.message(), field_named_by(s.message()));
-  if (prompt_len + out->params.max_tokens - 1 > model.max_context)
+  // Written so that a max_tokens near 2^63 cannot overflow the sum.
+  if (out->params.max_tokens > model.max_context - prompt_len + 1)
     return invalid_request(fmt::format("prompt ({} tokens) + max_tokens ({}) - 1 exceeds the model's context of {} "
                                        "tokens; lower max_tokens", prompt_len, out->params.max_tokens, model.max_context),
                            "max_tokens");
+  expand_choices(request, out);
   return std::nullopt;
 }
 

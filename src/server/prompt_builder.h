@@ -16,8 +16,14 @@
 namespace rlt::server {
 
 struct EngineInputs {
-  std::vector<std::vector<int32_t>> prompts;  // one engine request (and one choice) each
+  // One engine request (and one choice) each: every prompt `copies` times in a row (n or
+  // best_of choices), choice k of prompt k / copies.
+  std::vector<std::vector<int32_t>> prompts;
   SamplingParams params;
+  // One per engine request when the request gave a seed: the first choice of a prompt takes it,
+  // the others a seed derived from it (each choice its own stream); empty otherwise.
+  std::vector<std::optional<uint64_t>> seeds;
+  int copies = 1;
 };
 
 std::optional<ApiError> build_engine_inputs(const GenerationRequest& request, const ModelContext& model,

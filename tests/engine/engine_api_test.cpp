@@ -91,6 +91,36 @@ TEST(EngineApi, SeededRequestIsIdenticalAloneOrInAnyBatch) {
   }
 }
 
+// n > 1 choices of one prompt (or any concurrent identical prompts): with prefix caching the
+// first computes the shared pages while the others wait, then read them from the cache; each
+// choice still gets exactly what it gets alone.
+TEST(EngineApi, ConcurrentIdenticalPromptsComputeTheirPagesOnce) {
+  set_log_level(LogLevel::kWarn);
+  EngineConfig c;
+  c.model = demo_dir();
+  c.kv_dtype = KVDType::kF32;
+  c.attention_backend = "cpu_reference";
+  c.num_kv_blocks = 256;
+  c.block_size = 4;
+  c.prefill_chunk_size = 8;
+  c.enable_prefix_caching = true;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 37; ++i) prompt.push_back(3 + (i * 7) % 250);
+  auto shared = Engine::create(c);
+  ASSERT_TRUE(shared.ok()) << shared.status().to_string();
+  for (uint64_t choice = 0; choice < 4; ++choice)
+    ASSERT_TRUE((*shared)->add_request(choice, prompt, sampled(100 + choice)).ok());
+  auto finals = drain(**shared);
+  // 36 cacheable tokens (the last one is always computed): 9 pages, read by three choices.
+  EXPECT_GE((*shared)->metrics().prefix_hits, 3 * 9);
+  for (uint64_t choice = 0; choice < 4; ++choice) {
+    auto alone = make_engine();
+    ASSERT_TRUE(alone->add_request(choice, prompt, sampled(100 + choice)).ok());
+    EXPECT_EQ(finals[choice].token_ids, drain(*alone)[choice].token_ids) << "choice " << choice;
+  }
+  EXPECT_NE(finals[0].token_ids, finals[1].token_ids) << "different seeds, different choices";
+}
+
 TEST(EngineApi, RefusesBadRequestsAndStaysUsable) {
   auto e = make_engine();
   SamplingParams ok;

@@ -85,7 +85,8 @@ TEST(CompletionRequest, UnknownFieldsAreNamed) {
 }
 
 TEST(CompletionRequest, WrongTypesAndValuesAreRefused) {
-  expect_400(completion(R"({"model": "m", "prompt": "x", "n": 2})"), "n", "n = 1");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "n": 0})"), "n", "[1, 128]");
+  expect_400(completion(R"({"model": "m", "prompt": ["a", "b"], "n": 65})"), "n", "128 choices");
   expect_400(completion(R"({"model": "m", "prompt": "x", "stream": 1})"), "stream",
              "true or false");
   expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": 0})"), "max_tokens", "[1,");
@@ -108,7 +109,12 @@ TEST(CompletionRequest, WrongTypesAndValuesAreRefused) {
   expect_400(completion(R"({"model": "m", "prompt": "x", "echo": 1})"), "echo", "true or false");
   expect_400(completion(R"({"model": "m", "prompt": "x", "prompt_logprobs": 21})"), "prompt_logprobs",
              "[0, 20]");
-  expect_400(completion(R"({"model": "m", "prompt": "x", "best_of": 2})"), "best_of", "best_of");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "n": 3, "best_of": 2})"), "best_of", "at least 'n'");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "best_of": 2, "stream": true})"), "best_of", "streamed");
+  GenerationRequest g;
+  ASSERT_FALSE(completion(R"({"model": "m", "prompt": "x", "n": 2, "best_of": 5})", &g));
+  EXPECT_EQ(g.n, 2);
+  EXPECT_EQ(g.copies(), 5);
   expect_400(completion(R"({"model": "m", "prompt": "x", "logit_bias": [1, 5]})"), "logit_bias",
              "object");
   expect_400(completion(R"({"model": "m", "prompt": "x", "logit_bias": {"a": 5}})"), "logit_bias",

@@ -196,6 +196,44 @@ class ServeGguf(unittest.TestCase):
             self.client.completions.create(model=NAME, prompt=prompt, max_tokens=1, extra_body={"prompt_logprobs": 21})
         self.assertEqual(e.exception.body["param"], "prompt_logprobs")
 
+    def test_n_and_best_of(self):
+        prompt = "Once upon a time"
+        kw = dict(model=NAME, prompt=prompt, max_tokens=8, temperature=1.0, seed=11)
+        r = self.client.completions.create(n=3, **kw)
+        self.assertEqual([c.index for c in r.choices], [0, 1, 2])
+        self.assertGreater(len({c.text for c in r.choices}), 1, "each choice its own seed stream")
+        self.assertEqual([c.text for c in self.client.completions.create(n=3, **kw).choices],
+                         [c.text for c in r.choices], "a seed reproduces every choice")
+        one = self.client.completions.create(**kw)
+        self.assertEqual(r.choices[0].text, one.choices[0].text, "choice 0 takes the seed itself")
+        self.assertEqual(r.usage.prompt_tokens, one.usage.prompt_tokens, "the prompt counted once")
+        self.assertEqual(r.usage.completion_tokens, sum(len(c.token_ids) for c in r.choices))
+        two = self.client.completions.create(model=NAME, prompt=[prompt, "The sky"], max_tokens=4, temperature=1.0,
+                                             seed=11, n=2)
+        self.assertEqual([c.index for c in two.choices], [0, 1, 2, 3])
+        self.assertEqual(two.choices[0].text[:1], r.choices[0].text[:1])
+        # best_of: four generated (the same four as n=4 with this seed), the two with the highest
+        # cumulative logprob returned, best first.
+        four = self.client.completions.create(n=4, logprobs=0, **kw)
+        ranked = sorted(four.choices, key=lambda c: -sum(c.logprobs.token_logprobs))
+        best = self.client.completions.create(n=2, best_of=4, **kw)
+        self.assertEqual([c.text for c in best.choices], [c.text for c in ranked[:2]])
+        self.assertIsNone(best.choices[0].logprobs, "logprobs only when asked for")
+        self.assertEqual(best.usage.completion_tokens, four.usage.completion_tokens, "every generated token counts")
+        streamed = {}
+        for chunk in self.client.completions.create(n=3, stream=True, **kw):
+            for c in chunk.choices:
+                streamed[c.index] = streamed.get(c.index, "") + c.text
+        self.assertEqual([streamed[i] for i in range(3)], [c.text for c in r.choices])
+        chat = self.client.chat.completions.create(model=NAME, messages=[{"role": "user", "content": "Hi"}],
+                                                   max_tokens=4, temperature=1.0, seed=3, n=2)
+        self.assertEqual([c.index for c in chat.choices], [0, 1])
+        for fields, param in (({"n": 0}, "n"), ({"n": 129}, "n"), ({"n": 3, "best_of": 2}, "best_of"),
+                              ({"best_of": 2, "stream": True}, "best_of")):
+            status, body, _ = self.post("/v1/completions", {"model": NAME, "prompt": prompt, **fields})
+            self.assertEqual(status, 400, body)
+            self.assertEqual(body["error"]["param"], param, body)
+
 
 if __name__ == "__main__":
     unittest.main()

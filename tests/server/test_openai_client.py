@@ -143,10 +143,13 @@ class OpenAIClient(unittest.TestCase):
         self.assertTrue(all(1 <= d <= 4 for d in depths))
         self.assertLess(sum(depths) / len(depths), 4)
 
-    def test_n_other_than_one_is_refused(self):
+    def test_n_choices_each_with_its_own_seed_stream(self):
+        r = self.completion(prompt="x", n=2, max_tokens=12, temperature=1.0, seed=5, extra_body={"ignore_eos": True})
+        self.assertEqual([c.index for c in r.choices], [0, 1])
+        self.assertNotEqual(r.choices[0].model_extra["token_ids"], r.choices[1].model_extra["token_ids"])
         with self.assertRaises(openai.BadRequestError) as cm:
-            self.completion(prompt="x", n=2)
-        self.assertIn("n", cm.exception.body["message"])
+            self.completion(prompt="x", n=0)
+        self.assertEqual(cm.exception.body["param"], "n")
 
     def test_unknown_field_is_named(self):
         with self.assertRaises(openai.BadRequestError) as cm:
