@@ -46,6 +46,7 @@ const std::map<std::string, FilterFn>& filters() {
          if (v.kind == Value::Kind::kFloat) return Value::number(std::fabs(v.f));
          if (!is_integral(v))
            type_error("TypeError: bad operand type for abs(): '" + type_name(v) + "'");
+         if (as_int(v) == INT64_MIN) type_error("OverflowError: integer result does not fit in 64 bits");
          return Value::integer(std::llabs(as_int(v)));
        }},
       {"capitalize",
@@ -105,8 +106,12 @@ const std::map<std::string, FilterFn>& filters() {
        [](const Value& v, CallArgs& a) {
          const Value* d = arg(a, 0, "default");
          if (is_integral(v)) return Value::integer(as_int(v));
-         if (v.kind == Value::Kind::kFloat)
-           return Value::integer(static_cast<int64_t>(std::trunc(v.f)));
+         // Python's ints are unbounded; converting a float outside int64 would be undefined.
+         auto from_float = [](double f) {
+           if (!(std::fabs(f) < 9.2e18)) type_error("OverflowError: cannot convert float to a 64-bit integer");
+           return Value::integer(static_cast<int64_t>(std::trunc(f)));
+         };
+         if (v.kind == Value::Kind::kFloat) return from_float(v.f);
          if (v.is_string()) {
            const std::string t = py_strip(v.s, nullptr, true, true);
            try {
@@ -114,8 +119,8 @@ const std::map<std::string, FilterFn>& filters() {
              const long long x = std::stoll(t, &used, 10);
              if (used == t.size()) return Value::integer(x);
              const double f = std::stod(t, &used);
-             if (used == t.size()) return Value::integer(static_cast<int64_t>(std::trunc(f)));
-           } catch (...) {
+             if (used == t.size()) return from_float(f);
+           } catch (const std::logic_error&) {  // stoll / stod: not a number, or out of range
            }
          }
          return d ? *d : Value::integer(0);
@@ -139,10 +144,15 @@ const std::map<std::string, FilterFn>& filters() {
          const Value* attr = arg(a, 1, "attribute");
          std::string out;
          bool first = true;
-         for (const Value& item : iterate(v)) {
-           if (!first && sep) out += to_str(*sep);
+         const std::string separator = sep ? to_str(*sep) : "";
+         const List items = iterate(v);
+         // Refuse a long separator between many items before building the text.
+         checked_repeat(separator.size(), static_cast<int64_t>(items.size()) - 1, "join separator");
+         for (const Value& item : items) {
+           if (!first) out += separator;
            out += to_str(attr ? attribute_path(item, to_str(*attr)) : item);
            first = false;
+           check_size(out.size(), "join result");  // a long separator between many items
          }
          return Value::string(out);
        }},
@@ -270,7 +280,7 @@ const std::map<std::string, FilterFn>& filters() {
            o.indent =
                ind->is_string()
                    ? ind->s
-                   : std::string(static_cast<size_t>(std::max<int64_t>(0, as_int(*ind))), ' ');
+                   : std::string(checked_repeat(1, as_int(*ind), "tojson indent"), ' ');
            o.item_separator = ",";
          }
          if (const Value* sep = arg(a, 2, "separators"); sep && !sep->is_none()) {

@@ -30,9 +30,11 @@ Value global_function(const std::string& name) {
       }
       if (step == 0) type_error("ValueError: range() arg 3 must not be zero");
       List out;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+      for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
         if (out.size() > 100000) type_error("range too big (sandbox limit 100000)");
         out.push_back(Value::integer(i));
+        // Near the 64-bit ends the next value would wrap around (undefined behaviour).
+        if (__builtin_add_overflow(i, step, &i)) break;
       }
       return Value::from_list(std::move(out));
     });

@@ -4,6 +4,7 @@
 
 #include "jinja/builtins.h"
 #include "jinja/lexer.h"
+#include "jinja/support.h"
 
 namespace rlt::jinja {
 namespace {
@@ -75,10 +76,10 @@ class Renderer {
   Flow exec_one(const Stmt& s, Scope& scope, std::string& out) {
     switch (s.kind) {
       case Stmt::Kind::kText:
-        out += s.text;
+        append(out, s.text);
         return Flow::kNormal;
       case Stmt::Kind::kOutput:
-        out += to_str(eval(*s.expr, scope));
+        append(out, to_str(eval(*s.expr, scope)));
         return Flow::kNormal;
       case Stmt::Kind::kIf:
         for (size_t k = 0; k < s.conditions.size(); ++k) {
@@ -111,7 +112,7 @@ class Renderer {
         std::string captured;
         Scope inner{&scope, {}};
         exec(s.body, inner, captured);
-        out += to_str(apply_filter_chain(*s.filter, Value::string(std::move(captured)), scope));
+        append(out, to_str(apply_filter_chain(*s.filter, Value::string(std::move(captured)), scope)));
         return Flow::kNormal;
       }
       case Stmt::Kind::kWith: {
@@ -125,12 +126,53 @@ class Renderer {
     return Flow::kNormal;
   }
 
+  // Every rendered text (the output, a {% set %} block, a macro's result) stays within the
+  // per-value limit; the bytes count against the render's budget.
+  void append(std::string& out, const std::string& text) {
+    check_size(out.size() + text.size(), "rendered text");
+    charge_bytes(text.size());
+    out += text;
+  }
+
+  // The render's budgets (see kMaxRenderSteps / kMaxRenderBytes): loops and macro calls are the
+  // only ways a template's run time can outgrow its length and its inputs.
+  void charge_step() {
+    if (++steps_ > kMaxRenderSteps)
+      throw TemplateError(fmt::format("the template ran more than {} loop iterations and macro calls "
+                                      "(sandbox limit)", kMaxRenderSteps));
+  }
+  void charge_bytes(size_t n) {
+    bytes_ += n;
+    if (bytes_ > kMaxRenderBytes)
+      throw TemplateError(fmt::format("the template evaluated more than {} MiB of strings (sandbox limit)",
+                                      kMaxRenderBytes >> 20));
+  }
+
+  // Whether `target` (a namespace's items) can be reached from `v` through lists, dicts and
+  // namespaces.
+  static bool reaches(const Value& v, const Dict& target, int depth) {
+    if (depth > 1000) throw TemplateError("value nested too deeply");
+    if (v.is_list()) {
+      for (const Value& x : *v.list)
+        if (reaches(x, target, depth + 1)) return true;
+    } else if (v.dict) {
+      if (v.dict.get() == &target) return true;
+      for (const auto& [k, x] : v.dict->items)
+        if (reaches(x, target, depth + 1)) return true;
+    }
+    return false;
+  }
+
   void assign(const Target& t, const Value& v, Scope& scope) {
     if (!t.attr.empty()) {
       const Value* obj = lookup_ptr(t.names[0], scope);
       if (obj == nullptr || obj->kind != Value::Kind::kNamespace) {
         throw TemplateError("cannot assign attribute on non-namespace object '" + t.names[0] + "'");
       }
+      // A namespace reachable from its own attribute is a shared_ptr cycle: it would leak and
+      // make tojson / == recurse for ever. jinja2 allows it; no chat template needs it.
+      if (reaches(v, *obj->dict, 0))
+        throw TemplateError("cannot store namespace '" + t.names[0] + "' inside itself (a reference cycle)");
       obj->dict->set(t.attr, v);
       return;
     }
@@ -150,9 +192,11 @@ class Renderer {
     const Value seq = eval(*s.expr, scope);
     if (seq.is_none()) throw TemplateError("TypeError: 'NoneType' object is not iterable");
     List items = iterate(seq);
+    charge_bytes(shallow_bytes(items));  // the loop's copy of the sequence
     if (s.filter) {
       List kept;
       for (const Value& item : items) {
+        charge_step();
         Scope probe{&scope, {}};
         assign(s.target, item, probe);
         if (truthy(eval(*s.filter, probe))) kept.push_back(item);
@@ -164,6 +208,7 @@ class Renderer {
     bool completed_any = false;
     const auto n = static_cast<int64_t>(items.size());
     for (int64_t k = 0; k < n; ++k) {
+      charge_step();
       Scope inner{&scope, {}};
       assign(s.target, items[static_cast<size_t>(k)], inner);
       Dict loop;
@@ -199,6 +244,7 @@ class Renderer {
     const Stmt* def = &s;
     return Value::function(s.name, [this, def](CallArgs& a) {
       if (++depth_ > kMaxDepth) throw TemplateError("maximum recursion depth exceeded");
+      charge_step();
       Scope frame{&root_, {}};
       if (a.positional.size() > def->params.size()) {
         throw TemplateError(fmt::format("macro '{}' takes not more than {} argument(s)", def->name,
@@ -253,7 +299,15 @@ class Renderer {
     return apply_filter(chain.name, input, a);
   }
 
+  // Strings are copied by value: every evaluated string counts against the byte budget, so
+  // that a loop re-reading a long string cannot run for hours within the step budget.
   Value eval(const Expr& e, Scope& scope) {
+    Value v = eval_expr(e, scope);
+    if (v.is_string()) charge_bytes(v.s.size());
+    return v;
+  }
+
+  Value eval_expr(const Expr& e, Scope& scope) {
     switch (e.kind) {
       case Expr::Kind::kLiteral:
         return e.value;
@@ -339,6 +393,8 @@ class Renderer {
   const Dict& vars_;
   Scope root_;
   int depth_ = 0;
+  int64_t steps_ = 0;
+  size_t bytes_ = 0;
 };
 
 }  // namespace

@@ -20,7 +20,11 @@ namespace rlt::jinja {
 }
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") return Value::string(to_str(a) + to_str(b));
+  if (op == "~") {
+    std::string l = to_str(a), r = to_str(b);
+    check_size(l.size() + r.size(), "string");
+    return Value::string(std::move(l) + r);
+  }
   if (a.is_undefined()) undefined_error(a);
   if (b.is_undefined()) undefined_error(b);
   auto unsupported = [&]() -> Value {
@@ -81,8 +85,12 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     return unsupported();
   }
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return Value::string(a.s + b.s);
+    if (a.is_string() && b.is_string()) {
+      check_size(a.s.size() + b.s.size(), "string");
+      return Value::string(a.s + b.s);
+    }
     if (a.is_list() && b.is_list() && a.is_tuple == b.is_tuple) {
+      check_size(shallow_bytes(*a.list) + shallow_bytes(*b.list), "list");
       List out = *a.list;
       out.insert(out.end(), b.list->begin(), b.list->end());
       return Value::from_list(std::move(out), a.is_tuple);
@@ -99,12 +107,16 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
                                                       : nullptr;
     const Value* times = seq == &a ? &b : &a;
     if (seq && is_integral(*times)) {
-      const int64_t n = std::max<int64_t>(0, as_int(*times));
+      // An empty sequence repeated stays empty: without this, '' * 10**18 loops for ever.
+      const bool empty = seq->is_string() ? seq->s.empty() : seq->list->empty();
+      const int64_t n = empty ? 0 : std::max<int64_t>(0, as_int(*times));
       if (seq->is_string()) {
         std::string out;
+        out.reserve(checked_repeat(seq->s.size(), n, "string"));
         for (int64_t k = 0; k < n; ++k) out += seq->s;
         return Value::string(out);
       }
+      checked_repeat(shallow_bytes(*seq->list), n, "list");
       List out;
       for (int64_t k = 0; k < n; ++k) out.insert(out.end(), seq->list->begin(), seq->list->end());
       return Value::from_list(std::move(out), seq->is_tuple);
@@ -146,7 +158,10 @@ bool compare_op(const std::string& op, const Value& a, const Value& b) {
 Value negate(const Value& v) {
   if (v.is_undefined()) undefined_error(v);
   if (v.kind == Value::Kind::kFloat) return Value::number(-v.f);
-  if (is_integral(v)) return Value::integer(-as_int(v));
+  if (is_integral(v)) {
+    if (as_int(v) == INT64_MIN) type_error("OverflowError: integer result does not fit in 64 bits");
+    return Value::integer(-as_int(v));
+  }
   type_error("TypeError: bad operand type for unary -: '" + type_name(v) + "'");
 }
 
@@ -162,6 +177,8 @@ List iterate(const Value& v) {
       return out;
     }
     case Value::Kind::kString: {
+      // One Value per character: a long string would take ~100 times its size.
+      check_size(utf8::count_code_points(v.s) * sizeof(Value), "list of characters");
       List out;
       for (char32_t c : to_u32(v.s)) out.push_back(Value::string(utf8::encode(c)));
       return out;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdlib>
 #include <set>
 
 #include "jinja/lexer.h"
@@ -454,7 +455,8 @@ class Parser {
       }
       case T::kFloat: {
         auto lit = make(Expr::Kind::kLiteral, t.pos);
-        lit->value = Value::number(std::stod(next().value));
+        // strtod, not stod: Python reads 1e309 as inf where stod would throw out_of_range.
+        lit->value = Value::number(std::strtod(next().value.c_str(), nullptr));
         return lit;
       }
       case T::kOperator:
@@ -510,7 +512,12 @@ class Parser {
           a->kind = Expr::Kind::kItem;
           a->items.push_back(std::move(node));
           auto idx = make(Expr::Kind::kLiteral, peek().pos);
-          idx->value = Value::integer(std::stoll(next().value));
+          int64_t v = 0;
+          const std::string& text = peek().value;
+          if (std::from_chars(text.data(), text.data() + text.size(), v).ec != std::errc())
+            fail("integer literal out of range", peek().pos);
+          next();
+          idx->value = Value::integer(v);
           a->items.push_back(std::move(idx));
         } else {
           a->name = expect_name();

@@ -5,6 +5,7 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <ctime>
 #include <map>
@@ -17,6 +18,20 @@ namespace rlt::jinja {
 
 [[noreturn]] void type_error(const std::string& msg) {
   throw TemplateError(msg);
+}
+
+size_t checked_repeat(size_t unit, int64_t n, std::string_view what) {
+  if (n <= 0 || unit == 0) return 0;
+  if (static_cast<uint64_t>(n) > kMaxValueBytes / unit)
+    type_error(fmt::format("{} repeated {} times exceeds the sandbox limit of {} MiB per value", what, n,
+                           kMaxValueBytes >> 20));
+  return unit * static_cast<size_t>(n);
+}
+
+size_t shallow_bytes(const List& items) {
+  size_t n = 0;
+  for (const Value& v : items) n += sizeof(Value) + v.s.size();
+  return n;
 }
 
 // Argument `index` (positional) or `name` (keyword), or nullptr.
@@ -117,6 +132,8 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
   if (old.empty()) {
     // Python inserts the replacement between every character (and at both ends).
     const std::u32string u = to_u32(s);
+    check_size(s.size() + checked_repeat(rep.size(), static_cast<int64_t>(u.size()) + 1, "replacement"),
+               "replace result");
     int64_t n = 0;
     for (char32_t c : u) {
       if (count < 0 || n < count) {
@@ -135,6 +152,7 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
     if (p == std::string::npos) break;
     out.append(s, start, p - start);
     out += rep;
+    check_size(out.size(), "replace result");  // a long replacement of a short, frequent string
     start = p + old.size();
     ++n;
   }
@@ -182,12 +200,15 @@ std::string title(const std::string& s) {
 
 int64_t floor_div(int64_t a, int64_t b) {
   if (b == 0) type_error("ZeroDivisionError: integer division or modulo by zero");
+  // The one quotient that does not fit (and that traps the CPU's division instead of wrapping).
+  if (a == INT64_MIN && b == -1) type_error("OverflowError: integer result does not fit in 64 bits");
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 
 int64_t py_mod(int64_t a, int64_t b) {
+  if (b == -1) return 0;  // also INT64_MIN % -1, whose quotient does not fit
   return a - floor_div(a, b) * b;
 }
 
@@ -207,6 +228,13 @@ std::string percent_format(const std::string& fmt_str, const Value& args) {
            std::string_view("-+ 0#.0123456789").find(fmt_str[i]) != std::string_view::npos) {
       spec += fmt_str[i++];
     }
+    // Widths and precisions are copied into the result: refuse huge ones before allocating.
+    for (size_t d = 0; d < spec.size();) {
+      size_t e = d;
+      while (e < spec.size() && spec[e] >= '0' && spec[e] <= '9') ++e;
+      if (e > d) check_size(e - d > 9 ? kMaxValueBytes + 1 : std::stoul(spec.substr(d, e - d)), "format width");
+      d = e == d ? d + 1 : e;
+    }
     const char conv = fmt_str[i];
     if (conv == '%') {
       out += '%';
@@ -225,14 +253,24 @@ std::string percent_format(const std::string& fmt_str, const Value& args) {
       case 'd':
       case 'i':
         if (!v.is_number()) type_error("TypeError: %d format: a real number is required");
-        body = fmt::format(fmt::runtime("{:" + spec + "d}"),
-                           is_integral(v) ? as_int(v) : static_cast<int64_t>(std::trunc(v.f)));
+        if (!is_integral(v) && !(std::fabs(v.f) < 9.2e18))
+          type_error("OverflowError: %d format of a float outside the 64-bit range");
+        try {  // fmt refuses specs Python accepts ("%.3d"): a template error, not an escape
+          body = fmt::format(fmt::runtime("{:" + spec + "d}"),
+                             is_integral(v) ? as_int(v) : static_cast<int64_t>(std::trunc(v.f)));
+        } catch (const fmt::format_error& e) {
+          type_error(fmt::format("ValueError: unsupported format '%{}d': {}", spec, e.what()));
+        }
         spec.clear();
         break;
       case 'f':
         if (!v.is_number()) type_error("TypeError: must be real number");
-        body = fmt::format(fmt::runtime("{:" + (spec.empty() ? std::string(".6") : spec) + "f}"),
-                           as_double(v));
+        try {
+          body = fmt::format(fmt::runtime("{:" + (spec.empty() ? std::string(".6") : spec) + "f}"),
+                             as_double(v));
+        } catch (const fmt::format_error& e) {
+          type_error(fmt::format("ValueError: unsupported format '%{}f': {}", spec, e.what()));
+        }
         spec.clear();
         break;
       default:
@@ -316,8 +354,11 @@ Value attribute_path(const Value& v, const std::string& path) {
   while (true) {
     const size_t dot = path.find('.', start);
     const std::string part = path.substr(start, dot - start);
-    if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
-      cur = get_item(cur, Value::integer(std::stoll(part)));
+    int64_t index = 0;
+    // Digits are an index (a number past int64 can index nothing: it is looked up as a key).
+    if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit) &&
+        std::from_chars(part.data(), part.data() + part.size(), index).ec == std::errc()) {
+      cur = get_item(cur, Value::integer(index));
     } else {
       cur = get_item(cur, Value::string(part));
     }
@@ -357,7 +398,7 @@ std::string indent(const std::string& s_in, const Value* width, bool first, bool
       width == nullptr ? "    "
       : width->is_string()
           ? width->s
-          : std::string(static_cast<size_t>(std::max<int64_t>(0, as_int(*width))), ' ');
+          : std::string(checked_repeat(1, as_int(*width), "indent width"), ' ');
   std::string s = s_in + "\n";
   std::vector<std::string> lines;
   size_t start = 0;
@@ -367,6 +408,8 @@ std::string indent(const std::string& s_in, const Value* width, bool first, bool
       start = i + 1;
     }
   }
+  // Every line may get the indent: refuse a result past the limit before building it.
+  check_size(s.size() + lines.size() * ind.size(), "indent result");
   std::string rv;
   if (blank) {
     for (size_t k = 0; k < lines.size(); ++k) {

@@ -11,6 +11,11 @@
 namespace rlt::jinja {
 
 [[noreturn]] void type_error(const std::string& msg);
+
+// The bytes `n` copies of `unit` bytes take, checked against kMaxValueBytes without overflow.
+size_t checked_repeat(size_t unit, int64_t n, std::string_view what);
+// What copying a list costs: its items and the strings they hold (nested lists are shared).
+size_t shallow_bytes(const List& items);
 // Argument `index` (positional) or `name` (keyword), or nullptr.
 const Value* arg(const CallArgs& a, size_t index, std::string_view name);
 

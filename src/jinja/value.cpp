@@ -11,6 +11,12 @@
 
 namespace rlt::jinja {
 
+void check_size(size_t bytes, std::string_view what) {
+  if (bytes > kMaxValueBytes)
+    throw TemplateError(fmt::format("{} of {} bytes exceeds the sandbox limit of {} MiB per value", what, bytes,
+                           kMaxValueBytes >> 20));
+}
+
 const Value* Dict::find(std::string_view key) const {
   for (const auto& [k, v] : items) {
     if (k == key) return &v;
@@ -206,6 +212,8 @@ void json_value(const Value& v, const JsonOptions& o, int depth, std::string& ou
   auto newline = [&](int level) {
     if (!o.indent_set) return;
     out += '\n';
+    // The indent is repeated per level and line: a long one grows the text without bound.
+    check_size(out.size() + static_cast<size_t>(level) * o.indent.size(), "tojson result");
     for (int k = 0; k < level; ++k) out += o.indent;
   };
   switch (v.kind) {

@@ -21,6 +21,17 @@ class TemplateError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Sandbox limits. jinja2's sandbox bounds only range(); rlt renders templates from downloaded
+// models with messages and kwargs from HTTP clients, so it also bounds what one render may build
+// and run: without these, a short template ('x' * 10**12, range(100000) loops nested twice, a
+// macro calling itself twice per call) pins a server thread or exhausts memory. The limits sit
+// far above what real chat templates need (they render a conversation once).
+inline constexpr size_t kMaxValueBytes = size_t{64} << 20;  // one string or list, and the output
+inline constexpr int64_t kMaxRenderSteps = 500'000;         // loop iterations + macro calls
+inline constexpr size_t kMaxRenderBytes = size_t{1} << 30;  // bytes of strings a render evaluates
+// Throws a TemplateError naming the limit when a `what` of `bytes` would exceed kMaxValueBytes.
+void check_size(size_t bytes, std::string_view what);
+
 struct Value;
 using List = std::vector<Value>;
 

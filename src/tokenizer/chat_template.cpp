@@ -57,7 +57,7 @@ Result<OJson> parse_config(std::string_view json_text, std::string_view what) {
   OJson cfg;
   try {
     cfg = OJson::parse(json_text);
-  } catch (const OJson::parse_error& e) {
+  } catch (const OJson::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
     return invalid_argument(fmt::format("{} is not valid JSON: {}", what, e.what()));
   }
   if (!cfg.is_object()) return invalid_argument(fmt::format("{}: expected an object", what));

@@ -421,7 +421,7 @@ Result<std::unique_ptr<Tokenizer::Impl>> load_tokenizer_json(std::string_view js
   Json root;
   try {
     root = Json::parse(json_text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
     return invalid_argument(fmt::format("tokenizer.json is not valid JSON: {}", e.what()));
   }
   try {

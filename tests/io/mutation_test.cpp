@@ -1,16 +1,22 @@
 // Randomized mutation tests of the parsers of untrusted model files: thousands of corrupted GGUF
-// files and config.json texts must each end in a clean error (or, when the damage is harmless, a
+// files, config.json texts and safetensors files must each end in a clean error (or, when the damage is harmless, a
 // model that loads) — never a crash, a hang or an out-of-bounds read (the sanitizer build runs
 // this suite too). RLT_MUTATION_CASES scales the case count.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <unistd.h>
 
 #include "gguf_test_util.h"
 #include "io/gguf_model.h"
 #include "io/model_config.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 #include "model/ouro_weights.h"
 #include "source/model_source.h"
 #include "tokenizer/gguf_vocab.h"
@@ -216,6 +222,154 @@ TEST(ConfigMutation, CorruptedConfigsGiveCleanErrors) {
   std::cout << "[ mutation ] " << n << " config.json mutants: " << errors << " errors, " << parsed
             << " parsed\n";
   EXPECT_GT(errors, n / 2);
+}
+
+// Safetensors files as the writer makes them: an 8-byte header length, the JSON header, the data.
+std::vector<uint8_t> written_safetensors(std::vector<TensorToWrite> tensors, const std::string& name) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("rlt_mutation_" + std::to_string(::getpid()) + "_" + name + ".safetensors");
+  EXPECT_TRUE(write_safetensors(path.string(), std::move(tensors)).ok());
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(path);
+  return bytes;
+}
+
+TensorToWrite tensor(std::string name, DType dtype, std::vector<int64_t> shape, std::mt19937_64& rng) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  std::vector<uint8_t> bytes(static_cast<size_t>(numel) * dtype_size(dtype));
+  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  return {std::move(name), dtype, std::move(shape), std::move(bytes)};
+}
+
+// The file with `header` (padded to 8 bytes like the writer) in place of the original one.
+std::vector<uint8_t> with_header(std::string header, const std::vector<uint8_t>& data, bool pad) {
+  if (pad) header.append((8 - header.size() % 8) % 8, ' ');
+  std::vector<uint8_t> out(8 + header.size() + data.size());
+  const uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  std::memcpy(out.data() + 8, header.data(), header.size());
+  if (!data.empty()) std::memcpy(out.data() + 8 + header.size(), data.data(), data.size());
+  return out;
+}
+
+nlohmann::json odd_header_value(std::mt19937_64& rng) {
+  const char* dtypes[] = {"F64", "I8", "BOOL", "U8", "I64", "F8_E4M3", "bf16", "", "F32 "};
+  switch (rng() % 12) {
+    case 0: return dtypes[rng() % std::size(dtypes)];
+    case 1: return nlohmann::json::array({-1});
+    case 2: return nlohmann::json::array({int64_t{1} << 62, int64_t{1} << 62});
+    case 3: return nlohmann::json::array({0});
+    case 4: return nlohmann::json::array();
+    case 5: return nlohmann::json::array({rng() % 64, rng() % 64});
+    case 6: return nlohmann::json::array({std::numeric_limits<uint64_t>::max(), 8});
+    case 7: return nlohmann::json::array({1.5, 2});
+    case 8: return nullptr;
+    case 9: return std::numeric_limits<int64_t>::min();
+    case 10: return nlohmann::json::object({{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4}}});
+    default: return "x";
+  }
+}
+
+TEST(SafetensorsMutation, CorruptedFilesGiveCleanErrors) {
+  std::mt19937_64 seed_rng(11);
+  const std::vector<std::vector<uint8_t>> bases = {
+      written_safetensors({tensor("model.embed_tokens.weight", DType::kF32, {4, 3}, seed_rng),
+                           tensor("model.norm.weight", DType::kBF16, {3}, seed_rng),
+                           tensor("lm_head.weight", DType::kF16, {2, 2, 2}, seed_rng)},
+                          "a"),
+      written_safetensors({tensor("x", DType::kI64, {2}, seed_rng), tensor("y", DType::kU8, {5}, seed_rng),
+                           tensor("z", DType::kBool, {0}, seed_rng), tensor("w", DType::kF64, {1, 1}, seed_rng)},
+                          "b"),
+  };
+  for (const auto& b : bases) ASSERT_TRUE(SafetensorsFile::parse(b.data(), b.size(), "base", nullptr).ok());
+  std::mt19937_64 rng(20261205);
+  int errors = 0, parsed = 0;
+  uint64_t checksum = 0;
+  const int n = cases(20000);
+  for (int i = 0; i < n; ++i) {
+    const std::vector<uint8_t>& base = bases[static_cast<size_t>(i) % bases.size()];
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, base.data(), 8);
+    const std::string header(reinterpret_cast<const char*>(base.data()) + 8, header_len);
+    const std::vector<uint8_t> data(base.begin() + 8 + static_cast<int64_t>(header_len), base.end());
+    std::vector<uint8_t> mutant;
+    switch (rng() % 4) {
+      case 0: {  // the length field
+        mutant = base;
+        const uint64_t values[] = {0,          1,           7,     header_len - 1, header_len + 1, header_len + 8,
+                                   base.size(), ~0ull,      1ull << 62, kMaxSafetensorsHeaderBytes + 1, rng()};
+        const uint64_t v = values[rng() % std::size(values)];
+        std::memcpy(mutant.data(), &v, 8);
+        break;
+      }
+      case 1: {  // the header's text, its length kept consistent or not
+        std::string h = header;
+        const char* tokens[] = {"null", "-1", "1e309", "18446744073709551616", "\xff", "[[[[[[[[", "\"F64\"",
+                                "\"__metadata__\"", "{}", ",", "\"", "0"};
+        for (int e = 0, edits = 1 + static_cast<int>(rng() % 3); e < edits && !h.empty(); ++e) {
+          const size_t at = static_cast<size_t>(rng() % h.size());
+          switch (rng() % 4) {
+            case 0: h[at] = static_cast<char>(rng()); break;
+            case 1: h.insert(at, tokens[rng() % std::size(tokens)]); break;
+            case 2: h.erase(at, static_cast<size_t>(1 + rng() % 8)); break;
+            case 3: h.resize(at); break;
+          }
+        }
+        mutant = with_header(h, data, rng() % 4 != 0);
+        break;
+      }
+      case 2: {  // one field of the JSON replaced or deleted (dtype, shape, offsets, metadata)
+        nlohmann::json j = nlohmann::json::parse(header);
+        auto it = j.begin();
+        std::advance(it, static_cast<int64_t>(rng() % j.size()));
+        const char* fields[] = {"dtype", "shape", "data_offsets"};
+        if (it.key() == "__metadata__" || rng() % 6 == 0) {
+          j[it.key()] = odd_header_value(rng);
+        } else if (rng() % 5 == 0) {
+          it->erase(fields[rng() % 3]);
+        } else {
+          (*it)[fields[rng() % 3]] = odd_header_value(rng);
+        }
+        mutant = with_header(j.dump(), data, true);
+        break;
+      }
+      default: {  // the data region cut or grown, or a tensor duplicated under another name
+        nlohmann::json j = nlohmann::json::parse(header);
+        std::vector<uint8_t> d = data;
+        if (rng() % 2 == 0) {
+          d.resize(static_cast<size_t>(rng() % (d.size() + 16)));
+        } else {
+          auto it = j.begin();
+          std::advance(it, static_cast<int64_t>(rng() % j.size()));
+          j["copy"] = *it;
+        }
+        mutant = with_header(j.dump(), d, true);
+        break;
+      }
+    }
+    // An exactly sized copy: AddressSanitizer sees any read past the end.
+    const std::vector<uint8_t> exact(mutant);
+    auto f = SafetensorsFile::parse(exact.data(), exact.size(), "mutant.safetensors", nullptr);
+    if (!f.ok()) {
+      EXPECT_FALSE(f.status().message().empty());
+      ++errors;
+      continue;
+    }
+    ++parsed;
+    for (const TensorView& t : f->tensors()) {
+      EXPECT_EQ(t.nbytes, static_cast<size_t>(t.numel()) * dtype_size(t.dtype)) << t.name;
+      ASSERT_TRUE(t.nbytes == 0 || (t.data >= exact.data() && t.data + t.nbytes <= exact.data() + exact.size()))
+          << t.name;
+      for (size_t k = 0; k < t.nbytes; ++k) checksum += t.data[k];  // every byte of the view is readable
+    }
+  }
+  std::cout << "[ mutation ] " << n << " safetensors mutants: " << errors << " errors, " << parsed
+            << " parsed (checksum " << checksum << ")\n";
+  EXPECT_EQ(errors + parsed, n);
+  EXPECT_GT(errors, n / 2) << "the mutations must reach the parser's checks";
+  EXPECT_GT(parsed, n / 50);
 }
 
 }  // namespace
