@@ -145,6 +145,9 @@ struct EngineConfig {
 
   uint64_t seed = 0;  // requests without a seed derive theirs from this and their id
   int threads = 0;    // CPU kernel threads (0 = all cores)
+  // CPU runs: use fewer of those threads while other processes keep cores busy (results do not
+  // depend on the thread count; common/cpu_share.h says why it pays).
+  bool adaptive_threads = true;
   // Activations entering the linear layers.
   ActivationDType activation_dtype = ActivationDType::kF32;
   // Where the model runs: "cpu", or "cuda" / "cuda:N" (CUDA builds, device N; weights in their

@@ -116,6 +116,10 @@ struct EngineMetrics {
   // Wall time inside the model runner (submit and collect: the model's compute on the CPU, the
   // wait for the device on a GPU); the rest of a step is the engine's own host work.
   double runner_seconds = 0.0;
+  // CPU runs: the kernel threads the last batch used (fewer than configured while other
+  // processes keep cores busy, with adaptive_threads), and how many batches ran with fewer.
+  int cpu_threads = 0;
+  int64_t reduced_thread_batches = 0;
 };
 
 // What one generated token reads, for rooflines: the linear weights of one loop of the core (all

@@ -45,6 +45,7 @@ EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
   c.cuda_graphs = attention.cuda_graphs ? CudaGraphs::kOn
                                         : (no_cuda_graphs ? CudaGraphs::kOff : CudaGraphs::kAuto);
   c.device_sampling = !host_sampling;
+  c.adaptive_threads = !no_adaptive_threads;
   return c;
 }
 
@@ -103,6 +104,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--preemption-host-gib", f.preemption_host_gib, "Host memory for suspended requests")->capture_default_str();
   cmd.add_option("--seed", c.seed, "Engine seed: requests without a seed derive theirs from it")->capture_default_str();
   cmd.add_option("--threads", c.threads, "CPU kernel threads (0 = all cores)")->capture_default_str();
+  cmd.add_flag("--no-adaptive-threads", f.no_adaptive_threads,
+               "CPU runs: always use --threads threads (default: fewer while other processes keep cores busy)");
   cmd.add_flag("--no-cuda-graphs", f.no_cuda_graphs, "GPU runs: never capture CUDA graphs (default: capture per "
                "batch bucket, eager if capture fails; --cuda-graphs makes graphs required)")
       ->excludes("--cuda-graphs");

@@ -23,6 +23,7 @@ struct EngineFlags {
   bool no_incremental_kv = false;
   bool no_cuda_graphs = false;
   bool host_sampling = false;
+  bool no_adaptive_threads = false;
 
   // The final configuration for `model_dir`.
   EngineConfig resolve(const std::string& model_dir) const;

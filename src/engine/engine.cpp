@@ -332,8 +332,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested,
     const auto kv_start = std::chrono::steady_clock::now();
     RLT_ASSIGN_OR_RETURN(auto storage, kv::CpuKVStorage::create(kc.geometry));
     kv_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - kv_start).count();
-    impl->runner =
-        std::make_unique<runner::CpuModelRunner>(impl->model, std::move(storage), entry->create());
+    impl->runner = std::make_unique<runner::CpuModelRunner>(impl->model, std::move(storage), entry->create(),
+                                                            omp_get_max_threads(), config.adaptive_threads);
   }
   impl->planning = {layout, entry->caps.packed_prefill, kc.depth};
   std::vector<int32_t> eos;
@@ -734,6 +734,8 @@ EngineMetrics Engine::metrics() const {
   x.lookahead_batches = m.lookahead_batches;
   x.attention_seconds = m.runner->attention_seconds();
   x.runner_seconds = m.runner_seconds;
+  x.cpu_threads = m.runner->cpu_threads();
+  x.reduced_thread_batches = m.runner->reduced_thread_batches();
   return x;
 }
 

@@ -1,20 +1,40 @@
 #include "runner/cpu_model_runner.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 
+#include "common/log.h"
 #include "sampling/logprobs.h"
 
 namespace rlt::runner {
 
 CpuModelRunner::CpuModelRunner(std::shared_ptr<const model::OuroModel> model,
                                std::unique_ptr<kv::CpuKVStorage> storage,
-                               std::unique_ptr<attention::AttentionBackend> backend)
+                               std::unique_ptr<attention::AttentionBackend> backend, int threads,
+                               bool adaptive_threads)
     : model_(std::move(model)),
       core_(*model_),
       storage_(std::move(storage)),
-      attention_(*storage_, std::move(backend), static_cast<int32_t>(model_->config.num_heads)) {}
+      attention_(*storage_, std::move(backend), static_cast<int32_t>(model_->config.num_heads)),
+      threads_max_(std::max(1, threads)),
+      threads_now_(threads_max_) {
+  if (adaptive_threads && threads_max_ > 1) share_.emplace(threads_max_);
+}
+
+void CpuModelRunner::adapt_threads() {
+  if (!share_) return;
+  const int n = share_->threads();
+  if (n != threads_now_) {
+    log_info(fmt::format("CPU kernel threads {} -> {}: other processes keep {:.1f} CPUs busy", threads_now_, n,
+                         share_->others_busy()));
+    threads_now_ = n;
+  }
+  // The calling thread's setting: the parallel regions of this batch start from it.
+  if (omp_get_max_threads() != n) omp_set_num_threads(n);
+  if (n < threads_max_) ++reduced_batches_;
+}
 
 std::vector<float>& CpuModelRunner::state(kv::RequestId id) {
   auto& h = hidden_[id];
@@ -24,6 +44,7 @@ std::vector<float>& CpuModelRunner::state(kv::RequestId id) {
 
 Status CpuModelRunner::submit(const ModelInput& input) {
   RLT_RETURN_IF_ERROR(check_can_submit(input.seq, done_.size()));
+  adapt_threads();
   BatchResult result;
   RLT_RETURN_IF_ERROR(run(input, &result));
   done_.emplace_back(input.seq, std::move(result));

@@ -5,9 +5,11 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
+#include "common/cpu_share.h"
 #include "kv/cpu_kv_storage.h"
 #include "model/ouro_core.h"
 #include "runner/model_runner.h"
@@ -18,9 +20,12 @@ namespace rlt::runner {
 
 class CpuModelRunner final : public ModelRunner {
  public:
+  // `threads`: the kernel threads configured; with `adaptive_threads` each batch uses fewer
+  // while other processes keep cores busy (common/cpu_share.h).
   CpuModelRunner(std::shared_ptr<const model::OuroModel> model,
                  std::unique_ptr<kv::CpuKVStorage> storage,
-                 std::unique_ptr<attention::AttentionBackend> backend);
+                 std::unique_ptr<attention::AttentionBackend> backend, int threads,
+                 bool adaptive_threads);
 
   // Computes the batch at once; collect() hands out its results.
   Status submit(const ModelInput& input) override;
@@ -30,10 +35,14 @@ class CpuModelRunner final : public ModelRunner {
   void release(kv::RequestId id) override { hidden_.erase(id); }
   double attention_seconds() const override { return attention_.seconds(); }
   bool scores_prompts() const override { return true; }
+  int cpu_threads() const override { return threads_now_; }
+  int64_t reduced_thread_batches() const override { return reduced_batches_; }
 
  private:
   class Stages;  // the stage driver's steps on the CPU (cpu_model_runner.cpp)
   Status run(const ModelInput& input, BatchResult* out);
+  // Sets this batch's thread count from the CPU share (adaptive threads).
+  void adapt_threads();
   std::vector<float>& state(kv::RequestId id);
 
   std::shared_ptr<const model::OuroModel> model_;
@@ -49,6 +58,10 @@ class CpuModelRunner final : public ModelRunner {
   std::vector<float> h_;
   std::vector<int64_t> positions_;
   std::vector<float> score_h_, score_logits_;  // a block of scored rows and their logits
+  std::optional<CpuShareMonitor> share_;  // set with adaptive threads
+  int threads_max_;
+  int threads_now_;
+  int64_t reduced_batches_ = 0;
 };
 
 }  // namespace rlt::runner

@@ -75,6 +75,10 @@ class ModelRunner {
   virtual DeviceStageTimes device_stage_times() const { return {}; }
   // Host runners: wall time spent in attention so far (0 where attention runs on a device).
   virtual double attention_seconds() const { return 0.0; }
+  // Host runners: the kernel threads the last batch used, and the batches run with fewer than
+  // configured (0 where kernels run on a device).
+  virtual int cpu_threads() const { return 0; }
+  virtual int64_t reduced_thread_batches() const { return 0; }
   // Whether the runner scores prompt rows (PassInput::scores): a capability the engine checks at
   // admission, so that a request asking for prompt logprobs is refused, not silently unscored.
   virtual bool scores_prompts() const { return false; }

@@ -67,8 +67,8 @@ class GenerationSession {
   std::shared_ptr<Channel> channel_;
   ConnectionProbe probe_;
   std::vector<ChoiceDecoder> decoders_;
-  size_t copies_ = 1;  // consecutive choices of one prompt (n, best_of)
   std::vector<bool> cancelled_;
+  size_t copies_ = 1;  // consecutive choices of one prompt (n, best_of)
   std::optional<ApiError> error_;
   std::string abandon_reason_;
   Clock::time_point deadline_ = Clock::time_point::max();

@@ -150,6 +150,10 @@ std::string Metrics::render() const {
         engine_.device_sampled_batches, "counter");
   gauge(&out, "rlt_lookahead_batches_total", "Batches submitted while the previous one ran (--async-scheduling)",
         engine_.lookahead_batches, "counter");
+  gauge(&out, "rlt_cpu_threads", "CPU runs: kernel threads of the last batch (fewer while other processes keep cores busy)",
+        engine_.cpu_threads);
+  gauge(&out, "rlt_reduced_thread_batches_total", "CPU runs: batches run with fewer threads than configured",
+        engine_.reduced_thread_batches, "counter");
   header(&out, "rlt_device_seconds_total", "counter", "GPU runs: device time of the batches of each stage");
   for (const auto& [stage, t] : engine_.device_time.named())
     out += fmt::format("rlt_device_seconds_total{{stage=\"{}\"}} {}\n", stage, t.milliseconds / 1e3);

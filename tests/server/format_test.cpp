@@ -36,7 +36,12 @@ TEST(OpenAIFormat, IdsUsageAndSse) {
 }
 
 TEST(OpenAIFormat, ChunksCarryRoleFinishUsageAndExtensions) {
-  ResponseMeta meta{Endpoint::kChat, "chatcmpl-1", 5, "m", false, true};
+  ResponseMeta meta;
+  meta.endpoint = Endpoint::kChat;
+  meta.id = "chatcmpl-1";
+  meta.created = 5;
+  meta.model = "m";
+  meta.include_usage = true;
   json role = chat_role_chunk(meta, 0);
   EXPECT_EQ(role["object"], "chat.completion.chunk");
   EXPECT_EQ(role["choices"][0]["delta"]["role"], "assistant");
@@ -60,6 +65,7 @@ TEST(OpenAIFormat, ChunksCarryRoleFinishUsageAndExtensions) {
   meta.include_usage = false;
   p.last = false;
   meta.logprobs = true;
+  meta.top_logprobs = 1;
   p.logprobs = TokenLogprobs{68, -0.5f, {{69, -1.0f}}, 0};
   chunk = token_chunk(meta, 1, p, demo_tokenizer());
   EXPECT_EQ(chunk["object"], "text_completion");
