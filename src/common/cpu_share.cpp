@@ -73,6 +73,8 @@ std::optional<CpuTicks> parse_proc_stat(std::string_view text, const std::vector
 int threads_for_share(int max_threads, int cpus, double others_busy) {
   const double left = static_cast<double>(cpus) - std::max(0.0, others_busy);
   const int n = static_cast<int>(std::floor(left + 0.5));
+  // Nothing taken: the configured count, even when it oversubscribes the CPUs on purpose.
+  if (n >= cpus) return std::max(1, max_threads);
   return std::clamp(n, 1, std::max(1, max_threads));
 }
 

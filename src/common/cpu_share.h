@@ -27,7 +27,9 @@ struct CpuTicks {
 std::optional<CpuTicks> parse_proc_stat(std::string_view text, const std::vector<int>& cpus);
 
 // The thread count for `cpus` usable CPUs of which others keep `others_busy` (in CPUs) busy:
-// what is left, rounded to the nearest whole CPU, between 1 and `max_threads`.
+// what is left, rounded to the nearest whole CPU, between 1 and `max_threads` (`max_threads`
+// itself when nothing is taken). Host-wide /proc/stat: a cgroup CPU quota is not seen, and
+// another process's load on the same CPUs counts whoever it is.
 int threads_for_share(int max_threads, int cpus, double others_busy);
 
 class CpuShareMonitor {

@@ -561,6 +561,12 @@ Status Engine::Impl::apply_prompt_scores(const sched::SchedulerOutput& batch,
     if (s.position < 0 || s.position + 1 >= r->prompt_len())
       return internal_error(fmt::format("a prompt score of request {} at position {} (prompt of {})", s.request,
                                         s.position, r->prompt_len()));
+    if (!s.error.empty()) {
+      // A broken logits row ends that request only, as in sampling.
+      log_error(fmt::format("request {}: prompt logprobs failed, aborting it: {}", s.request, s.error));
+      (void)abort_request(s.request, "prompt logprobs failed: " + s.error);  // queues its final output
+      continue;
+    }
     std::vector<TokenLogprobs>& lp = it->second.prompt_logprobs;
     lp.resize(static_cast<size_t>(r->prompt_len() - 1));
     TokenLogprobs& out = lp[static_cast<size_t>(s.position)];

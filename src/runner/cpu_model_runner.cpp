@@ -125,12 +125,13 @@ class CpuModelRunner::Stages final : public StageExecutor {
       for (int64_t i = 0; i < n; ++i) {
         const ScoreRow& s = pass.scores[static_cast<size_t>(begin + i)];
         const attention::PlannedRow& row = pass.rows[static_cast<size_t>(s.row)];
-        if (!scored[static_cast<size_t>(i)].ok()) {
-          return Status(scored[static_cast<size_t>(i)].status().code(),
-                        fmt::format("prompt logprobs of request {} at position {}: {}", row.request,
-                                    row.position, scored[static_cast<size_t>(i)].status().message()));
+        Result<sampling::ScoredToken>& r = scored[static_cast<size_t>(i)];
+        if (r.ok()) {
+          out_->prompt_scores.push_back({row.request, row.position, std::move(*r), {}});
+        } else {
+          out_->prompt_scores.push_back(
+              {row.request, row.position, {}, fmt::format("position {}: {}", row.position, r.status().message())});
         }
-        out_->prompt_scores.push_back({row.request, row.position, std::move(*scored[static_cast<size_t>(i)])});
       }
     }
     return {};

@@ -25,6 +25,8 @@ struct PromptScore {
   kv::RequestId request = 0;
   int32_t position = 0;
   sampling::ScoredToken scored;  // the target's raw logprob, rank and the top list
+  // Non-empty when the row's logits were broken (NaN, +inf): that request fails, no other.
+  std::string error;
 };
 
 struct BatchResult {

@@ -198,11 +198,6 @@ Result<bool> Scheduler::try_admit(Request& r, int32_t reserved_blocks) {
   // Empty when there is nothing to hash (no prefix caching, no full page): recomputing that is
   // free.
   if (shares_prefix && r.page_digests.empty()) r.page_digests = kv_.prompt_page_digests(r.prompt);
-  if (shares_prefix && !r.page_digests.empty() &&
-      awaits_shared_page(r, kv_.lookup_prefix(r.prompt, {}, r.page_digests).pages)) {
-    ++counters_.shared_prefix_waits;
-    return false;
-  }
   kv::AllocateRequest ask;
   ask.id = r.id;
   ask.capacity_tokens = r.capacity_tokens();
@@ -228,15 +223,17 @@ Result<bool> Scheduler::try_admit(Request& r, int32_t reserved_blocks) {
   return true;
 }
 
-bool Scheduler::awaits_shared_page(const Request& r, int32_t page) const {
-  if (page < 0 || static_cast<size_t>(page) >= r.page_digests.size()) return false;
-  const int32_t written_by = (page + 1) * kv_.block_size();
+bool Scheduler::awaits_shared_page(Request& r) {
+  if (r.suspended || r.params.prompt_logprobs || !kv_.config().enable_prefix_caching) return false;
+  if (r.page_digests.empty()) r.page_digests = kv_.prompt_page_digests(r.prompt);
   for (const auto& [id, q] : requests_) {
-    // Digests chain the whole prefix: equal keys at `page` mean equal prompts up to its end.
-    if (id == r.id || q->stage != Stage::kPrefill || q->suspended || q->num_prefilled >= written_by ||
-        q->page_digests.size() <= static_cast<size_t>(page) || q->page_digests[page] != r.page_digests[page])
-      continue;
-    return true;
+    if (id == r.id || q->stage != Stage::kPrefill || q->suspended) continue;
+    // q writes its pages in order and publishes each once written, so the one to wait for is
+    // its first unwritten page; digests chain the whole prefix, so equal keys there mean equal
+    // prompts up to that page's end (every earlier page already in the cache).
+    const auto page = static_cast<size_t>(q->num_prefilled / kv_.block_size());
+    if (page < r.page_digests.size() && page < q->page_digests.size() && q->page_digests[page] == r.page_digests[page])
+      return true;
   }
   return false;
 }
@@ -254,6 +251,12 @@ Status Scheduler::admit() {
   std::vector<RequestId> admitted, deferred;
   for (size_t i = 0; i < scan; ++i) {
     Request& r = at(order[i]);
+    // Before any preemption on its behalf, and outside the bypass rules: it waits for a running
+    // request, not for room, and holding the scan behind it would stall every other admission.
+    if (awaits_shared_page(r)) {
+      ++counters_.shared_prefix_waits;
+      continue;
+    }
     if (num_running() >= config_.max_num_seqs) {
       bool freed = false;
       if (config_.policy == QueuePolicy::kPriority && config_.enable_preemption && hooks_) {

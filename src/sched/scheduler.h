@@ -132,10 +132,10 @@ class Scheduler {
   Stage choose_stage_no_refill();
   Status admit();
   Result<bool> try_admit(Request& r, int32_t reserved_blocks);
-  // Whether r's first uncached prompt page (index `page`) is being computed by a running
-  // request's prefill right now: then r waits and reads it from the prefix cache once written
-  // (n > 1 choices, concurrent identical prompts), instead of computing it again.
-  bool awaits_shared_page(const Request& r, int32_t page) const;
+  // Whether a prompt page r shares is being computed by a running request's prefill right now
+  // (prefix caching on): then r waits and reads it, and every page before it, from the cache once
+  // written (n > 1 choices, concurrent identical prompts) instead of computing it again.
+  bool awaits_shared_page(Request& r);
   int32_t reserved_growth_blocks() const;
   Result<SchedulerOutput> take(Stage stage);
   // Grows r's KV to `tokens`; on failure preempts a victim (when enabled) and retries once.

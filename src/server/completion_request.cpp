@@ -101,7 +101,8 @@ std::optional<ApiError> parse_completion_request(const json& body, const ParseLi
   }
   read_best_of(r, out);
   read_neutral_fields(r);
-  if (r.ok() && out->prompts.size() * static_cast<size_t>(out->copies()) > GenerationRequest::kMaxChoices) {
+  if (r.ok() && out->copies() > 1 &&
+      out->prompts.size() * static_cast<size_t>(out->copies()) > GenerationRequest::kMaxChoices) {
     r.fail(invalid_request(fmt::format("{} prompts x {} choices each exceed the limit of {} choices per request",
                                        out->prompts.size(), out->copies(), GenerationRequest::kMaxChoices),
                            out->best_of > 0 ? "best_of" : "n"));

@@ -58,12 +58,14 @@ class LegacyLogprobs {
   }
 
   // The echoed prompt: its first token unscored, the others with their prompt logprobs; offsets
-  // are the running sum of the tokens' texts.
+  // (bytes) are the running sum of the tokens' texts.
   void add_prompt(const PromptEcho& echo, const std::vector<TokenLogprobs>& scored) {
     size_t offset = 0;
     for (size_t i = 0; i < echo.ids.size(); ++i) {
       const TokenLogprobs* lp = i > 0 && i - 1 < scored.size() ? &scored[i - 1] : nullptr;
-      add(echo.ids[i], lp, offset);
+      // Clamped to the echoed text, where the completion's offsets start: a token's own text
+      // may be longer than what it adds to the prompt (an added BOS, a partial UTF-8 byte).
+      add(echo.ids[i], lp, std::min(offset, echo.text.size()));
       offset += token_text(tokenizer_, echo.ids[i]).size();
     }
   }

@@ -65,6 +65,8 @@ std::optional<ApiError> chat_prompt(const GenerationRequest& request, const Mode
   return std::nullopt;
 }
 
+constexpr int64_t kMaxPromptLogprobEntries = int64_t{1} << 20;
+
 // n / best_of: every prompt `copies` times in a row, each copy its own seed stream. Copies of
 // a prompt share its pages through the prefix cache when it is on (the scheduler lets the later
 // ones wait for the first's prefill, docs/serving.md).
@@ -126,6 +128,20 @@ std::optional<ApiError> build_engine_inputs(const GenerationRequest& request, co
     return invalid_request(fmt::format("prompt ({} tokens) + max_tokens ({}) - 1 exceeds the model's context of {} "
                                        "tokens; lower max_tokens", prompt_len, out->params.max_tokens, model.max_context),
                            "max_tokens");
+  if (out->params.prompt_logprobs) {
+    // Each scored prompt token comes back as 1 + alternatives entries per choice: bounded so that
+    // one request cannot make the server build gigabytes of JSON.
+    int64_t entries = 0;
+    for (const auto& p : out->prompts)
+      entries += (static_cast<int64_t>(p.size()) - 1) * (*out->params.prompt_logprobs + 1) * request.copies();
+    if (entries > kMaxPromptLogprobEntries) {
+      return invalid_request(fmt::format("prompt logprobs would return {} entries (prompt tokens x (1 + "
+                                         "alternatives) x choices), more than the {} one request may; ask for fewer "
+                                         "alternatives or choices, or send a shorter prompt",
+                                         entries, kMaxPromptLogprobEntries),
+                             request.prompt_logprobs ? "prompt_logprobs" : "logprobs");
+    }
+  }
   expand_choices(request, out);
   return std::nullopt;
 }

@@ -35,6 +35,8 @@ TEST(CpuShare, LeavesOtherProcessesTheirCores) {
   EXPECT_EQ(threads_for_share(8, 16, 4.0), 8) << "never more than configured";
   EXPECT_EQ(threads_for_share(16, 16, 4.0), 12);
   EXPECT_EQ(threads_for_share(16, 16, -1.0), 16);
+  EXPECT_EQ(threads_for_share(4, 2, 0.1), 4) << "an oversubscribing --threads is kept on a quiet machine";
+  EXPECT_EQ(threads_for_share(4, 2, 1.0), 1);
 }
 
 TEST(CpuShare, MonitorAnswersWithinItsBounds) {
