@@ -2,13 +2,26 @@
 
 namespace rlt::server {
 
-ChoiceDecoder::ChoiceDecoder(std::vector<std::string> stops) : matcher_(std::move(stops)) {}
+ChoiceDecoder::ChoiceDecoder(std::vector<std::string> stops, bool prompt_only)
+    : matcher_(std::move(stops)), prompt_only_(prompt_only) {}
 
 std::vector<TokenPiece> ChoiceDecoder::consume(const TokenBatch& batch) {
   std::vector<TokenPiece> pieces;
   if (finished_) return pieces;
   prompt_tokens_ = batch.prompt_tokens;
   if (!batch.prompt_logprobs.empty()) prompt_logprobs_ = batch.prompt_logprobs;
+  if (prompt_only_) {
+    if (batch.finished) {
+      TokenPiece p;
+      p.last = true;
+      p.finish_reason = batch.finish_reason == "abort" ? "abort" : "length";
+      finished_ = true;
+      finish_reason_ = p.finish_reason;
+      if (finish_reason_ == "abort") engine_error_ = batch.error;
+      pieces.push_back(std::move(p));
+    }
+    return pieces;
+  }
   auto finish = [&](TokenPiece& p, const std::string& reason) {
     if (!matcher_.stopped()) {
       p.text += matcher_.feed(batch.final_text).text;

@@ -31,7 +31,9 @@ struct TokenPiece {
 
 class ChoiceDecoder {
  public:
-  explicit ChoiceDecoder(std::vector<std::string> stops);
+  // `prompt_only`: the request generates nothing (max_tokens 0 with echo): the engine's tokens
+  // are dropped and the choice ends with "length" when the engine's request does.
+  explicit ChoiceDecoder(std::vector<std::string> stops, bool prompt_only = false);
 
   // One piece per token until the choice ends; tokens after a stop string are dropped.
   std::vector<TokenPiece> consume(const TokenBatch& batch);
@@ -64,6 +66,7 @@ class ChoiceDecoder {
   std::vector<TokenLogprobs> logprobs_;
   std::vector<size_t> text_offsets_;
   std::vector<TokenLogprobs> prompt_logprobs_;
+  bool prompt_only_ = false;
 };
 
 }  // namespace rlt::server

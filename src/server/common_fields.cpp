@@ -132,7 +132,8 @@ void read_common_fields(FieldReader& r, const ParseLimits& limits, GenerationReq
     out->model = model->get<std::string>();
   }
   if (r.find("max_tokens") != nullptr) out->max_tokens_given = true;
-  r.read_int("max_tokens", &p.max_tokens, 1, kI64Max);
+  // 0 is OpenAI's legacy "score the prompt only" (with echo); completion_request checks that.
+  r.read_int("max_tokens", &p.max_tokens, out->endpoint == Endpoint::kCompletions ? 0 : 1, kI64Max);
   r.read_number("temperature", &p.temperature);
   r.read_number("top_p", &p.top_p);
   r.read_int("top_k", &p.top_k, -1, kI64Max);

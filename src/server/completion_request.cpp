@@ -95,6 +95,10 @@ std::optional<ApiError> parse_completion_request(const json& body, const ParseLi
     }
   }
   r.read_bool("echo", &out->echo);
+  if (r.ok() && out->params.max_tokens == 0 && !out->echo)
+    r.fail(invalid_request("'max_tokens' = 0 generates nothing; it is allowed only with 'echo': true (the prompt "
+                           "scored, as OpenAI's legacy API); send at least 1",
+                           "max_tokens"));
   if (r.ok() && r.find("prompt_logprobs") != nullptr) {
     int n = 0;
     if (r.read_int("prompt_logprobs", &n, 0, SamplingParams::kMaxLogprobs)) out->prompt_logprobs = n;

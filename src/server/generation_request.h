@@ -44,6 +44,8 @@ struct GenerationRequest {
 
   // Engine requests per prompt: best_of when given, else n.
   int copies() const { return best_of > 0 ? best_of : n; }
+  // max_tokens 0 with echo: the prompt returned (and scored), nothing generated.
+  bool prompt_only() const { return echo && params.max_tokens == 0; }
 };
 
 }  // namespace rlt::server

@@ -23,7 +23,7 @@ GenerationSession::GenerationSession(EngineWorker& worker, Metrics& metrics,
       cancelled_(channel_->choices(), false),
       copies_(static_cast<size_t>(std::max(request.copies(), 1))) {
   decoders_.reserve(channel_->choices());
-  for (size_t i = 0; i < channel_->choices(); ++i) decoders_.emplace_back(request.stop);
+  for (size_t i = 0; i < channel_->choices(); ++i) decoders_.emplace_back(request.stop, request.prompt_only());
 }
 
 GenerationSession::~GenerationSession() {

@@ -98,6 +98,8 @@ void expand_choices(const GenerationRequest& request, EngineInputs* out) {
 std::optional<ApiError> build_engine_inputs(const GenerationRequest& request, const ModelContext& model,
                                             EngineInputs* out) {
   out->params = request.params;
+  // The engine always generates: one token, which the response leaves out.
+  if (request.prompt_only()) out->params.max_tokens = 1;
   if (request.logprobs) out->params.logprobs = request.top_logprobs;
   // Echoed logprobs and vLLM's prompt_logprobs come from one scoring of the prompt, with the
   // larger number of alternatives (each list is cut to its own when written).

@@ -89,13 +89,14 @@ TEST(CompletionRequest, WrongTypesAndValuesAreRefused) {
   expect_400(completion(R"({"model": "m", "prompt": ["a", "b"], "n": 65})"), "n", "128 choices");
   expect_400(completion(R"({"model": "m", "prompt": "x", "stream": 1})"), "stream",
              "true or false");
-  expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": 0})"), "max_tokens", "[1,");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": 0})"), "max_tokens", "only with 'echo'");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": -1})"), "max_tokens", "[0,");
   expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": true})"), "max_tokens",
              "integer");
   expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": 2.5})"), "max_tokens",
              "integer");
   expect_400(completion(R"({"model": "m", "prompt": "x", "max_tokens": 18446744073709551615})"),
-             "max_tokens", "[1,");
+             "max_tokens", "[0,");
   expect_400(completion(R"({"model": "m", "prompt": "x", "temperature": "0"})"), "temperature",
              "number");
   expect_400(completion(R"({"model": "m", "prompt": "x", "seed": -1})"), "seed", "[0,");

@@ -188,6 +188,19 @@ class ServeGguf(unittest.TestCase):
         streamed = [x for ch in chunks if ch.choices and ch.choices[0].logprobs
                     for x in ch.choices[0].logprobs.token_logprobs]
         self.assertEqual(streamed, lp.token_logprobs)
+        # max_tokens 0 with echo (OpenAI's legacy scoring): the prompt and its logprobs, nothing else.
+        only = self.client.completions.create(model=NAME, prompt=ids + gen_ids, max_tokens=0, temperature=0,
+                                              logprobs=2, echo=True)
+        self.assertEqual(only.choices[0].logprobs.token_logprobs, lp.token_logprobs[:n])
+        self.assertEqual(only.choices[0].text, self.post("/detokenize", {"tokens": ids + gen_ids})[1]["prompt"])
+        self.assertEqual(only.choices[0].finish_reason, "length")
+        self.assertEqual(only.usage.completion_tokens, 0)
+        only_chunks = list(self.client.completions.create(model=NAME, prompt=ids + gen_ids, max_tokens=0,
+                                                          logprobs=2, echo=True, stream=True))
+        self.assertEqual("".join(ch.choices[0].text for ch in only_chunks if ch.choices), only.choices[0].text)
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.client.completions.create(model=NAME, prompt=prompt, max_tokens=0)
+        self.assertEqual(e.exception.body["param"], "max_tokens")
         # echo without logprobs only prepends the prompt; a text prompt comes back as sent.
         plain = self.client.completions.create(model=NAME, prompt=prompt, max_tokens=2, temperature=0, echo=True)
         self.assertTrue(plain.choices[0].text.startswith(prompt))
