@@ -377,8 +377,9 @@ Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const Sampl
   // token runs to max_loops.
   if (!mc.has_exit_gate()) exit.threshold = 1.0;
   if (params.prompt_logprobs && !m.runner->scores_prompts()) {
-    return unimplemented(fmt::format("prompt_logprobs (echo with logprobs) are computed by the CPU runner only; "
-                                     "this engine runs on {}: drop them or serve with --device cpu",
+    return unimplemented(fmt::format("prompt logprobs (echo with logprobs, prompt_logprobs, rlt perplexity) are "
+                                     "computed by the CPU runner only; this engine runs on {}: drop them, run with "
+                                     "--device cpu, or for rlt perplexity add --reference",
                                      m.config.device));
   }
   if (m.live.count(id)) return already_exists(fmt::format("request id {} is already live", id));

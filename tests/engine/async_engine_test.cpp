@@ -47,6 +47,7 @@ struct Planned {
 
 std::vector<Planned> plan_mix(uint32_t seed, int requests) {
   std::mt19937 rng(seed);
+  std::mt19937 extra(seed ^ 0x5eedu);  // prompt logprobs and repeated prompts: a stream of its own
   std::vector<Planned> plan;
   for (int i = 0; i < requests; ++i) {
     Planned p;
@@ -63,6 +64,9 @@ std::vector<Planned> plan_mix(uint32_t seed, int requests) {
     p.params.min_loops = 1 + static_cast<int>(rng() % 2);
     p.params.ignore_eos = rng() % 2 == 0;
     p.arrival_step = static_cast<int>(rng() % 10);
+    // Repeated prompts meet in the prefix cache (shared-page waits); some requests score theirs.
+    if (i > 0 && extra() % 3 == 0) p.prompt = plan.front().prompt;
+    if (extra() % 3 == 0) p.params.prompt_logprobs = static_cast<int>(extra() % 3);
     plan.push_back(std::move(p));
   }
   std::sort(plan.begin(), plan.end(),
@@ -128,11 +132,19 @@ void expect_same_outputs(const MixResult& sync, const MixResult& async) {
     EXPECT_EQ(o.token_ids, s.token_ids);
     EXPECT_EQ(o.exit_depths, s.exit_depths);
     EXPECT_EQ(o.finish_reason, s.finish_reason);
+    ASSERT_EQ(o.prompt_logprobs.size(), s.prompt_logprobs.size());
+    for (size_t j = 0; j < o.prompt_logprobs.size(); ++j) {
+      EXPECT_EQ(o.prompt_logprobs[j].token, s.prompt_logprobs[j].token);
+      EXPECT_EQ(o.prompt_logprobs[j].logprob, s.prompt_logprobs[j].logprob);
+      EXPECT_EQ(o.prompt_logprobs[j].rank, s.prompt_logprobs[j].rank);
+      EXPECT_EQ(o.prompt_logprobs[j].top.size(), s.prompt_logprobs[j].top.size());
+    }
   }
 }
 
 TEST(AsyncEngine, RandomMixesEqualTheSynchronousEngine) {
-  int64_t lookahead = 0;
+  int64_t lookahead = 0, prefix_hits = 0;
+  size_t scored = 0;
   bool early_exits = false;
   for (uint32_t seed = 0; seed < 8; ++seed) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
@@ -145,6 +157,7 @@ TEST(AsyncEngine, RandomMixesEqualTheSynchronousEngine) {
     c.max_num_batched_tokens = rng() % 2 ? 16 : 128;
     c.batch_mode = rng() % 3 == 0 ? BatchMode::kNoRefill : BatchMode::kRefill;
     c.kv_layout = seed % 4 == 3 ? KVLayout::kShared : KVLayout::kLastExited;
+    c.enable_prefix_caching = seed % 2 == 0;  // (refused under `shared`; seed 3 and 7 are odd)
     const std::vector<Planned> plan = plan_mix(seed, 4 + static_cast<int>(seed % 4));
     const MixResult sync = run_mix(c, plan, 0.0, seed);
     c.async_scheduling = true;
@@ -153,10 +166,14 @@ TEST(AsyncEngine, RandomMixesEqualTheSynchronousEngine) {
     expect_same_outputs(sync, async);
     EXPECT_EQ(sync.metrics.lookahead_batches, 0);
     lookahead += async.metrics.lookahead_batches;
+    prefix_hits += async.metrics.prefix_hits;
+    for (const auto& [id, o] : async.finals) scored += o.prompt_logprobs.empty() ? 0 : 1;
     early_exits |= async.metrics.mean_loops_per_token < 4.0;
   }
   EXPECT_GT(lookahead, 0) << "batches must be submitted while the previous one is in flight";
   EXPECT_TRUE(early_exits) << "the mixes must exercise early exits";
+  EXPECT_GT(scored, 0u) << "the mixes must exercise prompt logprobs";
+  EXPECT_GT(prefix_hits, 0) << "repeated prompts must meet in the prefix cache";
 }
 
 TEST(AsyncEngine, CancellationsAndPreemptionLoseNothing) {
