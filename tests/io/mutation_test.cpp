@@ -4,6 +4,8 @@
 // this suite too). RLT_MUTATION_CASES scales the case count.
 #include <gtest/gtest.h>
 
+#include "../mutation_util.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -25,10 +27,7 @@
 namespace rlt::io {
 namespace {
 
-int cases(int fallback) {
-  const char* env = std::getenv("RLT_MUTATION_CASES");
-  return env ? std::max(1, std::atoi(env)) : fallback;
-}
+using mutation::cases;
 
 // Where the data section starts: mutations favour the header, where the parsing logic is.
 size_t header_size(const std::vector<uint8_t>& bytes) {

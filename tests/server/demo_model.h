@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "model/demo_checkpoint.h"
+#include "server/model_context.h"
 
 namespace rlt::server::testing {
 
@@ -17,6 +18,16 @@ inline const std::string& demo_dir() {
     return d.string();
   }();
   return dir;
+}
+
+// The demo model as the server loads it (tokenizer, chat template, limits), loaded once.
+inline const ModelContext& demo_context() {
+  static const ModelContext m = [] {
+    auto r = ModelContext::load(demo_dir(), "");
+    if (!r.ok()) throw std::runtime_error(r.status().to_string());
+    return std::move(*r);
+  }();
+  return m;
 }
 
 }  // namespace rlt::server::testing

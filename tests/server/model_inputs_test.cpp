@@ -12,14 +12,7 @@
 namespace rlt::server {
 namespace {
 
-const ModelContext& demo() {
-  static const ModelContext m = [] {
-    auto r = ModelContext::load(testing::demo_dir(), "");
-    if (!r.ok()) throw std::runtime_error(r.status().to_string());
-    return std::move(*r);
-  }();
-  return m;
-}
+const ModelContext& demo() { return testing::demo_context(); }
 
 std::vector<int32_t> encode(const std::string& text) { return *demo().tokenizer->encode(text, false); }
 

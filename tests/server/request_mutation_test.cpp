@@ -8,6 +8,8 @@
 // RLT_MUTATION_CASES scales the case count.
 #include <gtest/gtest.h>
 
+#include "../mutation_util.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -22,19 +24,9 @@
 namespace rlt::server {
 namespace {
 
-int cases(int fallback) {
-  const char* env = std::getenv("RLT_MUTATION_CASES");
-  return env ? std::max(1, std::atoi(env)) : fallback;
-}
+using mutation::cases;
 
-const ModelContext& demo() {
-  static const ModelContext m = [] {
-    auto r = ModelContext::load(testing::demo_dir(), "");
-    if (!r.ok()) throw std::runtime_error(r.status().to_string());
-    return std::move(*r);
-  }();
-  return m;
-}
+const ModelContext& demo() { return testing::demo_context(); }
 
 // The demo model with a Llama-3-like template that reads chat_template_kwargs and tools, so
 // mutated kwargs reach a template that uses them.
@@ -92,15 +84,6 @@ const std::vector<Base>& bases() {
   return b;
 }
 
-void collect_paths(const json& j, json::json_pointer at, std::vector<json::json_pointer>& out) {
-  out.push_back(at);
-  if (j.is_object()) {
-    for (const auto& [k, v] : j.items()) collect_paths(v, at / k, out);
-  } else if (j.is_array()) {
-    for (size_t i = 0; i < j.size(); ++i) collect_paths(j[i], at / i, out);
-  }
-}
-
 // A value of another type, or an extreme one.
 json odd_value(std::mt19937_64& rng) {
   switch (rng() % 18) {
@@ -129,36 +112,8 @@ json odd_value(std::mt19937_64& rng) {
   }
 }
 
-// Parses `text`, changes one value (replaced, deleted, or its key repeated) and writes it back.
 std::string mutate_structure(const std::string& text, std::mt19937_64& rng) {
-  json j = json::parse(text);
-  std::vector<json::json_pointer> paths;
-  collect_paths(j, json::json_pointer(), paths);
-  const json::json_pointer at = paths[rng() % paths.size()];
-  if (at.empty()) return odd_value(rng).dump();
-  const json::json_pointer parent = at.parent_pointer();
-  switch (rng() % 4) {
-    case 0:
-    case 1:
-      j[at] = odd_value(rng);
-      return j.dump();
-    case 2:  // deleted
-      if (j[parent].is_object()) {
-        j[parent].erase(at.back());
-      } else {
-        j[parent].erase(static_cast<size_t>(std::stoul(at.back())));
-      }
-      return j.dump();
-    default: {  // the member written twice, first with another value (JSON keeps the last)
-      if (!j[parent].is_object()) return j.dump();
-      const std::string first = json(at.back()).dump() + ":" + odd_value(rng).dump() + ",";
-      const std::string marker = "\"@@duplicate-marker@@\"";
-      json copy = j[parent];
-      j[parent] = "@@duplicate-marker@@";
-      std::string out = j.dump();
-      return out.replace(out.find(marker), marker.size(), "{" + first + copy.dump().substr(1));
-    }
-  }
+  return mutation::mutate_structure<json>(text, rng, odd_value);
 }
 
 const char* const kTokens[] = {"null", "true", "-1", "1e309", "-1e309", "\"x\"", "[]", "{}", "0", "0.0",

@@ -6,6 +6,8 @@
 // RLT_MUTATION_CASES scales the case count.
 #include <gtest/gtest.h>
 
+#include "../mutation_util.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -19,10 +21,7 @@ namespace {
 
 using OJson = nlohmann::ordered_json;
 
-int cases(int fallback) {
-  const char* env = std::getenv("RLT_MUTATION_CASES");
-  return env ? std::max(1, std::atoi(env)) : fallback;
-}
+using mutation::cases;
 
 // SmolLM2's ChatML template.
 const char* kChatMl =

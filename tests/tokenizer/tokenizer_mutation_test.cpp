@@ -5,6 +5,8 @@
 // sanitizer build runs this suite too). RLT_MUTATION_CASES scales the case count.
 #include <gtest/gtest.h>
 
+#include "../mutation_util.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -18,10 +20,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-int cases(int fallback) {
-  const char* env = std::getenv("RLT_MUTATION_CASES");
-  return env ? std::max(1, std::atoi(env)) : fallback;
-}
+using mutation::cases;
 
 // Small tokenizers covering the components rlt implements.
 std::vector<std::string> base_tokenizers() {
@@ -75,15 +74,6 @@ std::vector<std::string> base_tokenizers() {
   return {byte_level, metaspace, words};
 }
 
-// Every path (as a list of keys / indices) into `j`, the root included.
-void collect_paths(const Json& j, Json::json_pointer at, std::vector<Json::json_pointer>& out) {
-  out.push_back(at);
-  if (j.is_object()) {
-    for (const auto& [k, v] : j.items()) collect_paths(v, at / k, out);
-  } else if (j.is_array()) {
-    for (size_t i = 0; i < j.size(); ++i) collect_paths(j[i], at / i, out);
-  }
-}
 
 // A value of another type, or an extreme one.
 Json odd_value(std::mt19937_64& rng) {
@@ -109,38 +99,8 @@ Json odd_value(std::mt19937_64& rng) {
   }
 }
 
-// Parses `text`, changes one value (replaced, deleted, or its key repeated) and writes it back.
 std::string mutate_structure(const std::string& text, std::mt19937_64& rng) {
-  Json j = Json::parse(text);
-  std::vector<Json::json_pointer> paths;
-  collect_paths(j, Json::json_pointer(), paths);
-  const Json::json_pointer at = paths[rng() % paths.size()];
-  if (at.empty()) return odd_value(rng).dump();
-  const Json::json_pointer parent = at.parent_pointer();
-  switch (rng() % 4) {
-    case 0:
-    case 1:
-      j[at] = odd_value(rng);
-      return j.dump();
-    case 2:  // deleted
-      if (j[parent].is_object()) {
-        j[parent].erase(at.back());
-      } else {
-        j[parent].erase(static_cast<size_t>(std::stoul(at.back())));
-      }
-      return j.dump();
-    default: {  // the member written twice, the second time with another value (JSON keeps the last)
-      if (!j[parent].is_object()) return j.dump();
-      const std::string key = at.back();
-      const std::string first = Json(key).dump() + ":" + odd_value(rng).dump() + ",";
-      const std::string marker = "\"@@duplicate-marker@@\"";
-      Json copy = j[parent];
-      j[parent] = "@@duplicate-marker@@";
-      std::string out = j.dump();
-      const std::string object = "{" + first + copy.dump().substr(1);
-      return out.replace(out.find(marker), marker.size(), object);
-    }
-  }
+  return mutation::mutate_structure<Json>(text, rng, odd_value);
 }
 
 const char* const kTokens[] = {"null", "true", "-1", "1e309", "\"x\"", "[]", "{}", "0", "99999999999999999999",
