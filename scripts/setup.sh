@@ -12,7 +12,7 @@ DEB_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev zlib1g-dev libbrotli-dev
   python3 python3-venv python3-pip tmux
 )
-PY_PACKAGES=(numpy tokenizers jinja2 openai gguf)
+PY_PACKAGES=(numpy tokenizers jinja2 openai gguf jsonschema)
 # Optional: a headless browser for the chat page test (tests/server/test_chat_page.py skips
 # without it). Installed best effort: a failure here only warns.
 OPTIONAL_DEB_PACKAGES=(chromium)

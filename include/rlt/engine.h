@@ -120,6 +120,9 @@ struct EngineMetrics {
   // processes keep cores busy, with adaptive_threads), and how many batches ran with fewer.
   int cpu_threads = 0;
   int64_t reduced_thread_batches = 0;
+  // Structured output: tokens sampled under a constraint, and the wall time spent on their masks.
+  int64_t constrained_tokens = 0;
+  double mask_seconds = 0.0;
 };
 
 // What one generated token reads, for rooflines: the linear weights of one loop of the core (all
@@ -153,6 +156,11 @@ class Engine {
   // added request ends with exactly one output with finished = true. With asynchronous
   // scheduling a step submits one batch and returns the results of the one before it.
   Result<std::vector<RequestOutput>> step();
+  // Compiles a structured-output constraint into the engine's cache, or says why it cannot be
+  // (kInvalidArgument naming what is wrong or unsupported). Thread-safe and callable while another
+  // thread steps the engine, so that a front end reports bad constraints before queueing and
+  // keeps compilation off the engine's loop; add_request compiles (from the cache) either way.
+  Status prepare_structured_outputs(const StructuredOutputs& spec) const;
   // Cancels a request; its final output ("abort") comes with the next step().
   Status abort(uint64_t id);
   bool has_unfinished() const;

@@ -7,12 +7,30 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "rlt/status.h"
 
 namespace rlt {
+
+// A constraint on the generated text (docs/structured_output.md): every sampled token keeps the
+// text a prefix of the constraint's language, and the end-of-sequence token is allowed only once
+// the text is complete.
+struct StructuredOutputs {
+  enum class Kind : uint8_t {
+    kJsonObject,  // any JSON object (response_format json_object)
+    kJsonSchema,  // an instance of the JSON Schema in `spec`
+    kRegex,       // a full match of the regular expression in `spec`
+    kGrammar,     // a sentence of the GBNF grammar in `spec`
+    kChoice,      // exactly one of `choices`
+  };
+  Kind kind = Kind::kJsonObject;
+  std::string spec;
+  std::vector<std::string> choices;
+  friend bool operator==(const StructuredOutputs&, const StructuredOutputs&) = default;
+};
 
 struct SamplingParams {
   // Largest `logprobs` a request may ask for (OpenAI's completions limit, as vLLM).
@@ -57,6 +75,10 @@ struct SamplingParams {
   // model's full depth; n in [0, kMaxLogprobs] (vLLM's prompt_logprobs, OpenAI's echo). Such a
   // request's prompt is computed whole: it neither reads nor feeds the prefix cache.
   std::optional<int> prompt_logprobs;
+
+  // Absent: unconstrained. Compiled (and cached) by the engine at add_request; a constraint it
+  // cannot compile fails the request there with the reason.
+  std::optional<StructuredOutputs> structured_outputs;
 
   // --- depth (early exit); the engine converts these to model::ExitParams ---
   int64_t min_loops = kDefaultMinLoops;  // >= 1

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <deque>
 #include <filesystem>
+#include <mutex>
 #include <unordered_map>
 
 #include "attention/registry.h"
@@ -26,7 +27,10 @@
 #include "sampling/sampler.h"
 #include "sched/scheduler.h"
 #include "source/model_source.h"
+#include "structured/grammar_compiler.h"
+#include "structured/matcher.h"
 #include "tokenizer/decode_stream.h"
+#include "tokenizer/token_bytes.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rlt {
@@ -107,6 +111,10 @@ struct LiveRequest {
   // applied and reported with the request's first token.
   std::vector<TokenLogprobs> prompt_logprobs;
   bool prompt_logprobs_reported = false;
+  // Structured output: the parse state, and the mask of the next token (filled when its CODA
+  // batch is prepared, read when the row is sampled).
+  std::unique_ptr<structured::GrammarMatcher> matcher;
+  std::vector<uint64_t> allowed;
 };
 
 struct Engine::Impl : public sched::PreemptionHooks {
@@ -125,6 +133,12 @@ struct Engine::Impl : public sched::PreemptionHooks {
   std::string attention_json;
   int64_t generated_tokens = 0;
   int64_t loops_run = 0;
+  // Structured output: the compiler over the tokenizer's vocabulary (built on first use, under
+  // the mutex: front ends compile on their own threads), and the masks' cost.
+  std::mutex compiler_mutex;
+  std::unique_ptr<structured::GrammarCompiler> grammar_compiler;
+  int64_t constrained_tokens = 0;
+  double mask_seconds = 0.0;
   // Asynchronous scheduling: submitted batches whose results are not applied yet, oldest first.
   std::deque<sched::SchedulerOutput> in_flight;
   int64_t lookahead_batches = 0;
@@ -186,6 +200,9 @@ struct Engine::Impl : public sched::PreemptionHooks {
   // Builds `input` for `batch`: the runner's view of it, with CODA rows' sampling parameters,
   // uniforms and histories.
   Status prepare_input(const sched::SchedulerOutput& batch);
+  // The structured-output masks of the next tokens of `rows` (in parallel).
+  void fill_masks(const std::vector<LiveRequest*>& rows);
+  Result<std::shared_ptr<const structured::CompiledGrammar>> compile_constraint(const StructuredOutputs& spec);
   // prepare_input, then submits `input` to the runner.
   Status submit(const sched::SchedulerOutput& batch);
   Status collect(uint64_t seq, runner::BatchResult* result);
@@ -355,6 +372,30 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested,
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
+Result<std::shared_ptr<const structured::CompiledGrammar>> Engine::Impl::compile_constraint(
+    const StructuredOutputs& spec) {
+  structured::GrammarCompiler* compiler = nullptr;
+  {
+    std::lock_guard lock(compiler_mutex);
+    if (!grammar_compiler) {
+      if (!tokenizer) {
+        return failed_precondition(
+            "structured output needs the model's tokenizer (to know each token's bytes); this engine has none: "
+            "serve a model folder or GGUF file that includes one");
+      }
+      auto vocab = std::make_shared<const structured::TokenVocabulary>(
+          tok::token_byte_strings(*tokenizer), static_cast<size_t>(model->config.vocab_size));
+      grammar_compiler = std::make_unique<structured::GrammarCompiler>(std::move(vocab));
+    }
+    compiler = grammar_compiler.get();
+  }
+  return compiler->compile(spec);
+}
+
+Status Engine::prepare_structured_outputs(const StructuredOutputs& spec) const {
+  return impl_->compile_constraint(spec).status();
+}
+
 Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const SamplingParams& params,
                            std::vector<int32_t> exit_trace) {
   Impl& m = *impl_;
@@ -390,6 +431,15 @@ Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const Sampl
   r.exit = exit;
   r.exit_trace = std::move(exit_trace);
   LiveRequest l;
+  if (params.structured_outputs) {
+    RLT_ASSIGN_OR_RETURN(auto grammar, m.compile_constraint(*params.structured_outputs));
+    // The output may end where the grammar does: on the model's end-of-sequence ids and the
+    // request's stop ids.
+    std::vector<int32_t> terminators = params.stop_token_ids;
+    for (int64_t e : m.model->eos_token_ids()) terminators.push_back(static_cast<int32_t>(e));
+    l.matcher = std::make_unique<structured::GrammarMatcher>(std::move(grammar), std::move(terminators));
+    l.allowed.assign(l.matcher->mask_words(), 0);
+  }
   l.history = sampling::TokenHistory(r.prompt);
   const uint64_t seed =
       params.seed ? *params.seed : sampling::derive_request_seed(m.config.seed, std::to_string(id));
@@ -501,7 +551,9 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
         sampling::Sampler& sampler =
             samplers[static_cast<size_t>(omp_get_thread_num()) % samplers.size()];
         sampled[row] = sampler.sample(logits.subspan(row * static_cast<size_t>(vocab), static_cast<size_t>(vocab)),
-                                      requests[row]->params, states[row]->history, states[row]->rng);
+                                      requests[row]->params, states[row]->history, states[row]->rng,
+                                      states[row]->matcher ? std::span<const uint64_t>(states[row]->allowed)
+                                                           : std::span<const uint64_t>());
       }
     }
     for (size_t i = 0; i < n; ++i) {
@@ -519,6 +571,12 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
       }
       LiveRequest& l = *states[i];
       const sampling::SampledToken& st = *sampled[i];
+      if (l.matcher && !l.matcher->accept_token(st.token)) {
+        // The mask allowed it, so this is a bug; it ends this request only.
+        ro.sampled.push_back(-1);
+        (void)abort_request(id, fmt::format("internal error: token {} broke the structured-output constraint", st.token));
+        continue;
+      }
       ro.sampled.push_back(st.token);
       l.history.append(st.token);
       l.new_texts.push_back(l.detokenizer ? l.detokenizer->push(st.token) : std::string());
@@ -580,6 +638,7 @@ Status Engine::Impl::apply_prompt_scores(const sched::SchedulerOutput& batch,
 Status Engine::Impl::prepare_input(const sched::SchedulerOutput& batch) {
   RLT_RETURN_IF_ERROR(engine::build_model_input(batch, *scheduler, *kv, planning, input));
   if (batch.stage != sched::Stage::kCoda) return {};
+  std::vector<LiveRequest*> constrained;
   // The counter advances when the token is applied, and a request has at most one CODA in
   // flight, so this is the uniform the host sampler would draw.
   for (const auto& item : batch.items) {
@@ -588,10 +647,26 @@ Status Engine::Impl::prepare_input(const sched::SchedulerOutput& batch) {
     if (it == live.end() || r == nullptr) {
       input.sampling.push_back({});
     } else {
-      input.sampling.push_back({&r->params, &it->second.history, it->second.rng.uniform()});
+      input.sampling.push_back({&r->params, &it->second.history, it->second.rng.uniform(), {}});
+      if (it->second.matcher) constrained.push_back(&it->second);
     }
   }
+  fill_masks(constrained);
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    auto it = live.find(batch.items[i].id);
+    if (it != live.end() && it->second.matcher) input.sampling[i].allowed = it->second.allowed;
+  }
   return {};
+}
+
+void Engine::Impl::fill_masks(const std::vector<LiveRequest*>& rows) {
+  if (rows.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
+  // Each matcher is its own request's; the compiled grammars they share are thread-safe.
+#pragma omp parallel for schedule(dynamic) if (rows.size() > 1)
+  for (size_t i = 0; i < rows.size(); ++i) rows[i]->matcher->fill_next_token_mask(rows[i]->allowed);
+  mask_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  constrained_tokens += static_cast<int64_t>(rows.size());
 }
 
 namespace {
@@ -743,6 +818,8 @@ EngineMetrics Engine::metrics() const {
   x.runner_seconds = m.runner_seconds;
   x.cpu_threads = m.runner->cpu_threads();
   x.reduced_thread_batches = m.runner->reduced_thread_batches();
+  x.constrained_tokens = m.constrained_tokens;
+  x.mask_seconds = m.mask_seconds;
   return x;
 }
 

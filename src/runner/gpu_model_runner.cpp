@@ -429,9 +429,12 @@ Status GpuModelRunner::enqueue_coda(const ModelInput& input, cuda::PinnedBuffer&
     for (const SamplingRow& row : input.sampling)
       rows.add(row.params ? *row.params : kGreedy, row.history, row.uniform, vocab);
   }
-  // Larger batches than one sampling call takes fall back to the host sampler.
+  // Larger batches than one sampling call takes, and rows with a structured-output mask (the
+  // device kernels have no mask step), fall back to the host sampler.
+  const bool any_mask = std::any_of(input.sampling.begin(), input.sampling.end(),
+                                    [](const SamplingRow& r) { return !r.allowed.empty(); });
   const bool on_device =
-      device_sampling_ && rows.ids_in_vocab && !rows.any_logit_bias &&
+      device_sampling_ && rows.ids_in_vocab && !rows.any_logit_bias && !any_mask &&
       n * vocab <= cuda::kMaxDeviceSampleElements;
   static_assert(sizeof(cuda::DeviceSampleParams) % sizeof(int32_t) == 0,
                 "the parameters travel as int32 words");

@@ -73,6 +73,9 @@ struct SamplingRow {
   const SamplingParams* params = nullptr;
   const sampling::TokenHistory* history = nullptr;
   double uniform = 0.0;  // the request's next sampling uniform (RngState::uniform())
+  // The structured-output mask (Sampler::sample's `allowed`; empty: unconstrained). Device
+  // samplers without a mask step leave such batches to the host sampler.
+  std::span<const uint64_t> allowed;
 };
 
 struct ModelInput {

@@ -51,9 +51,12 @@ uint64_t descending_key(float value, int32_t id) {
 }  // namespace
 
 Status Sampler::apply_penalties(std::span<const float> logits, const SamplingParams& params,
-                                const TokenHistory& history) {
+                                const TokenHistory& history, std::span<const uint64_t> allowed) {
   if (logits.empty()) return invalid_argument("cannot sample from an empty logits row");
   const size_t vocab = logits.size();
+  if (!allowed.empty() && allowed.size() * 64 < vocab) {
+    return invalid_argument(fmt::format("the token mask covers {} ids, the logits row {}", allowed.size() * 64, vocab));
+  }
   work_.resize(vocab);
   bool any_finite = false;
   for (size_t i = 0; i < vocab; ++i) {
@@ -62,10 +65,15 @@ Status Sampler::apply_penalties(std::span<const float> logits, const SamplingPar
     if (std::isnan(x) || x == std::numeric_limits<float>::infinity()) {
       return invalid_argument(fmt::format("logits[{}] is {}", i, x));
     }
-    any_finite |= std::isfinite(x);
-    work_[i] = x;
+    const bool ok = allowed.empty() || ((allowed[i >> 6] >> (i & 63)) & 1);
+    any_finite |= ok && std::isfinite(x);
+    work_[i] = ok ? x : kNegInf;
   }
-  if (!any_finite) return invalid_argument("the logits row has no finite value");
+  if (!any_finite) {
+    return invalid_argument(allowed.empty() ? "the logits row has no finite value"
+                                            : "no token is allowed here: the structured-output constraint "
+                                              "admits none (or only tokens whose logits are -inf)");
+  }
 
   // In f32, as vLLM applies penalties to the f32 logits. Repetition first (over prompt and
   // generated ids), then frequency, then presence (generated ids only) — vLLM's order.
@@ -196,8 +204,9 @@ double Sampler::filter(const SamplingParams& params) {
 }
 
 Result<SampledToken> Sampler::sample(std::span<const float> logits, const SamplingParams& params,
-                                     const TokenHistory& history, RngState& rng) {
-  RLT_RETURN_IF_ERROR(apply_penalties(logits, params, history));
+                                     const TokenHistory& history, RngState& rng,
+                                     std::span<const uint64_t> allowed) {
+  RLT_RETURN_IF_ERROR(apply_penalties(logits, params, history, allowed));
   SampledToken out;
   if (params.greedy()) {
     out.token = argmax();
@@ -222,8 +231,9 @@ Result<SampledToken> Sampler::sample(std::span<const float> logits, const Sampli
 }
 
 Status Sampler::processed_probs(std::span<const float> logits, const SamplingParams& params,
-                                const TokenHistory& history, std::vector<double>& probs) {
-  RLT_RETURN_IF_ERROR(apply_penalties(logits, params, history));
+                                const TokenHistory& history, std::vector<double>& probs,
+                                std::span<const uint64_t> allowed) {
+  RLT_RETURN_IF_ERROR(apply_penalties(logits, params, history, allowed));
   probs.assign(logits.size(), 0.0);
   if (params.greedy()) {
     probs[argmax()] = 1.0;

@@ -1,6 +1,7 @@
 // The sampler: turns one row of logits into one token under a request's SamplingParams.
 //
 // Per row, in this order (docs/sampling.md "Processing order"):
+//   0. the structured-output mask, when given: tokens it does not allow become -inf;
 //   1. penalties (repetition; then frequency, presence), then logit_bias, on a f32 copy of the
 //      logits;
 //   2. temperature 0 -> argmax, first index among ties, done (no random draw);
@@ -64,20 +65,24 @@ float repetition_penalty_f32(double penalty);
 class Sampler {
  public:
   // Samples one token from `logits` ([vocab] f32, the model's output row) and advances `rng`.
-  // Fails (leaving `rng` unchanged) on an empty row, a NaN or +inf logit, a row with no finite
-  // logit, or a history id outside the vocabulary.
+  // `allowed`: empty, or a bit per token id (ceil(vocab / 64) words, bit id % 64 of word id / 64)
+  // — the structured-output mask; unset tokens are never sampled. Fails (leaving `rng`
+  // unchanged) on an empty row, a NaN or +inf logit, a row with no finite allowed logit, or a
+  // history id outside the vocabulary.
   Result<SampledToken> sample(std::span<const float> logits, const SamplingParams& params,
-                              const TokenHistory& history, RngState& rng);
+                              const TokenHistory& history, RngState& rng,
+                              std::span<const uint64_t> allowed = {});
 
   // The distribution sample() draws from, as probabilities ([vocab], zero for removed tokens;
   // one-hot at the argmax when greedy). For tests and for speculative acceptance.
   Status processed_probs(std::span<const float> logits, const SamplingParams& params,
-                         const TokenHistory& history, std::vector<double>& probs);
+                         const TokenHistory& history, std::vector<double>& probs,
+                         std::span<const uint64_t> allowed = {});
 
  private:
-  // Step 1: copies `logits` into work_, checks it and applies the penalties.
+  // Steps 0-1: copies `logits` into work_ (masked), checks it and applies the penalties.
   Status apply_penalties(std::span<const float> logits, const SamplingParams& params,
-                         const TokenHistory& history);
+                         const TokenHistory& history, std::span<const uint64_t> allowed);
   // Step 2: the first index of the largest value of work_.
   int32_t argmax() const;
   // Steps 3-6 on work_ (removed tokens become -inf), then weights_[i] = exp(work_[i]);

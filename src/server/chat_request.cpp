@@ -30,6 +30,28 @@ bool read_content(FieldReader& r, const json& content, size_t index, std::string
 
 }  // namespace
 
+// An assistant message's tool_calls, as OpenAI sends them back: [{id, type: "function",
+// function: {name, arguments: JSON text}}].
+static bool read_tool_calls(FieldReader& r, const json& calls, size_t index, json* out) {
+  const std::string where = fmt::format("messages[{}].tool_calls", index);
+  if (!calls.is_array())
+    return r.fail(invalid_request(fmt::format("{} must be a list, got {}", where, describe_value(calls)), "messages"));
+  *out = json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const json& c = calls[k];
+    const json* fn = c.is_object() && c.contains("function") ? &c["function"] : nullptr;
+    if (fn == nullptr || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string() ||
+        (fn->contains("arguments") && !(*fn)["arguments"].is_string()))
+      return r.fail(invalid_request(fmt::format("{}[{}] must be {{\"id\", \"type\": \"function\", \"function\": "
+                                                "{{\"name\": string, \"arguments\": JSON text}}}}", where, k),
+                                    "messages"));
+    json call = {{"id", c.value("id", json(""))}, {"type", "function"},
+                 {"function", {{"name", (*fn)["name"]}, {"arguments", fn->value("arguments", json("{}"))}}}};
+    out->push_back(std::move(call));
+  }
+  return true;
+}
+
 void read_messages(FieldReader& r, GenerationRequest* out) {
   const json* v = r.find("messages");
   if (!r.ok()) return;
@@ -44,21 +66,43 @@ void read_messages(FieldReader& r, GenerationRequest* out) {
       return void(r.fail(invalid_request(fmt::format("messages[{}] must be an object, got {}", i, describe_value(m)),
                                          "messages")));
     for (const auto& [key, value] : m.items()) {
-      if (key != "role" && key != "content" && key != "name")
+      if (key != "role" && key != "content" && key != "name" && key != "tool_calls" && key != "tool_call_id")
         return void(r.fail(invalid_request(fmt::format("messages[{}] has the unsupported field '{}' (rlt takes role, "
-                                                       "content and name)", i, key), "messages")));
+                                                       "content, name, tool_calls and tool_call_id)", i, key), "messages")));
     }
-    const json role = m.value("role", json());
-    if (!role.is_string() || (role != "system" && role != "user" && role != "assistant"))
-      return void(r.fail(invalid_request(fmt::format("messages[{}].role must be \"system\", \"user\" or \"assistant\", got {}",
-                                                     i, describe_value(role)), "messages")));
-    if (!m.contains("content"))
-      return void(r.fail(invalid_request(fmt::format("messages[{}].content is required", i), "messages")));
-    std::string content;
-    if (!read_content(r, m["content"], i, &content)) return;
+    json role = m.value("role", json());
+    if (role == "developer") role = "system";  // OpenAI's newer name for the system role
+    if (!role.is_string() || (role != "system" && role != "user" && role != "assistant" && role != "tool"))
+      return void(r.fail(invalid_request(fmt::format("messages[{}].role must be \"system\", \"developer\", \"user\", "
+                                                     "\"assistant\" or \"tool\", got {}", i, describe_value(role)),
+                                         "messages")));
     json msg = json::object();
     msg["role"] = role;
-    msg["content"] = std::move(content);
+    const bool has_calls = role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null();
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null() && role != "assistant")
+      return void(r.fail(invalid_request(fmt::format("messages[{}].tool_calls is only for assistant messages", i),
+                                         "messages")));
+    // An assistant message that calls tools may have no content.
+    if (!m.contains("content") || m["content"].is_null()) {
+      if (!has_calls)
+        return void(r.fail(invalid_request(fmt::format("messages[{}].content is required", i), "messages")));
+      msg["content"] = "";
+    } else {
+      std::string content;
+      if (!read_content(r, m["content"], i, &content)) return;
+      msg["content"] = std::move(content);
+    }
+    if (has_calls) {
+      json calls;
+      if (!read_tool_calls(r, m["tool_calls"], i, &calls)) return;
+      msg["tool_calls"] = std::move(calls);
+    }
+    if (role == "tool") {
+      if (!m.contains("tool_call_id") || !m["tool_call_id"].is_string())
+        return void(r.fail(invalid_request(fmt::format("messages[{}] (role \"tool\") needs a string tool_call_id", i),
+                                           "messages")));
+      msg["tool_call_id"] = m["tool_call_id"];
+    }
     if (m.contains("name")) {
       if (!m["name"].is_string())
         return void(r.fail(invalid_request(fmt::format("messages[{}].name must be a string", i), "messages")));
@@ -75,7 +119,8 @@ std::optional<ApiError> parse_chat_request(const json& body, const ParseLimits& 
   r.only_known({"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
                 "seed", "stop", "n", "presence_penalty", "frequency_penalty", "repetition_penalty", "stream",
                 "stream_options", "user", "logprobs", "top_logprobs", "logit_bias", "chat_template_kwargs", "min_loops",
-                "max_loops", "exit_threshold", "priority", "ignore_eos", "stop_token_ids"});
+                "max_loops", "exit_threshold", "priority", "ignore_eos", "stop_token_ids", "response_format", "structured_outputs", "guided_json",
+                "guided_regex", "guided_grammar", "guided_choice", "tools", "tool_choice", "parallel_tool_calls"});
   if (r.ok()) read_common_fields(r, limits, out);
   // max_completion_tokens is the newer name; it wins when both are sent.
   if (r.ok() && r.find("max_completion_tokens") != nullptr) {
@@ -83,6 +128,7 @@ std::optional<ApiError> parse_chat_request(const json& body, const ParseLimits& 
     r.read_int("max_completion_tokens", &out->params.max_tokens, 1, std::numeric_limits<int64_t>::max());
   }
   read_messages(r, out);
+  read_tools(r, out);
   r.read_bool("logprobs", &out->logprobs);
   if (r.ok() && r.find("top_logprobs") != nullptr) {
     r.read_int("top_logprobs", &out->top_logprobs, 0, SamplingParams::kMaxLogprobs);

@@ -158,6 +158,7 @@ void read_common_fields(FieldReader& r, const ParseLimits& limits, GenerationReq
   r.read_int("max_loops", &p.max_loops, 1, kI64Max);
   r.read_number("exit_threshold", &p.exit_threshold);
   r.read_int("priority", &p.priority, kIntMin, kIntMax);
+  read_structured_outputs(r, out);
   // The remaining ranges (temperature >= 0, top_p in (0, 1], penalties, ...) are SamplingParams'
   // own rules, checked once with the model's vocabulary in the prompt builder.
 }

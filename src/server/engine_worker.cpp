@@ -98,6 +98,19 @@ std::optional<ApiError> EngineWorker::submit(std::vector<std::vector<int32_t>> p
   return std::nullopt;
 }
 
+std::optional<ApiError> EngineWorker::prepare_structured_outputs(const StructuredOutputs& spec,
+                                                                const std::string& param) {
+  Engine* engine = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ != State::kReady || stopping_) return std::nullopt;
+    engine = engine_.get();  // set once loaded and kept until the worker is destroyed
+  }
+  Status s = engine->prepare_structured_outputs(spec);
+  if (s.ok()) return std::nullopt;
+  return invalid_request(s.message(), param);
+}
+
 void EngineWorker::cancel(const std::vector<uint64_t>& request_ids) {
   {
     std::lock_guard lock(mutex_);

@@ -3,7 +3,8 @@
 // new tokens to its Channel, publish metrics.
 //
 // Thread safety: start/submit/cancel/stop and the accessors may be called from any thread;
-// everything touching the Engine runs on the engine thread only.
+// everything touching the Engine runs on the engine thread only (but for its documented
+// thread-safe calls: prepare_structured_outputs).
 #pragma once
 
 #include <atomic>
@@ -56,6 +57,10 @@ class EngineWorker {
   std::optional<ApiError> submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& params,
                                  std::shared_ptr<Channel>* out,
                                  std::vector<std::optional<uint64_t>> seeds = {});
+  // Compiles a structured-output constraint on the caller's thread (the engine's compiler is
+  // thread-safe): a 400 naming `param` when it cannot be compiled; nullopt when it compiled or
+  // the engine is not ready (submit answers that).
+  std::optional<ApiError> prepare_structured_outputs(const StructuredOutputs& spec, const std::string& param);
   // Aborts these requests; their final outputs (reason "abort") still reach the channel.
   void cancel(const std::vector<uint64_t>& request_ids);
   // Engine requests submitted and not yet finished.

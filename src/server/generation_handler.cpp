@@ -53,6 +53,7 @@ struct StreamState {
   const ModelContext& model;
   std::vector<GenerationSession::Event> first_events;  // taken before the headers went out
   std::vector<bool> prompt_sent;  // per choice: its prompt chunk went out (echo, prompt_logprobs)
+  std::vector<ToolCallParser> tool_parsers;  // per choice, with tools: text -> content + calls
   bool started = false;
   bool finished = false;
 };
@@ -66,7 +67,27 @@ void append_events(StreamState& st, const std::vector<GenerationSession::Event>&
         *out += sse_event(prompt_chunk(st.meta, e.choice, st.session->choices()[e.choice], *st.model.tokenizer));
       }
     }
-    *out += sse_event(token_chunk(st.meta, e.choice, e.piece, *st.model.tokenizer));
+    if (!st.meta.tool_calls) {
+      *out += sse_event(token_chunk(st.meta, e.choice, e.piece, *st.model.tokenizer));
+      continue;
+    }
+    // With tools the text goes through the choice's parser: content streams as it comes, a
+    // call goes out whole once its block closes, and the finish says "tool_calls" after calls.
+    st.tool_parsers.resize(st.session->choices().size());
+    ToolCallParser& parser = st.tool_parsers[e.choice];
+    TokenPiece piece = e.piece;
+    ToolCallParser::Delta d = parser.push(piece.text);
+    if (piece.last) {
+      ToolCallParser::Delta rest = parser.finish();
+      d.content += rest.content;
+      for (auto& c : rest.calls) d.calls.push_back(std::move(c));
+    }
+    piece.text = std::move(d.content);
+    const size_t first_call = parser.calls() - d.calls.size();
+    for (size_t k = 0; k < d.calls.size(); ++k)
+      *out += sse_event(tool_call_chunk(st.meta, e.choice, first_call + k, d.calls[k]));
+    if (piece.last && parser.calls() > 0 && piece.finish_reason == "stop") piece.finish_reason = "tool_calls";
+    *out += sse_event(token_chunk(st.meta, e.choice, piece, *st.model.tokenizer));
   }
 }
 
@@ -191,6 +212,13 @@ void handle_generation(ServingState& s, Endpoint endpoint, const httplib::Reques
   if (auto e = build_engine_inputs(request, model, &inputs)) return send_error(res, *e);
   ResponseMeta meta;
   if (request.echo) meta.echoes = echoed_prompts(request, inputs, *model.tokenizer);
+  if (inputs.params.structured_outputs) {
+    // Compiled here, on the request's thread: a bad constraint is a 400 before anything queues,
+    // and the engine thread finds it in its cache.
+    const std::string param = request.structured_param.empty() ? "tools" : request.structured_param;
+    if (auto e = s.worker.prepare_structured_outputs(*inputs.params.structured_outputs, param))
+      return send_error(res, *e);
+  }
   std::shared_ptr<Channel> channel;
   if (auto e = s.worker.submit(std::move(inputs.prompts), inputs.params, &channel, std::move(inputs.seeds)))
     return send_error(res, *e);
@@ -210,6 +238,7 @@ void handle_generation(ServingState& s, Endpoint endpoint, const httplib::Reques
   meta.n = request.n;
   meta.copies = request.copies();
   meta.include_usage = request.include_usage;
+  meta.tool_calls = request.tools.active();
   if (request.stream) return respond_streaming(s, std::move(session), meta, model, res);
   respond_blocking(*session, meta, model, res);
 }

@@ -21,6 +21,17 @@ struct PromptInput {
   std::vector<int32_t> ids;
 };
 
+// Chat's function calling: the tools offered and how the model may use them.
+struct ToolRequest {
+  enum class Choice { kNone, kAuto, kRequired, kNamed };
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // [{"type": "function", "function": {...}}]
+  Choice choice = Choice::kNone;  // "auto" by default when tools are given (OpenAI)
+  std::string named;              // kNamed: the function that must be called
+  bool parallel = true;           // parallel_tool_calls: several calls in one reply
+  // Tools reach the prompt and outputs are parsed for calls.
+  bool active() const { return choice != Choice::kNone; }
+};
+
 struct GenerationRequest {
   // Choices one request may ask for: prompts × max(n, best_of) (OpenAI's limit for n).
   static constexpr int kMaxChoices = 128;
@@ -41,6 +52,8 @@ struct GenerationRequest {
   std::optional<int> prompt_logprobs;        // completions: vLLM's prompt_logprobs (alternatives)
   bool stream = false;
   bool include_usage = false;                // stream_options.include_usage
+  std::string structured_param;              // the field that set params.structured_outputs
+  ToolRequest tools;                         // chat: tools, tool_choice, parallel_tool_calls
 
   // Engine requests per prompt: best_of when given, else n.
   int copies() const { return best_of > 0 ? best_of : n; }

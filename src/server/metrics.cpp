@@ -154,6 +154,10 @@ std::string Metrics::render() const {
         engine_.cpu_threads);
   gauge(&out, "rlt_reduced_thread_batches_total", "CPU runs: batches run with fewer threads than configured",
         engine_.reduced_thread_batches, "counter");
+  gauge(&out, "rlt_constrained_tokens_total", "Tokens sampled under a structured-output constraint",
+        engine_.constrained_tokens, "counter");
+  gauge(&out, "rlt_structured_mask_seconds_total", "Wall time spent computing structured-output token masks",
+        engine_.mask_seconds, "counter");
   header(&out, "rlt_device_seconds_total", "counter", "GPU runs: device time of the batches of each stage");
   for (const auto& [stage, t] : engine_.device_time.named())
     out += fmt::format("rlt_device_seconds_total{{stage=\"{}\"}} {}\n", stage, t.milliseconds / 1e3);

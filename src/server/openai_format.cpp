@@ -125,6 +125,46 @@ std::string make_response_id(Endpoint endpoint) {
   return fmt::format("{}-{:016x}{:016x}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", rng(), rng());
 }
 
+namespace {
+
+std::string make_call_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("call_{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
+}
+
+json tool_call_json(const ParsedToolCall& call) {
+  return {{"id", make_call_id()}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+// The assistant message of a chat choice; with tools, its <tool_call> blocks become tool_calls
+// (content null when nothing else was said) and a "stop" finish becomes "tool_calls".
+json chat_message(const ResponseMeta& meta, const std::string& text, std::string* finish) {
+  if (!meta.tool_calls) return {{"role", "assistant"}, {"content", text}};
+  ParsedOutput parsed = parse_tool_calls(text);
+  if (parsed.calls.empty()) return {{"role", "assistant"}, {"content", parsed.content}};
+  json calls = json::array();
+  for (const ParsedToolCall& call : parsed.calls) calls.push_back(tool_call_json(call));
+  if (*finish == "stop") *finish = "tool_calls";
+  return {{"role", "assistant"}, {"content", parsed.content.empty() ? json() : json(parsed.content)},
+          {"tool_calls", std::move(calls)}};
+}
+
+}  // namespace
+
+json tool_call_chunk(const ResponseMeta& meta, size_t index, size_t call_index, const ParsedToolCall& call) {
+  json j = header(meta, "chat.completion.chunk");
+  json c = tool_call_json(call);
+  c["index"] = call_index;
+  json choice;
+  choice["index"] = index;
+  choice["delta"] = {{"tool_calls", json::array({std::move(c)})}};
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = nullptr;
+  j["choices"] = json::array({std::move(choice)});
+  if (meta.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
 json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
   return {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
           {"total_tokens", prompt_tokens + completion_tokens}};
@@ -168,8 +208,9 @@ json final_response(const ResponseMeta& meta, const std::vector<ChoiceDecoder>& 
     const ChoiceDecoder& c = choices[i];
     json choice;
     choice["index"] = index;
+    std::string finish = c.finish_reason();
     if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text()}};
+      choice["message"] = chat_message(meta, c.text(), &finish);
       if (meta.logprobs) {
         json content = json::array();
         for (const TokenLogprobs& lp : c.logprobs()) content.push_back(chat_logprob_entry(tokenizer, lp));
@@ -194,7 +235,7 @@ json final_response(const ResponseMeta& meta, const std::vector<ChoiceDecoder>& 
       if (meta.prompt_logprobs)
         choice["prompt_logprobs"] = vllm_prompt_logprobs(tokenizer, c.prompt_logprobs(), *meta.prompt_logprobs);
     }
-    choice["finish_reason"] = c.finish_reason();
+    choice["finish_reason"] = finish;
     choice["token_ids"] = c.tokens();
     choice["exit_depths"] = c.exit_depths();
     list.push_back(std::move(choice));

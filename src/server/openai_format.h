@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "server/choice_decoder.h"
+#include "server/tool_call_parser.h"
 #include "server/generation_request.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,6 +39,8 @@ struct ResponseMeta {
   std::vector<PromptEcho> echoes;
   // vLLM's prompt_logprobs extension: alternatives per prompt token (absent: not written).
   std::optional<int> prompt_logprobs;
+  // Chat with tools: outputs are parsed for <tool_call> blocks (tool_call_parser.h).
+  bool tool_calls = false;
 
   bool echo() const { return !echoes.empty(); }
   // Whether a choice's first output comes with a prompt chunk (streaming).
@@ -63,6 +66,8 @@ json token_chunk(const ResponseMeta& meta, size_t index, const TokenPiece& piece
 // Streaming, before a completion choice's first token: the echoed prompt (text and logprobs)
 // and the prompt_logprobs extension, as the request asked.
 json prompt_chunk(const ResponseMeta& meta, size_t index, const ChoiceDecoder& choice, const tok::Tokenizer& tokenizer);
+// A streamed tool call: one chunk with the call's index, id, name and complete arguments.
+json tool_call_chunk(const ResponseMeta& meta, size_t index, size_t call_index, const ParsedToolCall& call);
 json usage_chunk(const ResponseMeta& meta, int64_t prompt_tokens, int64_t completion_tokens);
 
 // "data: <json>\n\n" (invalid UTF-8 replaced rather than thrown on).

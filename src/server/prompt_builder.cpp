@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "sampling/rng.h"
+#include "server/tool_prompt.h"
 
 namespace rlt::server {
 namespace {
@@ -47,7 +48,10 @@ std::optional<ApiError> chat_prompt(const GenerationRequest& request, const Mode
   if (!model.chat_template)
     return invalid_request("this model has no chat template (" + model.chat_template_error + "); use /v1/completions",
                            "messages");
-  auto text = model.chat_template->render(request.messages, true, request.template_kwargs);
+  // Templates that read `tools` get them; others get the Hermes convention in the messages.
+  const bool knows_tools = model.chat_template->source().find("tools") != std::string::npos;
+  const TemplateInput in = chat_template_input(request, knows_tools);
+  auto text = model.chat_template->render(in.messages, true, in.extra);
   if (!text.ok()) return invalid_request("the chat template could not render the messages: " + text.status().message(),
                                          "messages");
   std::vector<int32_t> ids;
@@ -106,6 +110,16 @@ std::optional<ApiError> build_engine_inputs(const GenerationRequest& request, co
   if (request.echo && request.logprobs) out->params.prompt_logprobs = request.top_logprobs;
   if (request.prompt_logprobs)
     out->params.prompt_logprobs = std::max(out->params.prompt_logprobs.value_or(0), *request.prompt_logprobs);
+  using Choice = ToolRequest::Choice;
+  if (request.tools.choice == Choice::kRequired || request.tools.choice == Choice::kNamed) {
+    // A call is forced: its format and arguments through the constraint engine.
+    if (out->params.structured_outputs)
+      return invalid_request(fmt::format("'tool_choice' forces a tool call, and '{}' constrains the output too; send "
+                                         "one", request.structured_param), "tool_choice");
+    auto gbnf = tool_call_gbnf(request.tools);
+    if (!gbnf.ok()) return invalid_request(gbnf.status().message(), "tools");
+    out->params.structured_outputs = StructuredOutputs{StructuredOutputs::Kind::kGrammar, std::move(*gbnf), {}};
+  }
   auto error = request.endpoint == Endpoint::kChat ? chat_prompt(request, model, out)
                                                    : completion_prompts(request, model, out);
   if (error) return error;

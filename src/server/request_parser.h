@@ -21,6 +21,11 @@ std::optional<ApiError> parse_chat_request(const json& body, const ParseLimits& 
 
 // Fields both endpoints share (sampling, stop, streaming, rlt's depth extensions).
 void read_common_fields(FieldReader& r, const ParseLimits& limits, GenerationRequest* out);
+// response_format, structured_outputs and guided_*: at most one constraint, into
+// out->params.structured_outputs (compiled against the vocabulary before queueing).
+void read_structured_outputs(FieldReader& r, GenerationRequest* out);
+// Chat's tools, tool_choice and parallel_tool_calls into out->tools.
+void read_tools(FieldReader& r, GenerationRequest* out);
 // A chat body's "messages" into out->messages (roles, text contents; /tokenize reads them too).
 void read_messages(FieldReader& r, GenerationRequest* out);
 

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <map>
+#include <regex>
 
 #include "common/log.h"
 #include "model/demo_checkpoint.h"
@@ -272,6 +273,58 @@ TEST(EngineApi, LogprobsComeWithEveryToken) {
     EXPECT_EQ(o.logprobs[i].top[0].token, o.token_ids[i]) << "greedy picks the most likely token";
     EXPECT_LE(o.logprobs[i].logprob, 0.0f);
   }
+}
+
+}  // namespace
+}  // namespace rlt
+
+namespace rlt {
+namespace {
+
+TEST(EngineApi, StructuredOutputsHoldForEveryRowOfAMixedBatch) {
+  auto e = make_engine();
+  auto constrained = [](uint64_t seed, StructuredOutputs::Kind kind, std::string spec,
+                        std::vector<std::string> choices = {}) {
+    SamplingParams p = sampled(seed);
+    p.ignore_eos = false;
+    p.max_tokens = 80;
+    p.structured_outputs = StructuredOutputs{kind, std::move(spec), std::move(choices)};
+    return p;
+  };
+  using Kind = StructuredOutputs::Kind;
+  ASSERT_TRUE(e->add_request(1, {60, 61}, constrained(1, Kind::kRegex, "[a-c]{3,5}x")).ok());
+  ASSERT_TRUE(e->add_request(2, {60, 62}, constrained(2, Kind::kChoice, "", {"alpha", "beta"})).ok());
+  ASSERT_TRUE(e->add_request(3, {61, 62}, constrained(3, Kind::kJsonSchema,
+      R"({"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":12},
+          "tag":{"enum":["x","yy"]}},"required":["n","tag"]})")).ok());
+  ASSERT_TRUE(e->add_request(4, {60, 61, 62}, sampled(4)).ok());  // unconstrained, same batch
+  auto out = drain(*e);
+  ASSERT_EQ(out.size(), 4u);
+  for (uint64_t id : {1, 2, 3}) EXPECT_EQ(out[id].finish_reason, "stop") << id << ": " << out[id].text;
+  EXPECT_TRUE(std::regex_match(out[1].text, std::regex("[a-c]{3,5}x"))) << out[1].text;
+  EXPECT_TRUE(out[2].text == "alpha" || out[2].text == "beta") << out[2].text;
+  EXPECT_TRUE(std::regex_match(out[3].text, std::regex(
+      R"re(\{\s*"n"\s*:\s*([1-9]|1[0-2])\s*,\s*"tag"\s*:\s*"(x|yy)"\s*\})re"))) << out[3].text;
+  EXPECT_GT(e->metrics().constrained_tokens, 0);
+
+  // The unconstrained row is what it is alone: masks are per row.
+  auto alone = make_engine();
+  ASSERT_TRUE(alone->add_request(4, {60, 61, 62}, sampled(4)).ok());
+  EXPECT_EQ(drain(*alone)[4].token_ids, out[4].token_ids);
+}
+
+TEST(EngineApi, BadConstraintsAreRefusedAtAdmission) {
+  auto e = make_engine();
+  SamplingParams p;
+  p.structured_outputs = StructuredOutputs{StructuredOutputs::Kind::kJsonSchema, R"({"type":"string","format":"hostname"})", {}};
+  Status s = e->add_request(1, {60}, p);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("hostname"), std::string::npos) << s.message();
+  EXPECT_FALSE(e->prepare_structured_outputs(StructuredOutputs{StructuredOutputs::Kind::kRegex, "(a", {}}).ok());
+  EXPECT_TRUE(e->prepare_structured_outputs(StructuredOutputs{StructuredOutputs::Kind::kRegex, "a+", {}}).ok());
+  EXPECT_FALSE(e->has_unfinished());
+  ASSERT_TRUE(e->add_request(2, {60}, sampled(2)).ok());
+  EXPECT_EQ(drain(*e).size(), 1u);
 }
 
 }  // namespace

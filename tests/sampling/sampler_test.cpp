@@ -319,3 +319,52 @@ TEST(SamplerPenalties, ExtremeValidPenaltiesSaturateInsteadOfBreakingTheRow) {
 
 }  // namespace
 }  // namespace rlt::sampling
+
+namespace rlt::sampling {
+namespace {
+
+// --- the structured-output mask ---
+
+TEST(SamplerMask, OnlyAllowedTokensAreEverSampled) {
+  const std::vector<float> logits = {5.0f, 0.0f, 1.0f, 4.0f};  // token 0 is by far the likeliest
+  const std::vector<uint64_t> allowed = {(1u << 1) | (1u << 2)};
+  SamplingParams greedy;
+  greedy.temperature = 0.0;
+  Sampler sampler;
+  RngState rng = RngState::from_seed(1);
+  auto g = sampler.sample(logits, greedy, {}, rng, allowed);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->token, 2);
+  SamplingParams hot;
+  hot.temperature = 2.0;
+  hot.logprobs = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    RngState r = RngState::from_seed(seed);
+    auto t = sampler.sample(logits, hot, {}, r, allowed);
+    ASSERT_TRUE(t.ok());
+    EXPECT_TRUE(t->token == 1 || t->token == 2) << t->token;
+    // Logprobs stay those of the raw distribution.
+    EXPECT_NEAR(t->logprob, std::log(softmax({5.0, 0.0, 1.0, 4.0})[static_cast<size_t>(t->token)]), 1e-5);
+  }
+  std::vector<double> probs;
+  ASSERT_TRUE(sampler.processed_probs(logits, hot, {}, probs, allowed).ok());
+  EXPECT_EQ(probs[0], 0.0);
+  EXPECT_EQ(probs[3], 0.0);
+  EXPECT_NEAR(probs[1] + probs[2], 1.0, 1e-12);
+}
+
+TEST(SamplerMask, NothingAllowedIsAnErrorThatKeepsTheStream) {
+  const std::vector<float> logits = {1.0f, kNegInf, 2.0f};
+  Sampler sampler;
+  RngState rng = RngState::from_seed(3);
+  const RngState before = rng;
+  auto r = sampler.sample(logits, SamplingParams{}, {}, rng, std::vector<uint64_t>{1u << 1});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("structured-output"), std::string::npos);
+  EXPECT_EQ(rng.uniform(), before.uniform());
+  auto short_mask = sampler.sample(std::vector<float>(100, 0.0f), SamplingParams{}, {}, rng, std::vector<uint64_t>{1});
+  EXPECT_FALSE(short_mask.ok());
+}
+
+}  // namespace
+}  // namespace rlt::sampling

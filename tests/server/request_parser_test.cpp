@@ -215,3 +215,56 @@ TEST(ChatRequest, ChatFields) {
 
 }  // namespace
 }  // namespace rlt::server
+
+namespace rlt::server {
+namespace {
+
+TEST(StructuredOutputFields, EveryFormBecomesOneConstraint) {
+  using Kind = StructuredOutputs::Kind;
+  GenerationRequest g;
+  ASSERT_FALSE(chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", &g));
+  ASSERT_TRUE(g.params.structured_outputs);
+  EXPECT_EQ(g.params.structured_outputs->kind, Kind::kJsonObject);
+  EXPECT_EQ(g.structured_param, "response_format");
+  GenerationRequest s;
+  ASSERT_FALSE(chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],
+      "response_format":{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"integer"},"strict":true}}})", &s));
+  EXPECT_EQ(s.params.structured_outputs->kind, Kind::kJsonSchema);
+  EXPECT_EQ(s.params.structured_outputs->spec, R"({"type":"integer"})");
+  GenerationRequest t;
+  ASSERT_FALSE(chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}})", &t));
+  EXPECT_FALSE(t.params.structured_outputs);
+  GenerationRequest v;
+  ASSERT_FALSE(completion(R"({"model":"m","prompt":"x","structured_outputs":{"choice":["a","b"]}})", &v));
+  EXPECT_EQ(v.params.structured_outputs->kind, Kind::kChoice);
+  EXPECT_EQ(v.params.structured_outputs->choices, (std::vector<std::string>{"a", "b"}));
+  GenerationRequest r;
+  ASSERT_FALSE(completion(R"({"model":"m","prompt":"x","guided_regex":"[0-9]+"})", &r));
+  EXPECT_EQ(r.params.structured_outputs->kind, Kind::kRegex);
+  EXPECT_EQ(r.structured_param, "guided_regex");
+  GenerationRequest gr;
+  ASSERT_FALSE(completion(R"({"model":"m","prompt":"x","structured_outputs":{"grammar":"root ::= \"a\""}})", &gr));
+  EXPECT_EQ(gr.params.structured_outputs->kind, Kind::kGrammar);
+  GenerationRequest js;
+  ASSERT_FALSE(completion(R"({"model":"m","prompt":"x","guided_json":"{\"type\":\"string\"}"})", &js));
+  EXPECT_EQ(js.params.structured_outputs->spec, R"({"type":"string"})");
+}
+
+TEST(StructuredOutputFields, MalformedOrConflictingConstraintsAreRefused) {
+  const std::string head = R"({"model":"m","messages":[{"role":"user","content":"x"}],)";
+  expect_400(chat(head + R"("response_format":{"type":"xml"}})"), "response_format", "\"xml\"");
+  expect_400(chat(head + R"("response_format":"json"})"), "response_format", "must be an object");
+  expect_400(chat(head + R"("response_format":{"type":"json_schema"}})"), "response_format", "needs \"json_schema\"");
+  expect_400(chat(head + R"("response_format":{"type":"json_schema","json_schema":{"schema":5}}})"), "response_format",
+             "must be a JSON schema");
+  expect_400(chat(head + R"("structured_outputs":{"regex":"a","choice":["b"]}})"), "structured_outputs", "exactly one");
+  expect_400(chat(head + R"("structured_outputs":{"regex":"a","whitespace_pattern":" "}})"), "structured_outputs",
+             "whitespace_pattern");
+  expect_400(chat(head + R"("guided_choice":[]})"), "guided_choice", "non-empty list");
+  expect_400(chat(head + R"("guided_regex":""})"), "guided_regex", "non-empty string");
+  expect_400(chat(head + R"("response_format":{"type":"json_object"},"guided_regex":"a"})"), "guided_regex",
+             "both constrain");
+}
+
+}  // namespace
+}  // namespace rlt::server

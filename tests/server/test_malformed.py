@@ -69,7 +69,9 @@ WRONG_CHAT = [
     {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "top_logprobs": 50, "logprobs": True},
     {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": []},
     {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]},
-    {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}},
+    {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}},
+    {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}},
+    {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "structured_outputs": {"regex": "a", "choice": ["b"]}},
 ]
 
 

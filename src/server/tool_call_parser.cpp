@@ -1,0 +1,112 @@
+#include "server/tool_call_parser.h"
+
+#include <nlohmann/json.hpp>
+
+namespace rlt::server {
+namespace {
+
+constexpr std::string_view kOpen = "<tool_call>";
+constexpr std::string_view kClose = "</tool_call>";
+
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
+// The length of the longest suffix of `s` that is a proper prefix of `tag`.
+size_t partial_tag(const std::string& s, std::string_view tag) {
+  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n) {
+    if (s.compare(s.size() - n, n, tag.substr(0, n)) == 0) return n;
+  }
+  return 0;
+}
+
+bool parse_call(const std::string& body, ParsedToolCall* out) {
+  using json = nlohmann::ordered_json;
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
+  const char* key = j.contains("arguments") ? "arguments" : "parameters";
+  json args = j.contains(key) ? j[key] : json::object();
+  if (args.is_string())
+    args = json::parse(args.get<std::string>(), nullptr, false);  // arguments sent as text
+  if (!args.is_object()) return false;
+  out->name = j["name"].get<std::string>();
+  out->arguments = args.dump();
+  return true;
+}
+
+}  // namespace
+
+void ToolCallParser::drain(Delta& out, bool at_end) {
+  for (;;) {
+    if (!in_call_) {
+      if (after_call_) {
+        size_t i = 0;
+        while (i < pending_.size() && is_space(pending_[i])) ++i;
+        pending_.erase(0, i);
+        if (pending_.empty() && !at_end) return;
+        after_call_ = false;
+      }
+      const size_t open = pending_.find(kOpen);
+      if (open == std::string::npos) {
+        // Hold back a partial tag and the whitespace before it (it goes if a call follows).
+        size_t keep = at_end ? 0 : partial_tag(pending_, kOpen);
+        if (!at_end) {
+          while (keep < pending_.size() && is_space(pending_[pending_.size() - keep - 1])) ++keep;
+        }
+        out.content += pending_.substr(0, pending_.size() - keep);
+        pending_.erase(0, pending_.size() - keep);
+        return;
+      }
+      size_t end = open;
+      while (end > 0 && is_space(pending_[end - 1])) --end;
+      out.content += pending_.substr(0, end);
+      pending_.erase(0, open + kOpen.size());
+      in_call_ = true;
+    }
+    const size_t close = pending_.find(kClose);
+    if (close == std::string::npos) {
+      if (at_end) {  // never closed: the model's text, as written
+        out.content += std::string(kOpen) + pending_;
+        pending_.clear();
+        in_call_ = false;
+      }
+      return;
+    }
+    ParsedToolCall call;
+    const std::string body = pending_.substr(0, close);
+    if (parse_call(body, &call)) {
+      out.calls.push_back(std::move(call));
+      ++calls_;
+    } else {
+      out.content += std::string(kOpen) + body + std::string(kClose);
+    }
+    pending_.erase(0, close + kClose.size());
+    in_call_ = false;
+    after_call_ = true;
+  }
+}
+
+ToolCallParser::Delta ToolCallParser::push(const std::string& text) {
+  pending_ += text;
+  Delta out;
+  drain(out, false);
+  return out;
+}
+
+ToolCallParser::Delta ToolCallParser::finish() {
+  Delta out;
+  drain(out, true);
+  return out;
+}
+
+ParsedOutput parse_tool_calls(const std::string& text) {
+  ToolCallParser p;
+  ParsedOutput out;
+  for (ToolCallParser::Delta d : {p.push(text), p.finish()}) {
+    out.content += d.content;
+    for (auto& c : d.calls) out.calls.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace rlt::server

@@ -1,0 +1,52 @@
+// Tool calls in a chat output, in the Hermes / Qwen convention the prompt asks for:
+//
+//   optional text <tool_call>
+//   {"name": "get_weather", "arguments": {"city": "Paris"}}
+//   </tool_call> ...
+//
+// Fed piece by piece as tokens arrive (streaming) or all at once: text outside the tags is the
+// message's content (whitespace next to a call dropped), each well-formed block becomes a call
+// (name, arguments as compact JSON text). A block that is not a JSON object with a string "name"
+// and object "arguments" (or "parameters"), or that never closes, stays in the content verbatim,
+// so nothing the model wrote is lost.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rlt::server {
+
+struct ParsedToolCall {
+  std::string name;
+  std::string arguments;  // JSON text of an object
+};
+
+class ToolCallParser {
+ public:
+  struct Delta {
+    std::string content;                // content released by this piece
+    std::vector<ParsedToolCall> calls;  // calls completed by this piece
+  };
+
+  Delta push(const std::string& text);
+  // The end of the output: whatever was held back (a partial tag, an unclosed block).
+  Delta finish();
+  // Calls completed so far.
+  size_t calls() const { return calls_; }
+
+ private:
+  void drain(Delta& out, bool at_end);
+  std::string pending_;  // text not yet released
+  bool in_call_ = false;
+  bool after_call_ = false;  // drop whitespace right after a closed block
+  size_t calls_ = 0;
+};
+
+// The whole output at once: content (null-equivalent when empty) and calls.
+struct ParsedOutput {
+  std::string content;
+  std::vector<ParsedToolCall> calls;
+};
+ParsedOutput parse_tool_calls(const std::string& text);
+
+}  // namespace rlt::server

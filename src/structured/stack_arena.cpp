@@ -1,0 +1,108 @@
+#include "structured/stack_arena.h"
+
+namespace rlt::structured {
+namespace {
+
+uint64_t hash_node(uint32_t pos, int32_t parent) {
+  uint64_t h = (uint64_t{pos} << 32) ^ static_cast<uint32_t>(parent);
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  return h;
+}
+
+}  // namespace
+
+void StackArena::clear() {
+  nodes_.clear();
+  table_.clear();
+}
+
+void StackArena::grow() {
+  table_.assign(table_.empty() ? 1024 : table_.size() * 2, -1);
+  const size_t mask = table_.size() - 1;
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    size_t slot = hash_node(nodes_[id].pos, nodes_[id].parent) & mask;
+    while (table_[slot] != -1) slot = (slot + 1) & mask;
+    table_[slot] = static_cast<int32_t>(id);
+  }
+}
+
+int32_t StackArena::intern(uint32_t pos, int32_t parent) {
+  if ((nodes_.size() + 1) * 2 > table_.size()) grow();
+  const size_t mask = table_.size() - 1;
+  size_t slot = hash_node(pos, parent) & mask;
+  for (;;) {
+    const int32_t id = table_[slot];
+    if (id == -1) break;
+    const StackNode& n = nodes_[static_cast<size_t>(id)];
+    if (n.pos == pos && n.parent == parent) return id;
+    slot = (slot + 1) & mask;
+  }
+  const auto id = static_cast<int32_t>(nodes_.size());
+  nodes_.push_back({pos, parent});
+  table_[slot] = id;
+  return id;
+}
+
+void StackExpander::new_round() {
+  if (++round_ == 0) {  // wrapped: forget every stamp
+    stamp_.assign(stamp_.size(), 0);
+    round_ = 1;
+  }
+}
+
+void StackExpander::expand(uint32_t pos, int32_t parent, StackSet& out) {
+  expand_into(pos, parent, out);
+}
+
+void StackExpander::expand_into(uint32_t pos, int32_t parent, StackSet& out) {
+  const int32_t id = arena_.intern(pos, parent);
+  if (static_cast<size_t>(id) >= stamp_.size()) stamp_.resize(arena_.size() * 2, 0);
+  uint32_t& seen = stamp_[static_cast<size_t>(id)];
+  if (seen == round_) return;
+  seen = round_;
+  const Element& e = grammar_.elements[pos];
+  switch (e.kind) {
+    case Element::Kind::kBytes:
+      out.tops.push_back(id);
+      return;
+    case Element::Kind::kEnd: {
+      if (parent == StackArena::kBottom) {
+        out.reached_bottom = true;
+        return;
+      }
+      const StackNode below = arena_.node(parent);  // a copy: expanding may grow the arena
+      expand_into(below.pos, below.parent, out);
+      return;
+    }
+    case Element::Kind::kRule: {
+      // The continuation after the call; a call at the end of its sequence returns straight to
+      // the frame below (a tail call), so repetition does not grow the stack.
+      const int32_t ret = grammar_.elements[pos + 1].kind == Element::Kind::kEnd
+                              ? parent
+                              : arena_.intern(pos + 1, parent);
+      for (uint32_t start : grammar_.alternatives[e.value]) expand_into(start, ret, out);
+      return;
+    }
+  }
+}
+
+void StackExpander::advance(const StackSet& in, uint8_t byte, StackSet& out) {
+  out.clear();
+  new_round();
+  for (int32_t top : in.tops) {
+    const StackNode n = arena_.node(top);
+    if (grammar_.byte_sets[grammar_.elements[n.pos].value].test(byte))
+      expand_into(n.pos + 1, n.parent, out);
+  }
+}
+
+ByteSet StackExpander::next_bytes(const StackSet& set) const {
+  ByteSet bytes;
+  for (int32_t top : set.tops)
+    bytes |= grammar_.byte_sets[grammar_.elements[arena_.node(top).pos].value];
+  return bytes;
+}
+
+}  // namespace rlt::structured
