@@ -1,5 +1,8 @@
 #include "cli/engine_flags.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -126,6 +129,50 @@ SamplingParams SamplingFlags::resolve() const {
   return p;
 }
 
+namespace {
+
+// "@path": the file's text; anything else: the text itself.
+std::string text_or_file(const std::string& value) {
+  if (value.empty() || value[0] != '@') return value;
+  std::ifstream in(value.substr(1), std::ios::binary);
+  if (!in) throw CLI::ValidationError(value, "cannot read the file " + value.substr(1));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Structured output (docs/structured_output.md): one constraint per run, compiled by the engine
+// when the first request is added (an unsupported feature is reported there, by name).
+void add_structured_output_flags(CLI::App& cmd, SamplingParams& p) {
+  using Kind = StructuredOutputs::Kind;
+  auto set = [&p](Kind kind, std::string spec, std::vector<std::string> choices = {}) {
+    p.structured_outputs = StructuredOutputs{kind, std::move(spec), std::move(choices)};
+  };
+  auto* schema = cmd.add_option_function<std::string>(
+      "--json-schema", [set](const std::string& v) { set(Kind::kJsonSchema, text_or_file(v)); },
+      "Constrain the output to instances of this JSON schema (text, or @file)");
+  auto* json = cmd.add_flag_function(
+      "--json", [set](int64_t) { set(Kind::kJsonObject, ""); }, "Constrain the output to a JSON object");
+  auto* regex = cmd.add_option_function<std::string>(
+      "--regex", [set](const std::string& v) { set(Kind::kRegex, v); },
+      "Constrain the output to a full match of this regular expression");
+  auto* grammar = cmd.add_option_function<std::string>(
+      "--grammar", [set](const std::string& v) { set(Kind::kGrammar, text_or_file(v)); },
+      "Constrain the output to a GBNF grammar (llama.cpp's notation; text, or @file)");
+  auto* choice = cmd.add_option_function<std::vector<std::string>>(
+      "--choice", [set](const std::vector<std::string>& v) { set(Kind::kChoice, "", v); },
+      "Constrain the output to exactly one of these strings (comma-separated)");
+  choice->delimiter(',');
+  const std::vector<CLI::Option*> all = {schema, json, regex, grammar, choice};
+  for (CLI::Option* a : all) {
+    for (CLI::Option* b : all) {
+      if (a != b) a->excludes(b);
+    }
+  }
+}
+
+}  // namespace
+
 void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
   SamplingParams& p = f.params;
   cmd.add_option("--max-tokens", p.max_tokens, "Tokens to generate per request")->capture_default_str();
@@ -145,6 +192,7 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
   cmd.add_option("--exit-threshold", p.exit_threshold, "Exit once the cumulative exit probability reaches this (1 = never early)")
       ->capture_default_str();
   cmd.add_option("--priority", p.priority, "Lower = more urgent (policy priority)")->capture_default_str();
+  add_structured_output_flags(cmd, p);
 }
 
 }  // namespace rlt::cli

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "structured/gbnf.h"
 #include "structured/json_schema.h"
 
 namespace rlt::server {

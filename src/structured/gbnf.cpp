@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/utf8.h"
 #include "structured/utf8_ranges.h"
 
 namespace rlt::structured {
@@ -21,6 +22,7 @@ class Parser {
   explicit Parser(std::string_view text) : text_(text) {}
 
   Result<Grammar> parse() {
+    if (!utf8::is_valid(text_)) return invalid_argument("the grammar is not valid UTF-8");
     skip_space();
     if (at_end()) return error("the grammar is empty; it needs at least a `root ::= ...` rule");
     while (!at_end()) {
@@ -123,7 +125,7 @@ class Parser {
       std::string bytes;
       while (!at_end() && peek() != '"') {
         RLT_ASSIGN_OR_RETURN(char32_t cp, parse_char());
-        append_utf8(cp, bytes);
+        utf8::append(bytes, cp);
       }
       if (!consume("\"")) return error("unterminated string literal");
       for (char b : bytes) item.push_back(builder_.bytes(ByteSet::single(static_cast<uint8_t>(b))));
@@ -299,18 +301,9 @@ class Parser {
           return error(fmt::format("unknown escape '\\{}'", e));
       }
     }
-    // Decode one UTF-8 character (the grammar text is UTF-8).
-    int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (len == 0 || pos_ + static_cast<size_t>(len) > text_.size())
-      return error("the grammar is not valid UTF-8");
-    char32_t cp = len == 1 ? c : c & (0x7F >> len);
-    for (int i = 1; i < len; ++i) {
-      const auto b = static_cast<unsigned char>(text_[pos_ + static_cast<size_t>(i)]);
-      if ((b & 0xC0) != 0x80) return error("the grammar is not valid UTF-8");
-      cp = (cp << 6) | (b & 0x3F);
-    }
-    pos_ += static_cast<size_t>(len);
-    return check_scalar(cp);
+    char32_t cp = 0;
+    pos_ += utf8::decode(text_, pos_, cp);  // valid: checked in parse()
+    return cp;
   }
 
   Result<char32_t> check_scalar(Result<uint32_t> cp) {
@@ -328,6 +321,22 @@ class Parser {
 };
 
 }  // namespace
+
+std::string gbnf_literal(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02X}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += '"';
+  return out;
+}
 
 Result<Grammar> parse_gbnf(std::string_view text) {
   return Parser(text).parse();

@@ -10,6 +10,7 @@
 // character. Rules may be used before they are defined; left recursion is refused.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "structured/grammar.h"
@@ -22,5 +23,8 @@ inline constexpr int kMaxRepetition = 4096;
 inline constexpr size_t kMaxGrammarElements = size_t{1} << 20;
 
 Result<Grammar> parse_gbnf(std::string_view text);
+
+// A GBNF string literal matching exactly `text` (its bytes; control bytes escaped).
+std::string gbnf_literal(std::string_view text);
 
 }  // namespace rlt::structured

@@ -10,6 +10,8 @@
 #include <set>
 #include <vector>
 
+#include "common/utf8.h"
+#include "structured/gbnf.h"
 #include "structured/regex_to_gbnf.h"
 #include "structured/utf8_ranges.h"
 
@@ -45,22 +47,6 @@ std::string digits(int64_t v) {
   return std::to_string(v);
 }
 
-bool decode_utf8(std::string_view s, std::u32string& out) {
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t len = c < 0x80           ? 1
-                       : (c >> 5) == 0x6  ? 2
-                       : (c >> 4) == 0xE  ? 3
-                       : (c >> 3) == 0x1E ? 4
-                                          : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    char32_t cp = len == 1 ? c : c & (0x7F >> len);
-    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    out.push_back(cp);
-    i += len;
-  }
-  return true;
-}
 
 // Digit strings (no leading zeros) of the integers in [lo, hi] with the same digit count.
 void same_length_range(const std::string& lo, const std::string& hi, std::vector<std::string>& out,
@@ -628,8 +614,12 @@ class Converter {
     };
     std::vector<Node> trie(1);
     for (const auto& name : names) {
-      std::u32string cps;
-      if (!decode_utf8(name, cps)) continue;
+      std::u32string cps;  // names come from parsed JSON: valid UTF-8
+      for (size_t i = 0; i < name.size();) {
+        char32_t cp = 0;
+        i += utf8::decode(name, i, cp);
+        cps.push_back(cp);
+      }
       // Names holding '"', '\\' or controls need escapes, which extra keys never use.
       if (std::any_of(cps.begin(), cps.end(),
                       [](char32_t c) { return c == '"' || c == '\\' || c < 0x20; }))
@@ -654,11 +644,11 @@ class Converter {
       if (!trie[u].is_name) alts.push_back("\"\\\"\"");
       std::string others = "[^\"\\\\\\x00-\\x1F";
       for (const auto& [c, v] : trie[u].children) {
-        std::string utf8;
-        append_utf8(c, utf8);
-        alts.push_back(gbnf_literal(utf8) + " " + rule_of[v]);
+        std::string bytes;
+        utf8::append(bytes, c);
+        alts.push_back(gbnf_literal(bytes) + " " + rule_of[v]);
         if (c == ']' || c == '[' || c == '-' || c == '^') others += '\\';
-        others += utf8;
+        others += bytes;
       }
       alts.push_back(others + "] " + any_rest);
       for (auto& [n, b] : rules_) {
@@ -762,21 +752,6 @@ class Converter {
 
 }  // namespace
 
-std::string gbnf_literal(std::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7F) {
-      out += fmt::format("\\x{:02X}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 std::string json_object_gbnf() {
   return std::string("root ::= json-object\n") + kPrimitives;
 }
@@ -788,11 +763,19 @@ std::string json_gbnf_primitives() {
 Result<std::string> json_schema_to_gbnf(std::string_view schema_json,
                                         const JsonGbnfOptions& options) {
   json schema;
+  // Deeper nesting than any schema needs is refused while parsing (the converter recurses).
+  constexpr int kMaxDepth = 256;
+  bool too_deep = false;
+  const json::parser_callback_t limit = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxDepth) too_deep = true;
+    return !too_deep;
+  };
   try {
-    schema = json::parse(schema_json);
+    schema = json::parse(schema_json, limit);
   } catch (const json::exception& e) {
     return invalid_argument(fmt::format("the JSON schema is not valid JSON: {}", e.what()));
   }
+  if (too_deep) return invalid_argument(fmt::format("the JSON schema nests more than {} levels deep", kMaxDepth));
   return Converter(std::move(schema), options).run();
 }
 

@@ -39,7 +39,4 @@ std::string json_object_gbnf();
 // The shared JSON rules schema grammars refer to.
 std::string json_gbnf_primitives();
 
-// A GBNF string literal matching exactly `text` (UTF-8).
-std::string gbnf_literal(std::string_view text);
-
 }  // namespace rlt::structured

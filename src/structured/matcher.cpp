@@ -119,9 +119,15 @@ void GrammarMatcher::fill_next_token_mask(std::span<uint64_t> mask) {
                            std::make_shared<const std::vector<uint64_t>>(mask.begin(), mask.end()));
     }
   }
-  if (terminated_ || state_.reached_bottom) {
-    for (int32_t id : terminators_) {
-      if (id >= 0 && static_cast<size_t>(id) >> 6 < mask.size()) set_bit(mask, id);
+  // A terminator ends the output (the scheduler stops on it), so it is allowed exactly when the
+  // text is complete — even a stop id that is an ordinary token with bytes.
+  const bool complete = terminated_ || state_.reached_bottom;
+  for (int32_t id : terminators_) {
+    if (id < 0 || static_cast<size_t>(id) >> 6 >= mask.size()) continue;
+    if (complete) {
+      set_bit(mask, id);
+    } else {
+      mask[static_cast<size_t>(id) >> 6] &= ~(uint64_t{1} << (id & 63));
     }
   }
 }

@@ -2,7 +2,8 @@
 // and the token-by-token advance of the state once one is chosen.
 //
 // `terminators` (the model's end-of-sequence ids and the request's stop ids) are allowed exactly
-// when the text so far is a complete sentence of the grammar; once one is accepted the output is
+// when the text so far is a complete sentence of the grammar (never for their bytes, since they
+// end the output); once one is accepted the output is
 // over and only terminators stay allowed. Every other token is allowed iff its bytes extend the
 // text to a prefix of some sentence. Tokens with no bytes (special tokens) are never allowed.
 //

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <vector>
 
+#include "common/utf8.h"
+#include "structured/gbnf.h"
 #include "structured/utf8_ranges.h"
 
 namespace rlt::structured {
@@ -27,7 +29,7 @@ std::string class_char(char32_t cp) {
     return fmt::format("\\{}", static_cast<char>(cp));
   if (cp < 0x20 || cp == 0x7F) return fmt::format("\\x{:02X}", static_cast<unsigned>(cp));
   std::string s;
-  append_utf8(cp, s);
+  utf8::append(s, cp);
   return s;
 }
 
@@ -68,23 +70,8 @@ std::string json_escaped(char32_t cp) {
   }
   if (cp < 0x20) return fmt::format("\\u{:04x}", static_cast<unsigned>(cp));
   std::string s;
-  append_utf8(cp, s);
+  utf8::append(s, cp);
   return s;
-}
-
-std::string literal_text(std::string_view bytes) {
-  std::string out = "\"";
-  for (unsigned char c : bytes) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7F) {
-      out += fmt::format("\\x{:02X}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
 }
 
 class RegexParser {
@@ -92,6 +79,7 @@ class RegexParser {
   RegexParser(std::string_view re, RegexTarget target) : re_(re), target_(target) {}
 
   Result<std::string> parse() {
+    if (!utf8::is_valid(re_)) return error("the expression is not valid UTF-8");
     bool anchored_start = false, anchored_end = false;
     if (!re_.empty() && re_.front() == '^') {
       anchored_start = true;
@@ -135,9 +123,9 @@ class RegexParser {
     std::vector<std::string> escaped;
     for (auto [lo, hi] : ranges) {
       for (char32_t c = lo; c <= hi && c < 0x20; ++c)
-        escaped.push_back(literal_text(json_escaped(c)));
+        escaped.push_back(gbnf_literal(json_escaped(c)));
       for (char32_t c : {U'"', U'\\'}) {
-        if (c >= lo && c <= hi) escaped.push_back(literal_text(json_escaped(c)));
+        if (c >= lo && c <= hi) escaped.push_back(gbnf_literal(json_escaped(c)));
       }
       if (hi >= 0x20) raw.push_back({std::max<char32_t>(lo, 0x20), hi});
     }
@@ -161,10 +149,10 @@ class RegexParser {
   }
 
   std::string literal_of(char32_t cp) const {
-    if (target_ == RegexTarget::kJsonString) return literal_text(json_escaped(cp));
+    if (target_ == RegexTarget::kJsonString) return gbnf_literal(json_escaped(cp));
     std::string s;
-    append_utf8(cp, s);
-    return literal_text(s);
+    utf8::append(s, cp);
+    return gbnf_literal(s);
   }
 
   Result<std::string> parse_alternation(int depth) {
@@ -333,21 +321,8 @@ class RegexParser {
   }
 
   Result<char32_t> parse_utf8_char() {
-    const auto c = static_cast<unsigned char>(re_[pos_]);
-    const int len = c < 0x80           ? 1
-                    : (c >> 5) == 0x6  ? 2
-                    : (c >> 4) == 0xE  ? 3
-                    : (c >> 3) == 0x1E ? 4
-                                       : 0;
-    if (len == 0 || pos_ + static_cast<size_t>(len) > re_.size())
-      return error("the expression is not valid UTF-8");
-    char32_t cp = len == 1 ? c : c & (0x7F >> len);
-    for (int i = 1; i < len; ++i) {
-      const auto b = static_cast<unsigned char>(re_[pos_ + static_cast<size_t>(i)]);
-      if ((b & 0xC0) != 0x80) return error("the expression is not valid UTF-8");
-      cp = (cp << 6) | (b & 0x3F);
-    }
-    pos_ += static_cast<size_t>(len);
+    char32_t cp = 0;
+    pos_ += utf8::decode(re_, pos_, cp);  // valid: checked in parse()
     return cp;
   }
 

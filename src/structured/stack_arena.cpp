@@ -57,33 +57,39 @@ void StackExpander::expand(uint32_t pos, int32_t parent, StackSet& out) {
 }
 
 void StackExpander::expand_into(uint32_t pos, int32_t parent, StackSet& out) {
-  const int32_t id = arena_.intern(pos, parent);
-  if (static_cast<size_t>(id) >= stamp_.size()) stamp_.resize(arena_.size() * 2, 0);
-  uint32_t& seen = stamp_[static_cast<size_t>(id)];
-  if (seen == round_) return;
-  seen = round_;
-  const Element& e = grammar_.elements[pos];
-  switch (e.kind) {
-    case Element::Kind::kBytes:
-      out.tops.push_back(id);
-      return;
-    case Element::Kind::kEnd: {
-      if (parent == StackArena::kBottom) {
-        out.reached_bottom = true;
-        return;
+  // Iterative (a work list, not recursion): a grammar's chain of calls before its first byte may
+  // be as long as it has rules.
+  work_.clear();
+  work_.push_back({pos, parent});
+  while (!work_.empty()) {
+    const auto [p, below] = work_.back();
+    work_.pop_back();
+    const int32_t id = arena_.intern(p, below);
+    if (static_cast<size_t>(id) >= stamp_.size()) stamp_.resize(arena_.size() * 2, 0);
+    if (stamp_[static_cast<size_t>(id)] == round_) continue;
+    stamp_[static_cast<size_t>(id)] = round_;
+    const Element& e = grammar_.elements[p];
+    switch (e.kind) {
+      case Element::Kind::kBytes:
+        // Bounded: fewer stacks can only allow fewer tokens, never an invalid one.
+        if (out.tops.size() < kMaxStacks) out.tops.push_back(id);
+        break;
+      case Element::Kind::kEnd:
+        if (below == StackArena::kBottom) {
+          out.reached_bottom = true;
+        } else {
+          const StackNode n = arena_.node(below);
+          work_.push_back({n.pos, n.parent});
+        }
+        break;
+      case Element::Kind::kRule: {
+        // The continuation after the call; a call at the end of its sequence returns straight to
+        // the frame below (a tail call), so repetition does not grow the stack.
+        const int32_t ret = grammar_.elements[p + 1].kind == Element::Kind::kEnd ? below : arena_.intern(p + 1, below);
+        const auto& alts = grammar_.alternatives[e.value];
+        for (auto it = alts.rbegin(); it != alts.rend(); ++it) work_.push_back({*it, ret});
+        break;
       }
-      const StackNode below = arena_.node(parent);  // a copy: expanding may grow the arena
-      expand_into(below.pos, below.parent, out);
-      return;
-    }
-    case Element::Kind::kRule: {
-      // The continuation after the call; a call at the end of its sequence returns straight to
-      // the frame below (a tail call), so repetition does not grow the stack.
-      const int32_t ret = grammar_.elements[pos + 1].kind == Element::Kind::kEnd
-                              ? parent
-                              : arena_.intern(pos + 1, parent);
-      for (uint32_t start : grammar_.alternatives[e.value]) expand_into(start, ret, out);
-      return;
     }
   }
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "structured/grammar.h"
@@ -48,6 +49,10 @@ struct StackSet {
 // most once, so nullable rules cannot multiply the work.
 class StackExpander {
  public:
+  // At most this many stacks per set: a safety bound for very ambiguous grammars (the dropped
+  // stacks can only remove allowed tokens; an empty mask then ends the request with an error).
+  static constexpr size_t kMaxStacks = 4096;
+
   StackExpander(const Grammar& grammar, StackArena& arena) : grammar_(grammar), arena_(arena) {}
 
   // The stacks reached from a frame at `pos` above `parent`, expanded until each top is a byte
@@ -65,6 +70,7 @@ class StackExpander {
   const Grammar& grammar_;
   StackArena& arena_;
   std::vector<uint32_t> stamp_;  // per node id: the round that visited it
+  std::vector<std::pair<uint32_t, int32_t>> work_;  // expand_into's work list
   uint32_t round_ = 0;
 };
 

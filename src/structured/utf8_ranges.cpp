@@ -1,5 +1,7 @@
 #include "structured/utf8_ranges.h"
 
+#include "common/utf8.h"
+
 #include <algorithm>
 #include <string>
 
@@ -30,8 +32,8 @@ void split_same_length(char32_t lo, char32_t hi, std::vector<std::vector<ByteSet
   }
   // Now every byte position ranges independently from lo's byte to hi's byte.
   std::string a, b;
-  append_utf8(lo, a);
-  append_utf8(hi, b);
+  utf8::append(a, lo);
+  utf8::append(b, hi);
   std::vector<ByteSet> seq(a.size());
   for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
     seq[k].set_range(static_cast<uint8_t>(a[k]), static_cast<uint8_t>(b[k]));
@@ -40,24 +42,6 @@ void split_same_length(char32_t lo, char32_t hi, std::vector<std::vector<ByteSet
 }
 
 }  // namespace
-
-void append_utf8(char32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 std::vector<CodePointRange> normalize_ranges(std::vector<CodePointRange> ranges, bool negate) {
   std::vector<CodePointRange> merged;

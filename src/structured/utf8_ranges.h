@@ -26,7 +26,4 @@ std::vector<std::vector<ByteSet>> utf8_sequences(const std::vector<CodePointRang
 // single byte, else a reference to a new helper rule with one alternative per byte sequence.
 Element char_class_element(GrammarBuilder& builder, const std::vector<CodePointRange>& ranges);
 
-// Appends the UTF-8 encoding of `cp` to `out` (cp must be a scalar value).
-void append_utf8(char32_t cp, std::string& out);
-
 }  // namespace rlt::structured

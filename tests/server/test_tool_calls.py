@@ -5,20 +5,15 @@ assistant tool_calls and a tool message, and the model answers; "none" and "auto
 replies. SmolLM2's template has no tools: the server writes the Hermes convention into the prompt.
 """
 import json
-import os
-import sys
 import unittest
 
 import jsonschema
 import openai
 
-from serve_util import CacheDir, Server
+from serve_util import SmolLM2ServerCase
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-from rlt_cache import smollm2_path  # noqa: E402
 
-NAME = "SmolLM2-135M-Instruct.Q4_1"
+NAME = SmolLM2ServerCase.NAME
 WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},
                                             "unit": {"enum": ["celsius", "fahrenheit"]}},
            "required": ["city", "unit"]}
@@ -31,21 +26,7 @@ SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
 QUESTION = [{"role": "user", "content": "What is the weather like in Paris today?"}]
 
 
-class ToolCalls(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        path = smollm2_path()  # before Server() points RLT_CACHE_DIR at a temporary folder
-        if not os.path.exists(path):
-            raise unittest.SkipTest(f"{path} is absent: scripts/setup.sh fetches it from PyPI")
-        cls.cache = CacheDir()
-        cls.server = Server("--model", path, "--threads", "2", cache_dir=cls.cache.path, startup_timeout=120)
-        cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="unused", max_retries=0, timeout=300)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop()
-        cls.cache.cleanup()
-        assert code == 0, f"rlt serve exited with {code}"
+class ToolCalls(SmolLM2ServerCase):
 
     def create(self, **kwargs):
         args = dict(model=NAME, messages=QUESTION, tools=TOOLS, max_tokens=200, temperature=0)

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "common/utf8.h"
 #include "structured/gbnf.h"
 #include "structured/utf8_ranges.h"
 #include "structured_test_util.h"
@@ -72,7 +73,7 @@ TEST(Gbnf, Utf8SequencesCoverEveryScalarValueOnce) {
   for (char32_t cp : {0x0u, 0x7Fu, 0x80u, 0x7FFu, 0x800u, 0xD7FFu, 0xE000u, 0xFFFFu, 0x10000u,
                       0x10FFFFu, 0x1F600u}) {
     std::string s;
-    append_utf8(cp, s);
+    utf8::append(s, cp);
     int hits = 0;
     for (const auto& seq : seqs) {
       if (seq.size() != s.size()) continue;
