@@ -24,7 +24,7 @@ using json = nlohmann::ordered_json;
 // Largest integer bound handled exactly (the integer grammar allows 16 digits).
 constexpr double kMaxBound = 1e15;
 
-constexpr const char* kPrimitives = R"(ws ::= [ \t\n]{0,20}
+constexpr const char* kPrimitives = R"(ws ::= "" | " " | "\n"{1,2} [ \t]{0,20}
 json-char ::= [^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
 json-string ::= "\"" json-char* "\""
 json-int ::= "-"? ("0" | [1-9] [0-9]{0,15})
@@ -46,7 +46,6 @@ const std::set<std::string>& annotation_keywords() {
 std::string digits(int64_t v) {
   return std::to_string(v);
 }
-
 
 // Digit strings (no leading zeros) of the integers in [lo, hi] with the same digit count.
 void same_length_range(const std::string& lo, const std::string& hi, std::vector<std::string>& out,
@@ -202,6 +201,7 @@ class Converter {
             fmt::format("JSON schema at '#{}': 'type' must be a string or an array", path));
       }
     } else if (schema.contains("properties") || schema.contains("additionalProperties") ||
+               schema.contains("minProperties") || schema.contains("maxProperties") ||
                schema.contains("required")) {
       types.push_back("object");
     } else if (schema.contains("items") || schema.contains("prefixItems")) {
@@ -239,6 +239,8 @@ class Converter {
                                                   "properties",
                                                   "required",
                                                   "additionalProperties",
+                                                  "minProperties",
+                                                  "maxProperties",
                                                   "items",
                                                   "prefixItems",
                                                   "minItems",
@@ -582,13 +584,40 @@ class Converter {
     }
     // rest_i: members i.. after at least one member; first_i: members i.. before any.
     const size_t n = props.size();
+    // minProperties / maxProperties bound the extra members, counting every declared property as
+    // present for the maximum and only the required ones for the minimum: whatever optional
+    // members appear, the count stays within the bounds (some valid objects are not generated).
+    RLT_ASSIGN_OR_RETURN(auto min_props, count(schema, "minProperties", path));
+    RLT_ASSIGN_OR_RETURN(auto max_props, count(schema, "maxProperties", path));
+    const auto declared = static_cast<int64_t>(n);
+    const auto required_count = static_cast<int64_t>(required.size());
+    int64_t extra_lo = std::max<int64_t>(0, min_props.value_or(0) - required_count);
+    std::optional<int64_t> extra_hi;
+    if (max_props) {
+      if (*max_props < declared)
+        return unsupported(path, "'maxProperties' below the number of declared properties");
+      extra_hi = *max_props - declared;
+    }
+    if (extra_hi && *extra_hi < extra_lo)
+      return invalid_argument(fmt::format(
+          "JSON schema at '#{}': no object meets minProperties and maxProperties", path));
+    if (extra_lo > 0 && !extra)
+      return unsupported(
+          path, "'minProperties' above the required properties without additionalProperties");
+    if (extra_hi && *extra_hi == 0) extra.reset();
     std::string rest_tail, first_tail;
     if (extra) {
       std::vector<std::string> names;
       for (const auto& p : props) names.push_back(p.first);
       const std::string member = excluded_key(names, hint) + " ws \":\" ws " + *extra;
-      rest_tail = new_rule(hint + "-more", "(\",\" ws " + member + " ws)*");
-      first_tail = new_rule(hint + "-any", "(" + member + " ws " + rest_tail + ")?");
+      const std::string more = "(\",\" ws " + member + " ws)";
+      rest_tail = new_rule(hint + "-more", repeat(more, extra_lo, extra_hi));
+      const int64_t after_first_lo = std::max<int64_t>(extra_lo - 1, 0);
+      const std::optional<int64_t> after_first_hi =
+          extra_hi ? std::optional<int64_t>(*extra_hi - 1) : std::nullopt;
+      const std::string one_or_more =
+          member + " ws " + repeat(more, after_first_lo, after_first_hi);
+      first_tail = new_rule(hint + "-any", extra_lo > 0 ? one_or_more : "(" + one_or_more + ")?");
     }
     std::string rest = rest_tail, first = first_tail;
     for (size_t i = n; i-- > 0;) {
@@ -775,7 +804,9 @@ Result<std::string> json_schema_to_gbnf(std::string_view schema_json,
   } catch (const json::exception& e) {
     return invalid_argument(fmt::format("the JSON schema is not valid JSON: {}", e.what()));
   }
-  if (too_deep) return invalid_argument(fmt::format("the JSON schema nests more than {} levels deep", kMaxDepth));
+  if (too_deep)
+    return invalid_argument(
+        fmt::format("the JSON schema nests more than {} levels deep", kMaxDepth));
   return Converter(std::move(schema), options).run();
 }
 

@@ -11,7 +11,8 @@
 // Annotations (title, description, examples, default, ...) are ignored. Any other keyword is
 // refused with a message naming it and where it is — never silently dropped.
 //
-// Whitespace between tokens is optional and bounded ([ \t\n]{0,20}); integers have at most 16
+// Whitespace between tokens is bounded: none, a space, or one or two newlines and up to 20 spaces
+// or tabs of indentation (llama.cpp's rule: no runaway blank lines); integers have at most 16
 // digits and fractions 16, so an output cannot run away inside one number.
 #pragma once
 

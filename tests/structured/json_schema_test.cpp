@@ -94,6 +94,10 @@ TEST(JsonSchema, InstancesMatchExactlyWhenValid) {
        {R"({"n":null})", R"({"n":2})"},
        {R"({"n":"x"})"}},
       {R"({})", {"1", R"({"a":[null]})", R"("s")"}, {"nul"}},
+      {R"({"type":"object","additionalProperties":{"type":"integer"},"minProperties":1,"maxProperties":2})",
+       {R"({"a":1})", R"({"a":1,"b":2})"}, {R"({})", R"({"a":1,"b":2,"c":3})"}},
+      {R"({"type":"object","properties":{"t":{"type":"integer"}},"required":["t"],"additionalProperties":true,"maxProperties":2})",
+       {R"({"t":1})", R"({"t":1,"x":null})"}, {R"({"t":1,"x":1,"y":2})"}},
   };
   for (const auto& c : cases) {
     auto g = compile_schema(c.schema);
