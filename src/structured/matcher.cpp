@@ -7,7 +7,7 @@ namespace rlt::structured {
 namespace {
 
 // Past this many stack nodes, a matcher rebuilds its arena from its live stacks only.
-constexpr size_t kCompactNodes = size_t{1} << 20;
+constexpr size_t kCompactNodes = size_t{1} << 16;
 
 bool test_bit(std::span<const uint64_t> bits, int32_t id) {
   return (bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1;

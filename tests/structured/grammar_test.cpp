@@ -104,6 +104,18 @@ TEST(Gbnf, ErrorsNameTheProblem) {
   EXPECT_NE(err("root ::= (\"a\"").find("')'"), std::string::npos);
 }
 
+TEST(Matcher, ArenaCompactionKeepsTheParseState) {
+  // 70,000 open brackets: as many stack frames, past the arena's compaction threshold.
+  auto g = compile_gbnf("root ::= list\nlist ::= \"[\" (list (\",\" list)*)? \"]\"");
+  GrammarMatcher m(g, {});
+  const size_t depth = 70000;
+  ASSERT_TRUE(m.accept_bytes(std::string(depth, '[')));
+  ASSERT_TRUE(m.accept_bytes("],[]"));
+  EXPECT_FALSE(m.accept_bytes("]]" + std::string(depth, ']')));  // one too many
+  ASSERT_TRUE(m.accept_bytes(std::string(depth - 1, ']')));
+  EXPECT_TRUE(m.is_complete());
+}
+
 TEST(Matcher, TerminatorsOnlyWhenComplete) {
   auto g = compile_gbnf("root ::= \"ab\"");
   GrammarMatcher m(g, {7});  // token 7 stands in for end-of-sequence
