@@ -34,12 +34,30 @@ json-object ::= "{" ws (json-string ws ":" ws json-value ws ("," ws json-string 
 json-array ::= "[" ws (json-value ws ("," ws json-value ws)*)? "]"
 )";
 
-// Keywords that only annotate a schema: they never change which instances are valid.
-const std::set<std::string>& annotation_keywords() {
-  static const std::set<std::string> k = {
-      "title",    "description", "$schema",    "$id",      "$comment",
-      "examples", "default",     "deprecated", "readOnly", "writeOnly",
-      "$defs",    "definitions", "strict",     "name",     "contentMediaType"};
+// Standard keywords that constrain instances in ways the engine cannot express: refused by name.
+// Other keywords the engine does not handle are annotations (JSON Schema treats unknown keywords
+// so): title, description, examples, default, x-vendor fields, ...
+const std::set<std::string>& unsupported_keywords() {
+  static const std::set<std::string> k = {"not",
+                                          "if",
+                                          "then",
+                                          "else",
+                                          "patternProperties",
+                                          "propertyNames",
+                                          "dependentRequired",
+                                          "dependentSchemas",
+                                          "dependencies",
+                                          "unevaluatedProperties",
+                                          "unevaluatedItems",
+                                          "contains",
+                                          "minContains",
+                                          "maxContains",
+                                          "uniqueItems",
+                                          "multipleOf",
+                                          "additionalItems",
+                                          "contentSchema",
+                                          "$dynamicRef",
+                                          "$recursiveRef"};
   return k;
 }
 
@@ -152,14 +170,14 @@ class Converter {
           fmt::format("JSON schema at '#{}' must be an object or a boolean", path));
 
     for (const auto& [key, value] : schema.items()) {
-      (void)value;
-      if (!known_keyword(key)) return unsupported(path, fmt::format("keyword '{}'", key));
+      if (unsupported_keywords().count(key) && !(key == "uniqueItems" && value == false))
+        return unsupported(path, fmt::format("keyword '{}'", key));
     }
     if (schema.contains("$ref")) {
       if (schema.size() > 1) {
         for (const auto& [key, value] : schema.items()) {
           (void)value;
-          if (key != "$ref" && !annotation_keywords().count(key))
+          if (key != "$ref" && constrains(key))
             return unsupported(path, fmt::format("'$ref' beside the keyword '{}'", key));
         }
       }
@@ -227,7 +245,9 @@ class Converter {
     return alts.size() == 1 ? alts[0] : new_rule(hint, alternatives(alts));
   }
 
-  bool known_keyword(const std::string& key) const {
+  // Whether `key` constrains instances (handled here, or refused): beside $ref or anyOf/oneOf it
+  // would be dropped, so it is refused there.
+  bool constrains(const std::string& key) const {
     static const std::set<std::string> handled = {"$ref",
                                                   "const",
                                                   "enum",
@@ -253,7 +273,7 @@ class Converter {
                                                   "maximum",
                                                   "exclusiveMinimum",
                                                   "exclusiveMaximum"};
-    return handled.count(key) > 0 || annotation_keywords().count(key) > 0;
+    return handled.count(key) > 0 || unsupported_keywords().count(key) > 0;
   }
 
   Result<std::string> visit_ref(const json& ref, const std::string& path) {
@@ -327,7 +347,7 @@ class Converter {
           fmt::format("JSON schema at '#{}': '{}' must be a non-empty array", path, key));
     for (const auto& [k, v] : schema.items()) {
       (void)v;
-      if (k != key && !annotation_keywords().count(k))
+      if (k != key && constrains(k))
         return unsupported(path, fmt::format("'{}' beside the keyword '{}'", key, k));
     }
     if (one) {

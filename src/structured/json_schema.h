@@ -8,8 +8,9 @@
 // as OpenAI's strict mode), nullable; arrays: items, prefixItems, minItems, maxItems; strings:
 // minLength, maxLength, pattern, format (date, time, date-time, uuid, email, ipv4); integers:
 // minimum, maximum, exclusiveMinimum, exclusiveMaximum; numbers: the same with integral bounds.
-// Annotations (title, description, examples, default, ...) are ignored. Any other keyword is
-// refused with a message naming it and where it is — never silently dropped.
+// Standard keywords that constrain instances in ways this cannot express (not, if/then/else,
+// patternProperties, uniqueItems, multipleOf, ...) are refused with a message naming them and
+// where they are — never silently dropped; keywords JSON Schema does not define are annotations.
 //
 // Whitespace between tokens is bounded: none, a space, or one or two newlines and up to 20 spaces
 // or tabs of indentation (llama.cpp's rule: no runaway blank lines); integers have at most 16
