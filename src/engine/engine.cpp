@@ -572,9 +572,14 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
       LiveRequest& l = *states[i];
       const sampling::SampledToken& st = *sampled[i];
       if (l.matcher && !l.matcher->accept_token(st.token)) {
-        // The mask allowed it, so this is a bug; it ends this request only.
+        // Ends this request only: a grammar too ambiguous to follow, or (the mask allowed the
+        // token) a bug.
         ro.sampled.push_back(-1);
-        (void)abort_request(id, fmt::format("internal error: token {} broke the structured-output constraint", st.token));
+        (void)abort_request(id, l.matcher->overflowed()
+                                    ? "the structured-output grammar is too ambiguous to follow here (more than "
+                                      "4,096 parse stacks); simplify it"
+                                    : fmt::format("internal error: token {} broke the structured-output constraint",
+                                                  st.token));
         continue;
       }
       ro.sampled.push_back(st.token);

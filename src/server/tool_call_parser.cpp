@@ -22,12 +22,12 @@ size_t partial_tag(const std::string& s, std::string_view tag) {
 
 bool parse_call(const std::string& body, ParsedToolCall* out) {
   using json = nlohmann::ordered_json;
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json j = parse_bounded_json(body);
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
   const char* key = j.contains("arguments") ? "arguments" : "parameters";
   json args = j.contains(key) ? j[key] : json::object();
   if (args.is_string())
-    args = json::parse(args.get<std::string>(), nullptr, false);  // arguments sent as text
+    args = parse_bounded_json(args.get<std::string>());  // arguments sent as text
   if (!args.is_object()) return false;
   out->name = j["name"].get<std::string>();
   out->arguments = args.dump();
@@ -35,6 +35,17 @@ bool parse_call(const std::string& body, ParsedToolCall* out) {
 }
 
 }  // namespace
+
+nlohmann::ordered_json parse_bounded_json(std::string_view text, int max_depth) {
+  using json = nlohmann::ordered_json;
+  bool too_deep = false;
+  const json::parser_callback_t limit = [&](int depth, json::parse_event_t, json&) {
+    if (depth > max_depth) too_deep = true;
+    return !too_deep;
+  };
+  json j = json::parse(text, limit, /*allow_exceptions=*/false);
+  return too_deep ? json(json::value_t::discarded) : j;
+}
 
 void ToolCallParser::drain(Delta& out, bool at_end) {
   for (;;) {
@@ -63,23 +74,21 @@ void ToolCallParser::drain(Delta& out, bool at_end) {
       pending_.erase(0, open + kOpen.size());
       in_call_ = true;
     }
-    const size_t close = pending_.find(kClose);
+    // The first closing tag after which the body is a call (a tag may sit inside its strings).
+    ParsedToolCall call;
+    size_t close = pending_.find(kClose);
+    while (close != std::string::npos && !parse_call(pending_.substr(0, close), &call))
+      close = pending_.find(kClose, close + 1);
     if (close == std::string::npos) {
-      if (at_end) {  // never closed: the model's text, as written
+      if (at_end) {  // never closed, or not a call: the model's text, as written
         out.content += std::string(kOpen) + pending_;
         pending_.clear();
         in_call_ = false;
       }
       return;
     }
-    ParsedToolCall call;
-    const std::string body = pending_.substr(0, close);
-    if (parse_call(body, &call)) {
-      out.calls.push_back(std::move(call));
-      ++calls_;
-    } else {
-      out.content += std::string(kOpen) + body + std::string(kClose);
-    }
+    out.calls.push_back(std::move(call));
+    ++calls_;
     pending_.erase(0, close + kClose.size());
     in_call_ = false;
     after_call_ = true;

@@ -6,15 +6,22 @@
 //
 // Fed piece by piece as tokens arrive (streaming) or all at once: text outside the tags is the
 // message's content (whitespace next to a call dropped), each well-formed block becomes a call
-// (name, arguments as compact JSON text). A block that is not a JSON object with a string "name"
-// and object "arguments" (or "parameters"), or that never closes, stays in the content verbatim,
-// so nothing the model wrote is lost.
+// (name, arguments as compact JSON text); a "</tool_call>" inside the JSON's strings does not end
+// the block (the first closing tag after which the body parses does). A block that is not a JSON
+// object with a string "name" and object "arguments" (or "parameters"), or that never closes,
+// stays in the content verbatim, so nothing the model wrote is lost.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rlt::server {
+
+// JSON text parsed with nesting bounded (`max_depth`), so that later recursive walks (dump, the
+// template) cannot overflow the stack; discarded when invalid or deeper.
+nlohmann::ordered_json parse_bounded_json(std::string_view text, int max_depth = 64);
 
 struct ParsedToolCall {
   std::string name;

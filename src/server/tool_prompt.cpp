@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "server/tool_call_parser.h"
 #include "structured/gbnf.h"
 #include "structured/json_schema.h"
 
@@ -28,8 +29,7 @@ std::string hermes_instructions(const json& tools) {
 // {"name", "arguments"} of an OpenAI tool call, arguments parsed to an object when they are JSON.
 json call_object(const json& call) {
   const json& fn = call["function"];
-  json args =
-      json::parse(fn.value("arguments", std::string("{}")), nullptr, /*allow_exceptions=*/false);
+  json args = parse_bounded_json(fn.value("arguments", std::string("{}")));
   if (args.is_discarded()) args = fn.value("arguments", std::string("{}"));
   return {{"name", fn["name"]}, {"arguments", std::move(args)}};
 }

@@ -120,22 +120,26 @@ void CompiledGrammar::precompute(size_t max_states, double budget_ms) const {
   StackExpander expander(grammar_, arena);
   std::vector<StackSet> queue(1);
   expander.new_round();
-  for (uint32_t alt : grammar_.alternatives[grammar_.root]) expander.expand(alt, StackArena::kBottom, queue[0]);
+  for (uint32_t alt : grammar_.alternatives[grammar_.root])
+    expander.expand(alt, StackArena::kBottom, queue[0]);
   std::unordered_set<std::string> seen;
   const auto key_of = [](StackSet& s) {
     std::sort(s.tops.begin(), s.tops.end());
-    return std::string(reinterpret_cast<const char*>(s.tops.data()), s.tops.size() * sizeof(int32_t));
+    return std::string(reinterpret_cast<const char*>(s.tops.data()),
+                       s.tops.size() * sizeof(int32_t));
   };
   seen.insert(key_of(queue[0]));
   uint32_t frames[kFrameDepth];
   for (size_t q = 0; q < queue.size() && q < max_states; ++q) {
-    const double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double elapsed =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (elapsed > budget_ms) return;
-    const StackSet state = queue[q];  // a copy: the queue grows below
+    const StackSet state = queue[q];       // a copy: the queue grows below
     if (state.tops.size() > 64) continue;  // byte classes by a 64-bit signature
     for (int32_t top : state.tops) {
       size_t depth = 0;
-      for (int32_t n = top; n != StackArena::kBottom && depth < kFrameDepth; n = arena.node(n).parent)
+      for (int32_t n = top; n != StackArena::kBottom && depth < kFrameDepth;
+           n = arena.node(n).parent)
         frames[depth++] = arena.node(n).pos;
       (void)frame_masks({frames, depth});
     }
@@ -145,7 +149,8 @@ void CompiledGrammar::precompute(size_t max_states, double budget_ms) const {
       uint64_t signature = 0;
       for (size_t i = 0; i < state.tops.size(); ++i) {
         const Element& e = grammar_.elements[arena.node(state.tops[i]).pos];
-        if (grammar_.byte_sets[e.value].test(static_cast<uint8_t>(b))) signature |= uint64_t{1} << i;
+        if (grammar_.byte_sets[e.value].test(static_cast<uint8_t>(b)))
+          signature |= uint64_t{1} << i;
       }
       if (signature != 0) classes.emplace(signature, static_cast<uint8_t>(b));
     }
@@ -164,17 +169,25 @@ PositionMasks CompiledGrammar::compute(std::span<const uint32_t> frames) const {
   return out;
 }
 
-const PositionMasks& CompiledGrammar::frame_masks(std::span<const uint32_t> frames) const {
+std::shared_ptr<const PositionMasks> CompiledGrammar::frame_masks(
+    std::span<const uint32_t> frames) const {
   const std::string key(reinterpret_cast<const char*>(frames.data()), frames.size_bytes());
   {
     std::lock_guard lock(mutex_);
-    if (auto it = frames_.find(key); it != frames_.end()) return *it->second;
+    if (auto it = frames_.find(key); it != frames_.end()) return it->second;
   }
   // Computed outside the lock (a walk can take milliseconds); a race computes it twice.
-  auto table = std::make_unique<PositionMasks>(compute(frames));
+  auto table = std::make_shared<const PositionMasks>(compute(frames));
+  const size_t bytes = key.size() + table->accepted.size() * sizeof(uint64_t) +
+                       table->uncertain.size() * sizeof(int32_t);
   std::lock_guard lock(mutex_);
+  if (frame_bytes_ + bytes > kMaxFrameBytes) {
+    frames_.clear();
+    frame_bytes_ = 0;
+  }
   auto [it, inserted] = frames_.emplace(key, std::move(table));
-  return *it->second;  // entries are never erased: the reference stays valid
+  if (inserted) frame_bytes_ += bytes;
+  return it->second;
 }
 
 std::shared_ptr<const std::vector<uint64_t>> CompiledGrammar::cached_mask(
@@ -186,9 +199,13 @@ std::shared_ptr<const std::vector<uint64_t>> CompiledGrammar::cached_mask(
 
 void CompiledGrammar::store_mask(const std::string& key,
                                  std::shared_ptr<const std::vector<uint64_t>> mask) const {
+  const size_t bytes = key.size() + mask->size() * sizeof(uint64_t);
   std::lock_guard lock(mutex_);
-  if (masks_.size() >= kMaxCachedMasks) masks_.clear();  // a new working set: start over
-  masks_.emplace(key, std::move(mask));
+  if (mask_bytes_ + bytes > kMaxMaskBytes) {  // a new working set: start over
+    masks_.clear();
+    mask_bytes_ = 0;
+  }
+  if (masks_.emplace(key, std::move(mask)).second) mask_bytes_ += bytes;
 }
 
 }  // namespace rlt::structured

@@ -46,7 +46,7 @@ class CompiledGrammar {
 
   // The table of a stack whose top frames are `frames` (positions, top first; at most
   // kFrameDepth, fewer only when the stack is that shallow).
-  const PositionMasks& frame_masks(std::span<const uint32_t> frames) const;
+  std::shared_ptr<const PositionMasks> frame_masks(std::span<const uint32_t> frames) const;
 
   // Builds the tables of the frames a matcher meets first, so that steps find them ready: a
   // breadth-first walk over parse states from the start, one byte per class of bytes that the
@@ -54,20 +54,24 @@ class CompiledGrammar {
   // ends first). The server calls it on the request's thread, keeping the work off the engine's.
   void precompute(size_t max_states, double budget_ms) const;
 
-  // Whole-step masks by matcher state (the canonical text of its stacks), bounded in number.
+  // Whole-step masks by matcher state (the canonical text of its stacks), bounded in bytes.
   std::shared_ptr<const std::vector<uint64_t>> cached_mask(const std::string& key) const;
   void store_mask(const std::string& key, std::shared_ptr<const std::vector<uint64_t>> mask) const;
 
  private:
   PositionMasks compute(std::span<const uint32_t> frames) const;
 
-  static constexpr size_t kMaxCachedMasks = 1024;
+  // Bounds on the caches (bytes, keys included); past one, that cache starts over (entries in use
+  // stay alive through their shared_ptr).
+  static constexpr size_t kMaxFrameBytes = size_t{128} << 20;
+  static constexpr size_t kMaxMaskBytes = size_t{64} << 20;
 
   Grammar grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;
   mutable std::mutex mutex_;
-  mutable std::unordered_map<std::string, std::unique_ptr<PositionMasks>> frames_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const PositionMasks>> frames_;
   mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<uint64_t>>> masks_;
+  mutable size_t frame_bytes_ = 0, mask_bytes_ = 0;
 };
 
 }  // namespace rlt::structured

@@ -61,16 +61,16 @@ std::vector<uint32_t> scc_of(const std::vector<std::vector<Edge>>& graph) {
 }  // namespace
 
 uint32_t GrammarBuilder::rule(const std::string& name) {
-  for (size_t i = 0; i < names_.size(); ++i) {
-    if (names_[i] == name) return static_cast<uint32_t>(i);
-  }
+  if (auto it = named_.find(name); it != named_.end()) return it->second;
+  const auto id = static_cast<uint32_t>(names_.size());
+  named_.emplace(name, id);
   names_.push_back(name);
   alternatives_.emplace_back();
-  return static_cast<uint32_t>(names_.size() - 1);
+  return id;
 }
 
 uint32_t GrammarBuilder::fresh_rule(const std::string& base) {
-  names_.push_back(fmt::format("{}-{}", base, names_.size()));
+  names_.push_back(fmt::format("{}@{}", base, names_.size()));
   alternatives_.emplace_back();
   return static_cast<uint32_t>(names_.size() - 1);
 }
@@ -80,11 +80,9 @@ void GrammarBuilder::add_alternative(uint32_t rule, const std::vector<Element>& 
 }
 
 Element GrammarBuilder::bytes(const ByteSet& set) {
-  for (size_t i = 0; i < byte_sets_.size(); ++i) {
-    if (byte_sets_[i] == set) return {Element::Kind::kBytes, static_cast<uint32_t>(i)};
-  }
-  byte_sets_.push_back(set);
-  return {Element::Kind::kBytes, static_cast<uint32_t>(byte_sets_.size() - 1)};
+  auto [it, inserted] = byte_set_ids_.emplace(set.bits, static_cast<uint32_t>(byte_sets_.size()));
+  if (inserted) byte_sets_.push_back(set);
+  return {Element::Kind::kBytes, it->second};
 }
 
 Result<Grammar> GrammarBuilder::finish(uint32_t root) {

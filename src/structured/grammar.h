@@ -10,7 +10,9 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "rlt/status.h"
@@ -61,7 +63,8 @@ class GrammarBuilder {
  public:
   // The id of the rule called `name`, declaring it when new.
   uint32_t rule(const std::string& name);
-  // A fresh rule whose name starts with `base` (helper rules of groups and repetitions).
+  // A fresh rule whose name starts with `base` (helper rules of groups and repetitions); its name
+  // holds a '@', which GBNF names cannot, so no user rule can refer to it.
   uint32_t fresh_rule(const std::string& base);
   // Appends one alternative (a sequence of kBytes/kRule elements; kEnd is added) to `rule`.
   void add_alternative(uint32_t rule, const std::vector<Element>& sequence);
@@ -76,8 +79,10 @@ class GrammarBuilder {
 
  private:
   std::vector<std::string> names_;
+  std::unordered_map<std::string, uint32_t> named_;  // rules by name (helper rules are not named)
   std::vector<std::vector<std::vector<Element>>> alternatives_;
   std::vector<ByteSet> byte_sets_;
+  std::map<std::array<uint64_t, 4>, uint32_t> byte_set_ids_;
 };
 
 }  // namespace rlt::structured

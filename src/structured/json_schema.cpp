@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include "common/utf8.h"
@@ -25,7 +26,9 @@ using json = nlohmann::ordered_json;
 constexpr double kMaxBound = 1e15;
 
 constexpr const char* kPrimitives = R"(ws ::= "" | " " | "\n"{1,2} [ \t]{0,20}
-json-char ::= [^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+json-char ::= [^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" json-u4) | "\\u" [dD] [89abAB] json-hex json-hex "\\u" [dD] [c-fC-F] json-hex json-hex
+json-hex ::= [0-9a-fA-F]
+json-u4 ::= [0-9a-cA-Ce-fE-F] json-hex json-hex json-hex | [dD] [0-7] json-hex json-hex
 json-string ::= "\"" json-char* "\""
 json-int ::= "-"? ("0" | [1-9] [0-9]{0,15})
 json-number ::= json-int ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?
@@ -147,6 +150,7 @@ class Converter {
     for (char c : hint) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
     if (base.empty()) base = "r";
     std::string name = fmt::format("{}{}-{}", options_.prefix, base.substr(0, 40), rules_.size());
+    rule_index_[name] = rules_.size();
     rules_.emplace_back(name, std::move(body));
     return name;
   }
@@ -183,22 +187,19 @@ class Converter {
       }
       return visit_ref(schema["$ref"], path);
     }
-    if (schema.contains("const")) return new_rule(hint, gbnf_literal(schema["const"].dump()));
-    if (schema.contains("enum")) {
-      const json& e = schema["enum"];
-      if (!e.is_array() || e.empty())
-        return invalid_argument(
-            fmt::format("JSON schema at '#{}': 'enum' must be a non-empty array", path));
-      std::vector<std::string> alts;
-      for (const auto& v : e) alts.push_back(gbnf_literal(v.dump()));
-      return new_rule(hint, alternatives(alts));
-    }
+    if (schema.contains("const") || schema.contains("enum"))
+      return visit_values(schema, path, hint);
     if (schema.contains("anyOf") || schema.contains("oneOf"))
       return visit_union(schema, path, hint);
     if (schema.contains("allOf")) {
       const json& all = schema["allOf"];
       if (!all.is_array() || all.size() != 1)
         return unsupported(path, "'allOf' with more than one schema");
+      for (const auto& [k, v] : schema.items()) {
+        (void)v;
+        if (k != "allOf" && constrains(k))
+          return unsupported(path, fmt::format("'allOf' beside the keyword '{}'", k));
+      }
       return visit(all[0], path + "/allOf/0", hint);
     }
 
@@ -222,7 +223,8 @@ class Converter {
                schema.contains("minProperties") || schema.contains("maxProperties") ||
                schema.contains("required")) {
       types.push_back("object");
-    } else if (schema.contains("items") || schema.contains("prefixItems")) {
+    } else if (schema.contains("items") || schema.contains("prefixItems") ||
+               schema.contains("minItems") || schema.contains("maxItems")) {
       types.push_back("array");
     } else if (schema.contains("minLength") || schema.contains("maxLength") ||
                schema.contains("pattern") || schema.contains("format")) {
@@ -276,6 +278,57 @@ class Converter {
     return handled.count(key) > 0 || unsupported_keywords().count(key) > 0;
   }
 
+  // Whether JSON value `v` is of JSON Schema type `type`.
+  static bool has_type(const json& v, const std::string& type) {
+    if (type == "integer") {
+      return v.is_number_integer() || v.is_number_unsigned() ||
+             (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+    }
+    if (type == "number") return v.is_number();
+    if (type == "string") return v.is_string();
+    if (type == "boolean") return v.is_boolean();
+    if (type == "null") return v.is_null();
+    if (type == "array") return v.is_array();
+    if (type == "object") return v.is_object();
+    return false;
+  }
+
+  // const / enum: the listed values (written as JSON), filtered by a sibling `type`.
+  Result<std::string> visit_values(const json& schema, const std::string& path,
+                                   const std::string& hint) {
+    const bool is_const = schema.contains("const");
+    const json values = is_const ? json::array({schema["const"]}) : schema["enum"];
+    if (!values.is_array() || values.empty())
+      return invalid_argument(
+          fmt::format("JSON schema at '#{}': 'enum' must be a non-empty array", path));
+    std::vector<std::string> types;
+    for (const auto& [k, v] : schema.items()) {
+      if (k == "const" || k == "enum" || !constrains(k)) continue;
+      if (k != "type")
+        return unsupported(
+            path, fmt::format("'{}' beside the keyword '{}'", is_const ? "const" : "enum", k));
+      if (v.is_string()) types.push_back(v.get<std::string>());
+      if (v.is_array())
+        for (const auto& t : v)
+          if (t.is_string()) types.push_back(t.get<std::string>());
+    }
+    std::vector<std::string> alts;
+    for (const auto& v : values) {
+      if (v.is_number_float() && std::fabs(v.get<double>()) > 9007199254740992.0)
+        return unsupported(path,
+                           "a number beyond 2^53 in 'const' or 'enum' (it would lose its digits)");
+      if (!types.empty() && std::none_of(types.begin(), types.end(),
+                                         [&](const std::string& t) { return has_type(v, t); }))
+        continue;
+      alts.push_back(gbnf_literal(v.dump()));
+    }
+    if (alts.empty())
+      return invalid_argument(
+          fmt::format("JSON schema at '#{}': no value of '{}' has the schema's type", path,
+                      is_const ? "const" : "enum"));
+    return new_rule(hint, alternatives(alts));
+  }
+
   Result<std::string> visit_ref(const json& ref, const std::string& path) {
     if (!ref.is_string())
       return invalid_argument(fmt::format("JSON schema at '#{}': '$ref' must be a string", path));
@@ -302,9 +355,7 @@ class Converter {
     const std::string name = new_rule("ref", "");
     refs_[target] = name;
     RLT_ASSIGN_OR_RETURN(std::string body, visit(*resolved, target.substr(1), "def"));
-    for (auto& [n, b] : rules_) {
-      if (n == name) b = body;
-    }
+    rules_[rule_index_.at(name)].second = body;
     return name;
   }
 
@@ -576,10 +627,22 @@ class Converter {
         required.insert(x.get<std::string>());
       }
     }
+    // A required name that is not declared is governed by additionalProperties.
     static const json kAny = true;
+    const json* additional_schema =
+        schema.contains("additionalProperties") ? &schema["additionalProperties"] : nullptr;
     for (const auto& name : required) {
-      if (std::none_of(props.begin(), props.end(), [&](const auto& p) { return p.first == name; }))
-        props.push_back({name, &kAny});
+      if (std::any_of(props.begin(), props.end(), [&](const auto& p) { return p.first == name; }))
+        continue;
+      if (additional_schema != nullptr && additional_schema->is_boolean() &&
+          !additional_schema->get<bool>())
+        return invalid_argument(
+            fmt::format("JSON schema at '#{}': the required property '{}' is not declared and "
+                        "additionalProperties is false: no object is valid",
+                        path, name));
+      props.push_back({name, additional_schema != nullptr && additional_schema->is_object()
+                                 ? additional_schema
+                                 : &kAny});
     }
     // Extra properties: false when properties are declared (strict), else any value.
     std::optional<std::string> extra;
@@ -700,9 +763,7 @@ class Converter {
         others += bytes;
       }
       alts.push_back(others + "] " + any_rest);
-      for (auto& [n, b] : rules_) {
-        if (n == rule_of[u]) b = alternatives(alts);
-      }
+      rules_[rule_index_.at(rule_of[u])].second = alternatives(alts);
     }
     return "\"\\\"\" " + rule_of[0];
   }
@@ -795,6 +856,7 @@ class Converter {
   json root_;
   JsonGbnfOptions options_;
   std::vector<std::pair<std::string, std::string>> rules_;
+  std::unordered_map<std::string, size_t> rule_index_;
   std::map<std::string, std::string> refs_;
   int depth_ = 0;
 };

@@ -34,12 +34,14 @@ bool GrammarMatcher::is_terminator(int32_t id) const {
 }
 
 bool GrammarMatcher::run_bytes(const StackSet& from, std::string_view bytes, StackSet* out) {
+  last_run_overflowed_ = false;
   const StackSet* cur = &from;
   StackSet* bufs[2] = {&scratch_a_, &scratch_b_};
   for (size_t i = 0; i < bytes.size(); ++i) {
     StackSet& next = *bufs[i & 1];
     expander_.advance(*cur, static_cast<uint8_t>(bytes[i]), next);
-    if (next.empty()) return false;
+    last_run_overflowed_ = next.overflowed;
+    if (next.empty() || next.overflowed) return false;
     cur = &next;
   }
   if (out != nullptr && cur != out) *out = *cur;
@@ -49,7 +51,10 @@ bool GrammarMatcher::run_bytes(const StackSet& from, std::string_view bytes, Sta
 bool GrammarMatcher::accept_bytes(std::string_view bytes) {
   if (terminated_) return bytes.empty();
   StackSet next;
-  if (!run_bytes(state_, bytes, &next)) return false;
+  if (!run_bytes(state_, bytes, &next)) {
+    overflowed_ = last_run_overflowed_;
+    return false;
+  }
   state_ = std::move(next);
   compact_if_large();
   return true;
@@ -95,15 +100,15 @@ void GrammarMatcher::fill_next_token_mask(std::span<uint64_t> mask) {
     } else {
       // Tokens accepted within the top frame of some stack, then the uncertain ones checked
       // against that stack in full.
-      std::vector<const PositionMasks*> tables;
+      std::vector<std::shared_ptr<const PositionMasks>> tables;
       uint32_t frames[CompiledGrammar::kFrameDepth];
       for (int32_t top : state_.tops) {
         size_t depth = 0;
         for (int32_t n = top; n != StackArena::kBottom && depth < CompiledGrammar::kFrameDepth;
              n = arena_.node(n).parent)
           frames[depth++] = arena_.node(n).pos;
-        const PositionMasks& pm = grammar_->frame_masks({frames, depth});
-        tables.push_back(&pm);
+        tables.push_back(grammar_->frame_masks({frames, depth}));
+        const PositionMasks& pm = *tables.back();
         const size_t words = std::min(mask.size(), pm.accepted.size());
         for (size_t w = 0; w < words; ++w) mask[w] |= pm.accepted[w];
       }

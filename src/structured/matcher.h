@@ -35,6 +35,9 @@ class GrammarMatcher {
 
   bool is_complete() const { return state_.reached_bottom; }  // a terminator is allowed now
   bool is_terminated() const { return terminated_; }          // a terminator was accepted
+  // A token was refused because the grammar is too ambiguous to follow exactly there (more than
+  // StackExpander::kMaxStacks parse stacks): the caller should end the output with this reason.
+  bool overflowed() const { return overflowed_; }
   size_t mask_words() const { return grammar_->vocab().mask_words(); }
 
  private:
@@ -52,6 +55,8 @@ class GrammarMatcher {
   StackSet state_;
   StackSet scratch_a_, scratch_b_, single_;
   bool terminated_ = false;
+  bool overflowed_ = false;
+  bool last_run_overflowed_ = false;
 };
 
 }  // namespace rlt::structured

@@ -14,14 +14,33 @@ namespace {
 
 using Ranges = std::vector<CodePointRange>;
 
+// Class escapes as sets both regex dialects a schema's `pattern` may be checked with agree on
+// (ECMAScript's, which JSON Schema names, and Python's `re`, which the jsonschema package uses):
+// what is generated must match under either. \d and \w are their ASCII sets; \D and \W generate
+// ASCII only (Python counts every Unicode digit and letter as \d / \w); \s is the whitespace both
+// agree on and \S excludes the whitespace of either.
 Ranges digit_ranges() {
   return {{'0', '9'}};
 }
 Ranges word_ranges() {
   return {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 }
-Ranges space_ranges() {
-  return {{'\t', '\r'}, {' ', ' '}};
+Ranges space_common() {
+  return {{'\t', '\r'},     {' ', ' '},       {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+          {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}};
+}
+Ranges space_any() {
+  Ranges r = space_common();
+  r.insert(r.end(), {{0x1C, 0x1F}, {0x85, 0x85}, {0xFEFF, 0xFEFF}});
+  return normalize_ranges(r, false);
+}
+Ranges ascii_except(Ranges r) {
+  r = normalize_ranges(std::move(r), true);
+  Ranges out;
+  for (auto [lo, hi] : r) {
+    if (lo <= 0x7F) out.push_back({lo, std::min<char32_t>(hi, 0x7F)});
+  }
+  return out;
 }
 
 std::string class_char(char32_t cp) {
@@ -249,16 +268,16 @@ class RegexParser {
         ranges = word_ranges();
         return true;
       case 's':
-        ranges = space_ranges();
+        ranges = space_common();
         return true;
       case 'D':
-        ranges = normalize_ranges(digit_ranges(), true);
+        ranges = ascii_except(digit_ranges());
         return true;
       case 'W':
-        ranges = normalize_ranges(word_ranges(), true);
+        ranges = ascii_except(word_ranges());
         return true;
       case 'S':
-        ranges = normalize_ranges(space_ranges(), true);
+        ranges = normalize_ranges(space_any(), true);
         return true;
       case 'n':
         ranges = {{'\n', '\n'}};
@@ -331,6 +350,7 @@ class RegexParser {
     if (negate) ++pos_;
     Ranges ranges;
     bool first = true;
+    bool has_class_escape = false;  // then a negated class generates ASCII only (see above)
     while (!at_end() && (peek() != ']' || first)) {
       first = false;
       if (re_.substr(pos_, 2) == "[:") return error("POSIX classes ([:alpha:]) are not supported");
@@ -338,7 +358,10 @@ class RegexParser {
       bool is_class = false;
       if (peek() == '\\') {
         ++pos_;
+        const char escape = peek();
         RLT_ASSIGN_OR_RETURN(is_class, parse_escape(item));
+        has_class_escape = has_class_escape || is_class;
+        if (negate && escape == 's') item = space_any();  // excluded: the whitespace of either
       } else {
         RLT_ASSIGN_OR_RETURN(char32_t cp, parse_utf8_char());
         item = {{cp, cp}};
@@ -362,6 +385,7 @@ class RegexParser {
     }
     if (at_end()) return error("an unterminated character class");
     ++pos_;  // ']'
+    if (negate && has_class_escape) return chars_of(ascii_except(std::move(ranges)));
     return chars_of(normalize_ranges(std::move(ranges), negate));
   }
 
@@ -396,7 +420,8 @@ class RegexParser {
     }
     if (c == '.') {
       ++pos_;
-      return chars_of(normalize_ranges({{'\n', '\n'}}, true));
+      // Any character but a line terminator (ECMAScript's; Python's excludes only \n).
+      return chars_of(normalize_ranges({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}, true));
     }
     if (c == '^' || c == '$')
       return error(fmt::format("'{}' is supported only at the very start or end", c));

@@ -71,8 +71,11 @@ void StackExpander::expand_into(uint32_t pos, int32_t parent, StackSet& out) {
     const Element& e = grammar_.elements[p];
     switch (e.kind) {
       case Element::Kind::kBytes:
-        // Bounded: fewer stacks can only allow fewer tokens, never an invalid one.
-        if (out.tops.size() < kMaxStacks) out.tops.push_back(id);
+        if (out.tops.size() < kMaxStacks) {
+          out.tops.push_back(id);
+        } else {
+          out.overflowed = true;
+        }
         break;
       case Element::Kind::kEnd:
         if (below == StackArena::kBottom) {
@@ -85,7 +88,9 @@ void StackExpander::expand_into(uint32_t pos, int32_t parent, StackSet& out) {
       case Element::Kind::kRule: {
         // The continuation after the call; a call at the end of its sequence returns straight to
         // the frame below (a tail call), so repetition does not grow the stack.
-        const int32_t ret = grammar_.elements[p + 1].kind == Element::Kind::kEnd ? below : arena_.intern(p + 1, below);
+        const int32_t ret = grammar_.elements[p + 1].kind == Element::Kind::kEnd
+                                ? below
+                                : arena_.intern(p + 1, below);
         const auto& alts = grammar_.alternatives[e.value];
         for (auto it = alts.rbegin(); it != alts.rend(); ++it) work_.push_back({*it, ret});
         break;

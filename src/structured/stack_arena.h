@@ -37,11 +37,13 @@ class StackArena {
 struct StackSet {
   std::vector<int32_t> tops;
   bool reached_bottom = false;
+  bool overflowed = false;  // StackExpander::kMaxStacks was reached: stacks were dropped
 
   bool empty() const { return tops.empty() && !reached_bottom; }
   void clear() {
     tops.clear();
     reached_bottom = false;
+    overflowed = false;
   }
 };
 
@@ -49,8 +51,9 @@ struct StackSet {
 // most once, so nullable rules cannot multiply the work.
 class StackExpander {
  public:
-  // At most this many stacks per set: a safety bound for very ambiguous grammars (the dropped
-  // stacks can only remove allowed tokens; an empty mask then ends the request with an error).
+  // At most this many stacks per set: a safety bound for very ambiguous grammars. A set that
+  // reached it is marked `overflowed`; the matcher then fails the request with a clear error
+  // rather than continue on a partial set.
   static constexpr size_t kMaxStacks = 4096;
 
   StackExpander(const Grammar& grammar, StackArena& arena) : grammar_(grammar), arena_(arena) {}
@@ -69,7 +72,7 @@ class StackExpander {
   void expand_into(uint32_t pos, int32_t parent, StackSet& out);
   const Grammar& grammar_;
   StackArena& arena_;
-  std::vector<uint32_t> stamp_;  // per node id: the round that visited it
+  std::vector<uint32_t> stamp_;                     // per node id: the round that visited it
   std::vector<std::pair<uint32_t, int32_t>> work_;  // expand_into's work list
   uint32_t round_ = 0;
 };

@@ -1,9 +1,9 @@
 #include "structured/utf8_ranges.h"
 
-#include "common/utf8.h"
-
 #include <algorithm>
 #include <string>
+
+#include "common/utf8.h"
 
 namespace rlt::structured {
 namespace {

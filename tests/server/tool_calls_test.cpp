@@ -30,6 +30,20 @@ TEST(ToolCallParser, SplitsContentAndCalls) {
   EXPECT_EQ(string_args.calls[0].arguments, R"({"x":1})");
 }
 
+TEST(ToolCallParser, ClosingTagsInsideStringsDoNotEndTheBlock) {
+  auto p = parse_tool_calls(R"(<tool_call>{"name":"f","arguments":{"s":"</tool_call>"}}</tool_call>)");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"s":"</tool_call>"})");
+  EXPECT_EQ(p.content, "");
+}
+
+TEST(ToolCallParser, DeeplyNestedArgumentsAreRefusedNotRecursedInto) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  auto p = parse_tool_calls("<tool_call>{\"name\":\"f\",\"arguments\":{\"a\":" + deep + "}}</tool_call>");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_TRUE(parse_bounded_json(deep).is_discarded());
+}
+
 TEST(ToolCallParser, MalformedOrUnclosedBlocksStayContent) {
   EXPECT_EQ(parse_tool_calls("no calls <tool_ here").content, "no calls <tool_ here");
   auto bad = parse_tool_calls("<tool_call>{not json}</tool_call>");
@@ -152,6 +166,16 @@ TEST(ToolPrompt, ForcedCallGrammarAcceptsExactlyValidCalls) {
   const ParsedOutput parsed = parse_tool_calls(call);
   ASSERT_EQ(parsed.calls.size(), 1u);
   EXPECT_EQ(parsed.calls[0].arguments, R"({"city":"Paris","unit":"C"})");
+}
+
+TEST(ToolPrompt, DeepArgumentsInTheHistoryStayText) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  GenerationRequest g;
+  json call = {{"id", "c"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", deep}}}};
+  json assistant = {{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call})}};
+  g.messages = json::array({json{{"role", "user"}, {"content", "x"}}, assistant});
+  const TemplateInput in = chat_template_input(g, /*template_knows_tools=*/true);
+  EXPECT_TRUE(in.messages[1]["tool_calls"][0]["function"]["arguments"].is_string());
 }
 
 TEST(ToolPrompt, TemplatesWithoutToolsGetTheHermesConvention) {

@@ -116,6 +116,26 @@ TEST(Matcher, ArenaCompactionKeepsTheParseState) {
   EXPECT_TRUE(m.is_complete());
 }
 
+TEST(Matcher, TooAmbiguousGrammarsFailExplicitly) {
+  // Each "a" doubles the stacks; past StackExpander::kMaxStacks the matcher refuses and says so
+  // instead of following a partial set (which could refuse tokens its mask allowed).
+  auto g = compile_gbnf("root ::= s\ns ::= \"a\" s \"b\" | \"a\" s \"c\" | \"\"");
+  GrammarMatcher m(g, {});
+  int accepted = 0;
+  while (accepted < 40 && m.accept_bytes("a")) ++accepted;
+  EXPECT_LT(accepted, 40);
+  EXPECT_TRUE(m.overflowed());
+  GrammarMatcher fresh(g, {});
+  EXPECT_TRUE(fresh.accept_bytes("aab"));
+  EXPECT_FALSE(fresh.overflowed());
+}
+
+TEST(Gbnf, HelperRulesNeverMeetUserNames) {
+  auto g = compile_gbnf("root ::= (\"a\") group-1 star-2\ngroup-1 ::= \"b\"\nstar-2 ::= \"c\"");
+  EXPECT_TRUE(full_match(g, "abc"));
+  EXPECT_FALSE(full_match(g, "aa"));
+}
+
 TEST(Matcher, TerminatorsOnlyWhenComplete) {
   auto g = compile_gbnf("root ::= \"ab\"");
   GrammarMatcher m(g, {7});  // token 7 stands in for end-of-sequence

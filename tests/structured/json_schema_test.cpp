@@ -94,6 +94,14 @@ TEST(JsonSchema, InstancesMatchExactlyWhenValid) {
        {R"({"n":null})", R"({"n":2})"},
        {R"({"n":"x"})"}},
       {R"({})", {"1", R"({"a":[null]})", R"("s")"}, {"nul"}},
+      // From a review: siblings of enum/const filter by type; undeclared required names follow
+      // additionalProperties; minItems alone means an array; a surrogate pair is one character.
+      {R"({"type":"string","enum":["a",1]})", {R"("a")"}, {"1"}},
+      {R"({"type":"object","required":["x"],"additionalProperties":{"type":"integer"}})", {R"({"x":1})"},
+       {R"({"x":"s"})", R"({})"}},
+      {R"({"minItems":2})", {"[1,2]"}, {"[]", "[1]", "{}"}},
+      {R"({"type":"string","minLength":2})", {R"("ab")", R"("\ud83d\ude00x")"}, {R"("\ud83d\ude00")", R"("\ud800")"}},
+      {R"({"type":"string","pattern":"^\\S$"})", {R"("a")"}, {"\"\xC2\xA0\"", "\"\xE2\x80\xA8\"", R"("\u001c")"}},
       {R"({"type":"object","additionalProperties":{"type":"integer"},"minProperties":1,"maxProperties":2})",
        {R"({"a":1})", R"({"a":1,"b":2})"}, {R"({})", R"({"a":1,"b":2,"c":3})"}},
       {R"({"type":"object","properties":{"t":{"type":"integer"}},"required":["t"],"additionalProperties":true,"maxProperties":2})",
@@ -138,6 +146,11 @@ TEST(JsonSchema, UnsupportedFeaturesAreRefusedByName) {
             std::string::npos);
   EXPECT_NE(err(R"({"type":"number","multipleOf":3})").find("'multipleOf'"), std::string::npos);
   EXPECT_NE(err(R"({"type":"array","uniqueItems":true})").find("'uniqueItems'"), std::string::npos);
+  EXPECT_NE(err(R"({"type":"integer","allOf":[{"minimum":0}]})").find("'allOf' beside"), std::string::npos);
+  EXPECT_NE(err(R"({"enum":[1,2,3],"minimum":2})").find("'enum' beside the keyword 'minimum'"), std::string::npos);
+  EXPECT_NE(err(R"({"const":12345678901234567890123})").find("2^53"), std::string::npos);
+  EXPECT_NE(err(R"({"properties":{"a":{}},"required":["x"],"additionalProperties":false})").find("no object"),
+            std::string::npos);
   EXPECT_NE(err(R"({"properties":{"x":{"not":{}}}})").find("#/properties/x"), std::string::npos);
   EXPECT_NE(err(R"({"$ref":"http://example.com/s.json"})").find("remote reference"),
             std::string::npos);
