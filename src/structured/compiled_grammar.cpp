@@ -1,8 +1,6 @@
 #include "structured/compiled_grammar.h"
 
 #include <algorithm>
-#include <chrono>
-#include <unordered_set>
 
 #include "structured/stack_arena.h"
 
@@ -113,55 +111,6 @@ class PositionWalk {
 
 CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {}
-
-void CompiledGrammar::precompute(size_t max_states, double budget_ms) const {
-  const auto start = std::chrono::steady_clock::now();
-  StackArena arena;
-  StackExpander expander(grammar_, arena);
-  std::vector<StackSet> queue(1);
-  expander.new_round();
-  for (uint32_t alt : grammar_.alternatives[grammar_.root])
-    expander.expand(alt, StackArena::kBottom, queue[0]);
-  std::unordered_set<std::string> seen;
-  const auto key_of = [](StackSet& s) {
-    std::sort(s.tops.begin(), s.tops.end());
-    return std::string(reinterpret_cast<const char*>(s.tops.data()),
-                       s.tops.size() * sizeof(int32_t));
-  };
-  seen.insert(key_of(queue[0]));
-  uint32_t frames[kFrameDepth];
-  for (size_t q = 0; q < queue.size() && q < max_states; ++q) {
-    const double elapsed =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (elapsed > budget_ms) return;
-    const StackSet state = queue[q];       // a copy: the queue grows below
-    if (state.tops.size() > 64) continue;  // byte classes by a 64-bit signature
-    for (int32_t top : state.tops) {
-      size_t depth = 0;
-      for (int32_t n = top; n != StackArena::kBottom && depth < kFrameDepth;
-           n = arena.node(n).parent)
-        frames[depth++] = arena.node(n).pos;
-      (void)frame_masks({frames, depth});
-    }
-    // One representative byte per set of tops that accept it: those bytes lead to one state.
-    std::unordered_map<uint64_t, uint8_t> classes;
-    for (unsigned b = 0; b < 256; ++b) {
-      uint64_t signature = 0;
-      for (size_t i = 0; i < state.tops.size(); ++i) {
-        const Element& e = grammar_.elements[arena.node(state.tops[i]).pos];
-        if (grammar_.byte_sets[e.value].test(static_cast<uint8_t>(b)))
-          signature |= uint64_t{1} << i;
-      }
-      if (signature != 0) classes.emplace(signature, static_cast<uint8_t>(b));
-    }
-    for (const auto& [signature, byte] : classes) {
-      StackSet next;
-      expander.advance(state, byte, next);
-      if (next.tops.empty()) continue;
-      if (seen.insert(key_of(next)).second) queue.push_back(std::move(next));
-    }
-  }
-}
 
 PositionMasks CompiledGrammar::compute(std::span<const uint32_t> frames) const {
   PositionMasks out;

@@ -48,11 +48,6 @@ class CompiledGrammar {
   // kFrameDepth, fewer only when the stack is that shallow).
   std::shared_ptr<const PositionMasks> frame_masks(std::span<const uint32_t> frames) const;
 
-  // Builds the tables of the frames a matcher meets first, so that steps find them ready: a
-  // breadth-first walk over parse states from the start, one byte per class of bytes that the
-  // same stacks accept, for at most `max_states` states or `budget_ms` milliseconds (whichever
-  // ends first). The server calls it on the request's thread, keeping the work off the engine's.
-  void precompute(size_t max_states, double budget_ms) const;
 
   // Whole-step masks by matcher state (the canonical text of its stacks), bounded in bytes.
   std::shared_ptr<const std::vector<uint64_t>> cached_mask(const std::string& key) const;

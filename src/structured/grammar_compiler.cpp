@@ -9,10 +9,6 @@
 namespace rlt::structured {
 namespace {
 
-// How far compile() warms a new grammar's tables (CompiledGrammar::precompute).
-constexpr size_t kPrecomputeStates = 256;
-constexpr double kPrecomputeMs = 20.0;
-
 std::string cache_key(const StructuredOutputs& spec) {
   std::string key =
       fmt::format("{}:{}:{}", static_cast<int>(spec.kind), spec.spec.size(), spec.spec);
@@ -66,7 +62,6 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(
   RLT_ASSIGN_OR_RETURN(std::string gbnf, constraint_gbnf(spec));
   RLT_ASSIGN_OR_RETURN(Grammar grammar, parse_gbnf(gbnf));
   auto compiled = std::make_shared<const CompiledGrammar>(std::move(grammar), vocab_);
-  compiled->precompute(kPrecomputeStates, kPrecomputeMs);
   std::lock_guard lock(mutex_);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second.first;
   order_.push_front(key);
