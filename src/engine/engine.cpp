@@ -652,15 +652,14 @@ Status Engine::Impl::prepare_input(const sched::SchedulerOutput& batch) {
     if (it == live.end() || r == nullptr) {
       input.sampling.push_back({});
     } else {
-      input.sampling.push_back({&r->params, &it->second.history, it->second.rng.uniform(), {}});
-      if (it->second.matcher) constrained.push_back(&it->second);
+      // The mask's buffer is sized once at add_request; fill_masks writes it below.
+      LiveRequest& l = it->second;
+      const std::span<const uint64_t> allowed = l.matcher ? std::span<const uint64_t>(l.allowed) : std::span<const uint64_t>();
+      input.sampling.push_back({&r->params, &l.history, l.rng.uniform(), allowed});
+      if (l.matcher) constrained.push_back(&l);
     }
   }
   fill_masks(constrained);
-  for (size_t i = 0; i < batch.items.size(); ++i) {
-    auto it = live.find(batch.items[i].id);
-    if (it != live.end() && it->second.matcher) input.sampling[i].allowed = it->second.allowed;
-  }
   return {};
 }
 

@@ -76,12 +76,7 @@ void append_events(StreamState& st, const std::vector<GenerationSession::Event>&
     st.tool_parsers.resize(st.session->choices().size());
     ToolCallParser& parser = st.tool_parsers[e.choice];
     TokenPiece piece = e.piece;
-    ToolCallParser::Delta d = parser.push(piece.text);
-    if (piece.last) {
-      ToolCallParser::Delta rest = parser.finish();
-      d.content += rest.content;
-      for (auto& c : rest.calls) d.calls.push_back(std::move(c));
-    }
+    ToolCallParser::Delta d = parser.push(piece.text, piece.last);
     piece.text = std::move(d.content);
     const size_t first_call = parser.calls() - d.calls.size();
     for (size_t k = 0; k < d.calls.size(); ++k)

@@ -95,27 +95,15 @@ void ToolCallParser::drain(Delta& out, bool at_end) {
   }
 }
 
-ToolCallParser::Delta ToolCallParser::push(const std::string& text) {
+ToolCallParser::Delta ToolCallParser::push(const std::string& text, bool last) {
   pending_ += text;
   Delta out;
-  drain(out, false);
-  return out;
-}
-
-ToolCallParser::Delta ToolCallParser::finish() {
-  Delta out;
-  drain(out, true);
+  drain(out, last);
   return out;
 }
 
 ParsedOutput parse_tool_calls(const std::string& text) {
-  ToolCallParser p;
-  ParsedOutput out;
-  for (ToolCallParser::Delta d : {p.push(text), p.finish()}) {
-    out.content += d.content;
-    for (auto& c : d.calls) out.calls.push_back(std::move(c));
-  }
-  return out;
+  return ToolCallParser().push(text, /*last=*/true);
 }
 
 }  // namespace rlt::server

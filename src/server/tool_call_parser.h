@@ -35,9 +35,9 @@ class ToolCallParser {
     std::vector<ParsedToolCall> calls;  // calls completed by this piece
   };
 
-  Delta push(const std::string& text);
-  // The end of the output: whatever was held back (a partial tag, an unclosed block).
-  Delta finish();
+  // The next piece of text; `last`: the output ends with it (whatever was held back — a partial
+  // tag, an unclosed block — is released).
+  Delta push(const std::string& text, bool last = false);
   // Calls completed so far.
   size_t calls() const { return calls_; }
 
@@ -50,10 +50,7 @@ class ToolCallParser {
 };
 
 // The whole output at once: content (null-equivalent when empty) and calls.
-struct ParsedOutput {
-  std::string content;
-  std::vector<ParsedToolCall> calls;
-};
+using ParsedOutput = ToolCallParser::Delta;
 ParsedOutput parse_tool_calls(const std::string& text);
 
 }  // namespace rlt::server

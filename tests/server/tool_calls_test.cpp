@@ -75,7 +75,7 @@ TEST(ToolCallParser, StreamingInAnyPiecesEqualsTheWhole) {
       for (auto& c : d.calls) calls.push_back(c);
       i += n;
     }
-    auto d = p.finish();
+    auto d = p.push("", /*last=*/true);
     content += d.content;
     for (auto& c : d.calls) calls.push_back(c);
     EXPECT_EQ(content, whole.content);
