@@ -44,6 +44,10 @@ enum class ExitPolicy : uint8_t { kOuro, kOuroDelayed, kTrace };
 // if capture fails; kOn requires them (a graph-safe attention backend; a failed capture is an
 // error); kOff never captures.
 enum class CudaGraphs : uint8_t { kAuto, kOn, kOff };
+// Speculative decoding (docs/speculative.md): where draft tokens come from. kOff: plain decoding;
+// kNgram: prompt lookup (the continuation of the last n tokens' latest earlier occurrence in the
+// prompt and output); kSelf: the same looped model run for only its first draft_loops loops.
+enum class SpeculativeMethod : uint8_t { kOff, kNgram, kSelf };
 
 // The names flags and options use ("last_exited", "auto", "bf16", "no_refill", ...). Each parse_*
 // accepts exactly the names name() returns and otherwise says which are accepted.
@@ -56,6 +60,7 @@ Result<BatchMode> parse_batch_mode(std::string_view name);
 Result<QueuePolicy> parse_queue_policy(std::string_view name);
 Result<ExitPolicy> parse_exit_policy(std::string_view name);
 Result<CudaGraphs> parse_cuda_graphs(std::string_view name);
+Result<SpeculativeMethod> parse_speculative_method(std::string_view name);
 std::string_view name(KVLayout v);
 std::string_view name(KVDType v);
 std::string_view name(WeightDType v);
@@ -65,6 +70,24 @@ std::string_view name(BatchMode v);
 std::string_view name(QueuePolicy v);
 std::string_view name(ExitPolicy v);
 std::string_view name(CudaGraphs v);
+std::string_view name(SpeculativeMethod v);
+
+// Speculative decoding's settings: the engine's default for every request (a request's
+// SamplingParams::speculative overrides method, num_tokens and draft_loops). Drafts are verified
+// in one pass at the model's full depth, so the output equals plain decoding's token for token.
+struct SpeculativeConfig {
+  static constexpr int32_t kMaxTokens = 32;  // drafts per step a request may ask for
+  SpeculativeMethod method = SpeculativeMethod::kOff;
+  int32_t num_tokens = 4;   // K: drafts verified per step at most, in [1, kMaxTokens]
+  int32_t draft_loops = 0;  // self: loops a draft runs, in [1, depth - 1]; 0 = half the depth
+  // ngram: the longest and shortest suffix looked up (the longest that matches wins).
+  int32_t ngram_max = 4, ngram_min = 2;
+  // Per request, K from its recent acceptance and the measured cost of a verify pass's rows
+  // (0 where drafts would cost more than they save: large, compute-bound batches); false: K
+  // drafts whenever the drafter has them.
+  bool adaptive = true;
+  Status validate() const;
+};
 
 // Every engine knob with its default (documented in docs/scheduling.md and docs/kv-cache.md).
 // The scheduling defaults the engine and the scheduler's own configuration (sched/) share,
@@ -117,6 +140,9 @@ struct EngineConfig {
   bool incremental_kv = true;
   bool enable_preemption = false;
   int64_t preemption_host_bytes = kCpuScheduling.preemption_host_bytes;
+
+  // Speculative decoding (off by default).
+  SpeculativeConfig speculative;
 
   // Attention
   std::string attention_backend = "auto";

@@ -85,10 +85,10 @@ struct DeviceStageTime {
   int64_t batches = 0;
 };
 struct DeviceStageTimes {
-  DeviceStageTime prefill, prelude, recurrent, coda;
+  DeviceStageTime prefill, prelude, recurrent, coda, verify;
   // The stages in execution order, with their names.
-  std::array<std::pair<const char*, DeviceStageTime>, 4> named() const {
-    return {{{"prefill", prefill}, {"prelude", prelude}, {"recurrent", recurrent}, {"coda", coda}}};
+  std::array<std::pair<const char*, DeviceStageTime>, 5> named() const {
+    return {{{"prefill", prefill}, {"prelude", prelude}, {"recurrent", recurrent}, {"coda", coda}, {"verify", verify}}};
   }
 };
 
@@ -123,6 +123,20 @@ struct EngineMetrics {
   // Structured output: tokens sampled under a constraint, and the wall time spent on their masks.
   int64_t constrained_tokens = 0;
   double mask_seconds = 0.0;
+  // Speculative decoding: request verifications, the drafts they checked, the drafts accepted,
+  // and the tokens they gave (accepted drafts plus the model's own token each).
+  int64_t spec_verifications = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  int64_t spec_verified_tokens = 0;
+  double spec_acceptance_rate() const {
+    return spec_draft_tokens ? static_cast<double>(spec_accepted_tokens) / static_cast<double>(spec_draft_tokens) : 0.0;
+  }
+  // Tokens per verification (1 + accepted drafts on average).
+  double spec_mean_accepted_length() const {
+    return spec_verifications ? static_cast<double>(spec_verified_tokens) / static_cast<double>(spec_verifications)
+                              : 0.0;
+  }
 };
 
 // What one generated token reads, for rooflines: the linear weights of one loop of the core (all

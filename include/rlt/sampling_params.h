@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "rlt/config.h"
 #include "rlt/status.h"
 
 namespace rlt {
@@ -30,6 +31,15 @@ struct StructuredOutputs {
   std::string spec;
   std::vector<std::string> choices;
   friend bool operator==(const StructuredOutputs&, const StructuredOutputs&) = default;
+};
+
+// A request's speculative decoding (docs/speculative.md); absent fields take the engine's
+// SpeculativeConfig. The output is plain decoding's whatever is chosen here: this only trades work.
+struct SpeculativeParams {
+  std::optional<SpeculativeMethod> method;  // absent: the engine's
+  int32_t num_tokens = 0;   // drafts per step at most, in [0, SpeculativeConfig::kMaxTokens]; 0 = the engine's
+  int32_t draft_loops = 0;  // self: loops a draft runs; 0 = the engine's
+  friend bool operator==(const SpeculativeParams&, const SpeculativeParams&) = default;
 };
 
 struct SamplingParams {
@@ -79,6 +89,9 @@ struct SamplingParams {
   // Absent: unconstrained. Compiled (and cached) by the engine at add_request; a constraint it
   // cannot compile fails the request there with the reason.
   std::optional<StructuredOutputs> structured_outputs;
+
+  // Absent: the engine's speculative decoding settings (EngineConfig::speculative).
+  std::optional<SpeculativeParams> speculative;
 
   // --- depth (early exit); the engine converts these to model::ExitParams ---
   int64_t min_loops = kDefaultMinLoops;  // >= 1

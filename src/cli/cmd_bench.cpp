@@ -1,7 +1,8 @@
 // `rlt bench`: offline, closed-loop throughput. Keeps --concurrency requests in flight until
-// --num-requests finished, once at full depth and once with the requested early-exit settings,
-// and reports tokens/s, mean loops per token and the share of the ideal early-exit speed-up
-// (ideal = full-depth loops per token / mean loops per token).
+// --num-requests finished, once at full depth with plain decoding, once with speculative decoding
+// when --speculative-method is given (the speed-up, acceptance rate and mean accepted length),
+// and once with the requested early-exit settings (tokens/s, mean loops per token and the share of
+// the ideal early-exit speed-up = full-depth loops per token / mean loops per token).
 //
 // Per request it also times prefill (prompt tokens / time to the first token) and decode (later
 // tokens / time after the first), and judges the decode rate against the memory roofline: the
@@ -12,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -20,6 +22,9 @@
 #include "cli/engine_flags.h"
 #include "cli/model_dir.h"
 #include "runner/device_choice.h"
+#include "source/model_source.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace rlt::cli {
 namespace {
@@ -35,7 +40,50 @@ struct BenchOptions {
   uint64_t prompt_seed = 1;
   bool no_roofline = false;
   int warmup_requests = 0;
+  // JSONL of real prompts, {"prompt": text} or {"messages": [...]} per line, used in turn instead
+  // of random tokens (input-grounded workloads for speculative decoding, say).
+  std::string prompts_file;
 };
+
+// A prompt of --prompts: its ids, and the end-of-turn ids of the chat template when it came as
+// messages.
+struct BenchPrompt {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> stop_ids;
+};
+
+Result<std::vector<BenchPrompt>> load_prompts(const std::string& file, const std::string& dir) {
+  std::ifstream in(file);
+  if (!in) return not_found(fmt::format("--prompts: cannot read {}", file));
+  RLT_ASSIGN_OR_RETURN(source::ModelSource src, source::ModelSource::open(dir));
+  RLT_ASSIGN_OR_RETURN(auto tokenizer, src.tokenizer());
+  std::optional<tok::ChatTemplate> tmpl;
+  std::vector<BenchPrompt> prompts;
+  std::string line;
+  for (int no = 1; std::getline(in, line); ++no) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const auto j = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+    BenchPrompt p;
+    if (j.is_object() && j.contains("prompt") && j["prompt"].is_string()) {
+      RLT_ASSIGN_OR_RETURN(p.ids, tokenizer->encode(j["prompt"].get<std::string>(), /*add_special_tokens=*/true));
+    } else if (j.is_object() && j.contains("messages") && j["messages"].is_array()) {
+      if (!tmpl) {
+        RLT_ASSIGN_OR_RETURN(tok::ChatTemplate t, src.chat_template());
+        tmpl.emplace(std::move(t));
+      }
+      RLT_ASSIGN_OR_RETURN(std::string text, tmpl->render(j["messages"], /*add_generation_prompt=*/true));
+      RLT_ASSIGN_OR_RETURN(p.ids, tokenizer->encode(text, /*add_special_tokens=*/false));
+      p.stop_ids = tok::end_of_turn_ids(*tmpl, *tokenizer);
+    } else {
+      return invalid_argument(fmt::format("--prompts {} line {}: expected {{\"prompt\": text}} or {{\"messages\": "
+                                          "[...]}}",
+                                          file, no));
+    }
+    prompts.push_back(std::move(p));
+  }
+  if (prompts.empty()) return invalid_argument(fmt::format("--prompts {} holds no prompt", file));
+  return prompts;
+}
 
 struct RunStats {
   int64_t tokens = 0;
@@ -57,6 +105,8 @@ struct RunStats {
   int64_t batches = 0, graph_replays = 0, lookahead_batches = 0,
           device_sampled_batches = 0;  // engine counters of the run
   DeviceStageTimes device_time;       // GPU runs: device time by stage over the run
+  // Speculative decoding over the run: verifications, drafts checked and accepted, tokens given.
+  int64_t spec_verifications = 0, spec_drafts = 0, spec_accepted = 0, spec_tokens = 0;
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
   double prefill_tokens_per_s() const { return prefill_seconds > 0 ? static_cast<double>(prefill_tokens) / prefill_seconds : 0; }
   double decode_tokens_per_s() const { return decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0; }
@@ -68,10 +118,26 @@ struct RunStats {
 using Clock = std::chrono::steady_clock;
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir, const SamplingParams& params) {
+Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir, const SamplingParams& params,
+                                 const std::vector<BenchPrompt>& prompts) {
   RLT_ASSIGN_OR_RETURN(auto engine, Engine::create(opt.engine.resolve(dir)));
   std::mt19937_64 rng(opt.prompt_seed);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(engine->vocab_size()) - 1);
+  size_t next_prompt = 0;
+  // The next request: the next --prompts entry in turn, else random tokens.
+  auto add = [&](uint64_t id) -> Status {
+    SamplingParams p = params;
+    std::vector<int32_t> prompt;
+    if (prompts.empty()) {
+      prompt.resize(static_cast<size_t>(opt.prompt_len));
+      for (auto& t : prompt) t = token(rng);
+    } else {
+      const BenchPrompt& b = prompts[next_prompt++ % prompts.size()];
+      prompt = b.ids;
+      p.stop_token_ids.insert(p.stop_token_ids.end(), b.stop_ids.begin(), b.stop_ids.end());
+    }
+    return engine->add_request(id, std::move(prompt), p);
+  };
   int submitted = 0, finished = 0, in_flight = 0;
   struct Timing {
     Clock::time_point submitted, first_token;
@@ -80,10 +146,8 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
   std::vector<Timing> timing(static_cast<size_t>(opt.num_requests));
   RunStats s;
   auto submit = [&]() -> Status {
-    std::vector<int32_t> prompt(static_cast<size_t>(opt.prompt_len));
-    for (auto& t : prompt) t = token(rng);
     timing[static_cast<size_t>(submitted)].submitted = Clock::now();
-    RLT_RETURN_IF_ERROR(engine->add_request(static_cast<uint64_t>(submitted), std::move(prompt), params));
+    RLT_RETURN_IF_ERROR(add(static_cast<uint64_t>(submitted)));
     ++submitted;
     ++in_flight;
     return {};
@@ -91,12 +155,8 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
   // Untimed requests first, at the run's concurrency: page faults of the KV pool and scratch
   // buffers, thread start-up, and on a GPU the CUDA graphs of the batch sizes the run will use.
   for (int warm = 0, warm_in_flight = 0; warm < opt.warmup_requests || engine->has_unfinished();) {
-    for (; warm_in_flight < opt.concurrency && warm < opt.warmup_requests; ++warm, ++warm_in_flight) {
-      std::vector<int32_t> prompt(static_cast<size_t>(opt.prompt_len));
-      for (auto& t : prompt) t = token(rng);
-      const uint64_t id = static_cast<uint64_t>(opt.num_requests + warm);
-      RLT_RETURN_IF_ERROR(engine->add_request(id, std::move(prompt), params));
-    }
+    for (; warm_in_flight < opt.concurrency && warm < opt.warmup_requests; ++warm, ++warm_in_flight)
+      RLT_RETURN_IF_ERROR(add(static_cast<uint64_t>(opt.num_requests + warm)));
     RLT_ASSIGN_OR_RETURN(auto outs, engine->step());
     for (const auto& o : outs) {
       if (!o.finished) continue;
@@ -151,10 +211,15 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
   auto since = [](DeviceStageTime now, DeviceStageTime then) {
     return DeviceStageTime{now.milliseconds - then.milliseconds, now.batches - then.batches};
   };
+  s.spec_verifications = m.spec_verifications - before.spec_verifications;
+  s.spec_drafts = m.spec_draft_tokens - before.spec_draft_tokens;
+  s.spec_accepted = m.spec_accepted_tokens - before.spec_accepted_tokens;
+  s.spec_tokens = m.spec_verified_tokens - before.spec_verified_tokens;
   s.device_time = {since(m.device_time.prefill, before.device_time.prefill),
                    since(m.device_time.prelude, before.device_time.prelude),
                    since(m.device_time.recurrent, before.device_time.recurrent),
-                   since(m.device_time.coda, before.device_time.coda)};
+                   since(m.device_time.coda, before.device_time.coda),
+                   since(m.device_time.verify, before.device_time.verify)};
   return s;
 }
 
@@ -165,12 +230,23 @@ int run_bench(const BenchOptions& opt) {
     return report_error(invalid_argument("--num-requests, --concurrency, --prompt-len and --output-len must be positive"));
   SamplingParams params = opt.sampling.resolve();
   params.max_tokens = opt.output_len;
-  params.ignore_eos = true;  // every request generates exactly --output-len tokens
+  std::vector<BenchPrompt> prompts;
+  if (!opt.prompts_file.empty()) {
+    auto loaded = load_prompts(opt.prompts_file, *dir);
+    if (!loaded.ok()) return report_error(loaded.status());
+    prompts = std::move(*loaded);
+  } else {
+    params.ignore_eos = true;  // random prompts: every request generates exactly --output-len tokens
+  }
+  // With speculative decoding configured, the baseline is plain decoding in the same run.
+  const SpeculativeConfig& spec_config = opt.engine.config.speculative;
+  const bool speculative = spec_config.method != SpeculativeMethod::kOff;
   SamplingParams full = params;
   full.exit_threshold = 1.0;
   full.min_loops = SamplingParams::kDefaultMinLoops;
   full.max_loops = 0;
-  auto base = run_closed_loop(opt, *dir, full);
+  full.speculative = SpeculativeParams{SpeculativeMethod::kOff, 0, 0};
+  auto base = run_closed_loop(opt, *dir, full, prompts);
   if (!base.ok()) return report_error(base.status());
   nlohmann::ordered_json out;
   out["model"] = *dir;
@@ -246,9 +322,45 @@ int run_bench(const BenchOptions& opt) {
                              "decode reaches {:.0f}%\n", bytes_per_step / 1e9, copy_gbs, roofline_tokens_per_s,
                              100.0 * decode_rate / roofline_tokens_per_s);
   }
+  if (speculative) {
+    SamplingParams spec_params = full;
+    spec_params.speculative.reset();  // the engine's settings
+    auto spec = run_closed_loop(opt, *dir, spec_params, prompts);
+    if (!spec.ok()) return report_error(spec.status());
+    const double speedup = spec->tokens_per_s() / base->tokens_per_s();
+    const double acceptance =
+        spec->spec_drafts ? static_cast<double>(spec->spec_accepted) / static_cast<double>(spec->spec_drafts) : 0.0;
+    const double mean_length = spec->spec_verifications ? static_cast<double>(spec->spec_tokens) /
+                                                              static_cast<double>(spec->spec_verifications)
+                                                        : 0.0;
+    out["speculative"] = {{"method", name(spec_config.method)},
+                          {"num_speculative_tokens", spec_config.num_tokens},
+                          {"draft_loops", spec_config.draft_loops},
+                          {"adaptive", spec_config.adaptive},
+                          {"tokens", spec->tokens},
+                          {"seconds", spec->seconds},
+                          {"tokens_per_s", spec->tokens_per_s()},
+                          {"decode_tokens_per_s", spec->decode_tokens_per_s()},
+                          {"speedup", speedup},
+                          {"decode_speedup", spec->decode_tokens_per_s() / base->decode_tokens_per_s()},
+                          {"verifications", spec->spec_verifications},
+                          {"draft_tokens", spec->spec_drafts},
+                          {"accepted_tokens", spec->spec_accepted},
+                          {"acceptance_rate", acceptance},
+                          {"mean_accepted_length", mean_length},
+                          {"batches", spec->batches}};
+    std::cerr << fmt::format("speculative ({}): {} tokens in {:.2f} s = {:.1f} tokens/s, speed-up {:.2f}x over plain "
+                             "decoding (decode {:.2f}x); {} drafts, {:.1f}% accepted, {:.2f} tokens per "
+                             "verification\n",
+                             name(spec_config.method), spec->tokens, spec->seconds, spec->tokens_per_s(), speedup,
+                             spec->decode_tokens_per_s() / base->decode_tokens_per_s(), spec->spec_drafts,
+                             100.0 * acceptance, mean_length);
+  }
   const bool early_exit = params.exit_threshold < 1.0 || params.max_loops != 0;
   if (early_exit) {
-    auto exit = run_closed_loop(opt, *dir, params);
+    SamplingParams exit_params = params;
+    exit_params.speculative = SpeculativeParams{SpeculativeMethod::kOff, 0, 0};  // exits need plain decoding
+    auto exit = run_closed_loop(opt, *dir, exit_params, prompts);
     if (!exit.ok()) return report_error(exit.status());
     const double speedup = exit->tokens_per_s() / base->tokens_per_s();
     const double ideal = base->mean_loops / exit->mean_loops;
@@ -279,6 +391,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-roofline", opt->no_roofline, "Skip the copy-bandwidth probe and the roofline report");
+  cmd->add_option("--prompts", opt->prompts_file,
+                  "JSONL of real prompts ({\"prompt\": text} or {\"messages\": [...]} per line), used in turn "
+                  "instead of random ones; requests then stop at EOS");
   add_sampling_flags(*cmd, opt->sampling);
   add_engine_flags(*cmd, opt->engine);
   cmd->callback([opt, exit_code] { *exit_code = run_bench(*opt); });

@@ -49,6 +49,7 @@ EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
                                         : (no_cuda_graphs ? CudaGraphs::kOff : CudaGraphs::kAuto);
   c.device_sampling = !host_sampling;
   c.adaptive_threads = !no_adaptive_threads;
+  c.speculative.adaptive = !no_adaptive_speculation;
   return c;
 }
 
@@ -102,6 +103,19 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
                   "fcfs or priority (lower priority values first)");
   add_enum_option(cmd, "--exit-policy", c.exit_policy, parse_exit_policy,
                   "ouro, ouro_delayed or trace");
+  SpeculativeConfig& spec = c.speculative;
+  add_enum_option(cmd, "--speculative-method", spec.method, parse_speculative_method,
+                  "Speculative decoding (output unchanged): off, ngram (prompt lookup) or self (drafts "
+                  "run the first --draft-loops loops)");
+  cmd.add_option("--num-speculative-tokens", spec.num_tokens, "Drafts verified per step at most (K)")
+      ->capture_default_str();
+  cmd.add_option("--draft-loops", spec.draft_loops, "Self drafting: loops a draft runs (0 = half the depth)")
+      ->capture_default_str();
+  cmd.add_option("--ngram-max", spec.ngram_max, "Prompt lookup: longest suffix matched")->capture_default_str();
+  cmd.add_option("--ngram-min", spec.ngram_min, "Prompt lookup: shortest suffix matched")->capture_default_str();
+  cmd.add_flag("--no-adaptive-speculation", f.no_adaptive_speculation,
+               "Always verify K drafts when there are any (default: per request from its acceptance and the "
+               "measured cost of a verify pass; none in compute-bound batches)");
   cmd.add_flag("--no-incremental-kv", f.no_incremental_kv, "Claim a request's whole KV at admission");
   cmd.add_flag("--enable-preemption", c.enable_preemption, "Suspend requests to host memory when KV runs out");
   cmd.add_option("--preemption-host-gib", f.preemption_host_gib, "Host memory for suspended requests")->capture_default_str();

@@ -24,6 +24,7 @@ struct EngineFlags {
   bool no_cuda_graphs = false;
   bool host_sampling = false;
   bool no_adaptive_threads = false;
+  bool no_adaptive_speculation = false;
 
   // The final configuration for `model_dir`.
   EngineConfig resolve(const std::string& model_dir) const;

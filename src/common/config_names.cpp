@@ -56,6 +56,9 @@ constexpr Names<ExitPolicy, 3> kExitPolicies{{{ExitPolicy::kOuro, "ouro"},
                                               {ExitPolicy::kTrace, "trace"}}};
 constexpr Names<CudaGraphs, 3> kCudaGraphs{
     {{CudaGraphs::kAuto, "auto"}, {CudaGraphs::kOn, "on"}, {CudaGraphs::kOff, "off"}}};
+constexpr Names<SpeculativeMethod, 3> kSpeculativeMethods{{{SpeculativeMethod::kOff, "off"},
+                                                           {SpeculativeMethod::kNgram, "ngram"},
+                                                           {SpeculativeMethod::kSelf, "self"}}};
 
 }  // namespace
 
@@ -87,6 +90,10 @@ Result<CudaGraphs> parse_cuda_graphs(std::string_view n) {
   return parse(kCudaGraphs, n, "CUDA graph mode");
 }
 
+Result<SpeculativeMethod> parse_speculative_method(std::string_view n) {
+  return parse(kSpeculativeMethods, n, "speculative method");
+}
+
 std::string_view name(KVLayout v) {
   return lookup(kKVLayouts, v);
 }
@@ -113,6 +120,21 @@ std::string_view name(ExitPolicy v) {
 }
 std::string_view name(CudaGraphs v) {
   return lookup(kCudaGraphs, v);
+}
+std::string_view name(SpeculativeMethod v) {
+  return lookup(kSpeculativeMethods, v);
+}
+
+Status SpeculativeConfig::validate() const {
+  if (num_tokens < 1 || num_tokens > kMaxTokens) {
+    return invalid_argument(fmt::format("--num-speculative-tokens must be in [1, {}], got {}", kMaxTokens, num_tokens));
+  }
+  if (draft_loops < 0) return invalid_argument(fmt::format("--draft-loops must be >= 0, got {}", draft_loops));
+  if (ngram_min < 1 || ngram_max < ngram_min || ngram_max > 64) {
+    return invalid_argument(fmt::format("the n-gram sizes must satisfy 1 <= min <= max <= 64, got min {} and max {}",
+                                        ngram_min, ngram_max));
+  }
+  return {};
 }
 
 }  // namespace rlt

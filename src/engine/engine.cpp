@@ -50,6 +50,12 @@ DType resolve_kv_dtype(KVDType kv, DType weights) {
   return weights;
 }
 
+// The random stream of a self draft's position: the draft after j others stands where output
+// token counter + j will, and uses that token's uniform.
+sampling::RngState draft_rng(const sampling::RngState& rng, const sched::Request& r) {
+  return {rng.seed, rng.counter + r.spec.drafts.size()};
+}
+
 runner::GpuRunnerSettings gpu_runner_settings(const EngineConfig& c) {
   runner::GpuRunnerSettings s{c.cuda_graphs, c.programmatic_launch, c.device_sampling};
   if (c.gpu_preallocate) {
@@ -91,6 +97,7 @@ Result<sched::SchedulerConfig> scheduler_config(const EngineConfig& c) {
   s.enable_preemption = c.enable_preemption;
   s.preemption_host_bytes = c.preemption_host_bytes;
   s.async_scheduling = c.async_scheduling;
+  s.speculative = c.speculative;
   RLT_RETURN_IF_ERROR(s.validate());
   return s;
 }
@@ -139,8 +146,10 @@ struct Engine::Impl : public sched::PreemptionHooks {
   std::unique_ptr<structured::GrammarCompiler> grammar_compiler;
   int64_t constrained_tokens = 0;
   double mask_seconds = 0.0;
-  // Asynchronous scheduling: submitted batches whose results are not applied yet, oldest first.
+  // Asynchronous scheduling: submitted batches whose results are not applied yet, oldest first,
+  // and the runner time their submission took.
   std::deque<sched::SchedulerOutput> in_flight;
+  std::deque<double> in_flight_submit_seconds;
   int64_t lookahead_batches = 0;
 
   Result<kv::KVSnapshot> snapshot_kv(kv::RequestId id) override { return kv->snapshot(id, runner->storage()); }
@@ -191,6 +200,10 @@ struct Engine::Impl : public sched::PreemptionHooks {
   // Aborts the requests of a batch that failed to run (the others keep going).
   void fail_batch(const sched::SchedulerOutput& batch, const Status& why,
                   std::vector<RequestOutput>& outputs);
+  // VERIFY: samples each request's rows in order with its own sampler state, keeping tokens while
+  // they equal the drafts (the first that differs, or a bonus token after all of them, ends it).
+  Status verify_tokens(const sched::SchedulerOutput& batch, const runner::BatchResult& result,
+                       sched::RunnerOutput& ro);
   // Samples a CODA batch's tokens and applies a batch's results; outputs for the step.
   Status apply(const sched::SchedulerOutput& batch, runner::BatchResult& result,
                std::vector<RequestOutput>& outputs);
@@ -206,6 +219,10 @@ struct Engine::Impl : public sched::PreemptionHooks {
   // prepare_input, then submits `input` to the runner.
   Status submit(const sched::SchedulerOutput& batch);
   Status collect(uint64_t seq, runner::BatchResult* result);
+  // Feeds a VERIFY batch's runner time to the scheduler's cost model (adaptive draft counts).
+  void observe_cost(const sched::SchedulerOutput& batch, double seconds) {
+    if (batch.stage == sched::Stage::kVerify) scheduler->observe_verify_cost(batch.rows(), seconds);
+  }
   double runner_seconds = 0.0;  // wall time inside the runner's submit and collect
 };
 
@@ -274,6 +291,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested,
   if (!device.cuda) log_info(fmt::format("weights loaded in {}", impl->model->load_report.summary()));
   const io::ModelConfig& mc = impl->model->config;
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
+  // What a self draft's CODA costs next to one loop of the core (both stream their weights).
+  if (const int64_t loop = impl->model->core_weight_bytes_per_loop(); loop > 0)
+    sc.coda_loops = static_cast<double>(impl->model->lm_head_bytes()) / static_cast<double>(loop);
   const kv::KVLayout layout = config.kv_layout;
   // Quantized weights: a bf16 cache (as llama.cpp's f16 default: half the f32 bytes).
   const DType kv_dtype = resolve_kv_dtype(
@@ -525,8 +545,13 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
         if (result.device_tokens[i] < 0) {
           sampled[i] = invalid_argument(result.device_sample_errors[i]);
         } else {
-          states[i]->rng.advance();
           sampling::SampledToken t;
+          if (requests[i]->spec.drafting) {
+            t.token = result.device_tokens[i];
+            sampled[i] = t;
+            continue;
+          }
+          states[i]->rng.advance();
           if (requests[i]->params.logprobs) {
             if (result.device_logprobs.size() != n) {
               sampled[i] = internal_error("the runner sampled on its device without the logprobs asked for");
@@ -550,10 +575,15 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
         if (states[row] == nullptr) continue;
         sampling::Sampler& sampler =
             samplers[static_cast<size_t>(omp_get_thread_num()) % samplers.size()];
-        sampled[row] = sampler.sample(logits.subspan(row * static_cast<size_t>(vocab), static_cast<size_t>(vocab)),
-                                      requests[row]->params, states[row]->history, states[row]->rng,
-                                      states[row]->matcher ? std::span<const uint64_t>(states[row]->allowed)
-                                                           : std::span<const uint64_t>());
+        const auto row_logits = logits.subspan(row * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+        LiveRequest& l = *states[row];
+        if (requests[row]->spec.drafting) {
+          sampling::RngState rng = draft_rng(l.rng, *requests[row]);  // a copy: nothing advances
+          sampled[row] = sampler.sample(row_logits, requests[row]->params, l.history, rng, {});
+          continue;
+        }
+        sampled[row] = sampler.sample(row_logits, requests[row]->params, l.history, l.rng,
+                                      l.matcher ? std::span<const uint64_t>(l.allowed) : std::span<const uint64_t>());
       }
     }
     for (size_t i = 0; i < n; ++i) {
@@ -571,6 +601,10 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
       }
       LiveRequest& l = *states[i];
       const sampling::SampledToken& st = *sampled[i];
+      if (requests[i]->spec.drafting) {
+        ro.sampled.push_back(st.token);  // a proposal: no history, text or logprobs until verified
+        continue;
+      }
       if (l.matcher && !l.matcher->accept_token(st.token)) {
         // Ends this request only: a grammar too ambiguous to follow, or (the mask allowed the
         // token) a bug.
@@ -592,14 +626,19 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
       }
     }
   }
+  if (batch.stage == sched::Stage::kVerify) RLT_RETURN_IF_ERROR(verify_tokens(batch, result, ro));
   take_pending(outputs);
   RLT_ASSIGN_OR_RETURN(sched::StepUpdate update, scheduler->update_from_output(batch, ro));
   RLT_RETURN_IF_ERROR(finalize(update));
   for (uint64_t id : update.new_tokens) {
     const sched::Request* r = scheduler->find(id);
-    if (r == nullptr) continue;
-    ++generated_tokens;
-    loops_run += r->exit_depths.back();
+    auto it = live.find(id);
+    if (r == nullptr || it == live.end()) continue;
+    // A verification may add several tokens at once.
+    for (size_t t = std::min(it->second.emitted, r->output_tokens.size()); t < r->output_tokens.size(); ++t) {
+      ++generated_tokens;
+      loops_run += r->exit_depths[t];
+    }
     if (r->finished()) continue;  // reported below with its final state
     outputs.push_back(output_for(*r, live.at(id)));
   }
@@ -609,6 +648,91 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
     outputs.push_back(output_for(*r, live.at(id)));
     live.erase(id);
     runner->release(id);
+  }
+  return {};
+}
+
+Status Engine::Impl::verify_tokens(const sched::SchedulerOutput& batch, const runner::BatchResult& result,
+                                   sched::RunnerOutput& ro) {
+  const auto vocab = static_cast<size_t>(model->config.vocab_size);
+  const size_t n = batch.items.size();
+  std::vector<size_t> first_row(n);
+  size_t rows = 0;
+  for (size_t i = 0; i < n; ++i) {
+    first_row[i] = rows;
+    rows += static_cast<size_t>(batch.items[i].token_count);
+  }
+  const std::span<const float> logits = result.all_logits();
+  if (logits.size() != rows * vocab)
+    return internal_error(fmt::format("a verification of {} rows got {} logits", rows, logits.size()));
+  // Per item: the tokens kept, and why the request must end instead (a broken row, a grammar).
+  struct Verified {
+    std::vector<int32_t> tokens;
+    std::string failure;
+    int64_t constrained = 0;
+    double mask_seconds = 0;
+  };
+  std::vector<Verified> verified(n);
+  samplers.resize(static_cast<size_t>(std::max(1, omp_get_max_threads())));
+  // Requests are independent (each its own history, RNG and matcher); a request's rows are not.
+#pragma omp parallel for schedule(dynamic) if (n > 1)
+  for (int64_t item = 0; item < static_cast<int64_t>(n); ++item) {
+    const auto i = static_cast<size_t>(item);
+    const sched::ScheduledItem& it = batch.items[i];
+    const sched::Request* r = scheduler->find(it.id);
+    auto found = live.find(it.id);
+    if (r == nullptr || r->finished() || r->arrival != it.arrival || found == live.end()) continue;
+    LiveRequest& l = found->second;
+    Verified& v = verified[i];
+    sampling::Sampler& sampler = samplers[static_cast<size_t>(omp_get_thread_num()) % samplers.size()];
+    for (int32_t j = 0; j < it.token_count; ++j) {
+      std::span<const uint64_t> allowed;
+      if (l.matcher) {
+        const auto start = std::chrono::steady_clock::now();
+        l.matcher->fill_next_token_mask(l.allowed);
+        v.mask_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        ++v.constrained;
+        allowed = l.allowed;
+      }
+      // The row's token is exactly what plain decoding samples here: the same logits, history and
+      // uniform (the counter of this output position).
+      const auto row = logits.subspan((first_row[i] + static_cast<size_t>(j)) * vocab, vocab);
+      Result<sampling::SampledToken> st = sampler.sample(row, r->params, l.history, l.rng, allowed);
+      if (!st.ok()) {
+        v.failure = "sampling failed: " + st.status().message();
+        break;
+      }
+      const int32_t token = st->token;
+      if (l.matcher && !l.matcher->accept_token(token)) {
+        v.failure = l.matcher->overflowed()
+                        ? "the structured-output grammar is too ambiguous to follow here (more than 4,096 parse "
+                          "stacks); simplify it"
+                        : fmt::format("internal error: token {} broke the structured-output constraint", token);
+        break;
+      }
+      v.tokens.push_back(token);
+      l.history.append(token);
+      l.new_texts.push_back(l.detokenizer ? l.detokenizer->push(token) : std::string());
+      if (r->params.logprobs) {
+        TokenLogprobs lp{token, st->logprob, {}, 0};
+        for (const auto& t : st->top_logprobs) lp.top.push_back(TokenLogprob{t.token, t.logprob});
+        l.new_logprobs.push_back(std::move(lp));
+      }
+      const bool last_row = j + 1 == it.token_count;
+      if (last_row || scheduler->stops(*r, token) || token != r->spec.drafts[static_cast<size_t>(j)]) break;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    Verified& v = verified[i];
+    constrained_tokens += v.constrained;
+    mask_seconds += v.mask_seconds;
+    if (!v.failure.empty()) {
+      log_error(fmt::format("request {}: {}; aborting it", batch.items[i].id, v.failure));
+      (void)abort_request(batch.items[i].id, v.failure);  // queues its final output
+      v.tokens.clear();
+    }
+    ro.emitted.push_back(static_cast<int32_t>(v.tokens.size()));
+    ro.sampled.insert(ro.sampled.end(), v.tokens.begin(), v.tokens.end());
   }
   return {};
 }
@@ -654,6 +778,12 @@ Status Engine::Impl::prepare_input(const sched::SchedulerOutput& batch) {
     } else {
       // The mask's buffer is sized once at add_request; fill_masks writes it below.
       LiveRequest& l = it->second;
+      if (r->spec.drafting) {
+        // A self draft: sampled at the uniform its position's token will use (so that it agrees
+        // with the target as often as the distributions allow), unconstrained, nothing advanced.
+        input.sampling.push_back({&r->params, &l.history, draft_rng(l.rng, *r).uniform(), {}});
+        continue;
+      }
       const std::span<const uint64_t> allowed = l.matcher ? std::span<const uint64_t>(l.allowed) : std::span<const uint64_t>();
       input.sampling.push_back({&r->params, &l.history, l.rng.uniform(), allowed});
       if (l.matcher) constrained.push_back(&l);
@@ -712,12 +842,14 @@ Result<std::vector<RequestOutput>> Engine::step() {
       return outputs;
     }
     runner::BatchResult result;
+    const double runner_before = m.runner_seconds;
     Status ran = m.submit(*batch);
     if (ran.ok()) ran = m.collect(batch->seq, &result);
     if (!ran.ok()) {
       m.fail_batch(*batch, ran, outputs);
       return outputs;
     }
+    m.observe_cost(*batch, m.runner_seconds - runner_before);
     RLT_RETURN_IF_ERROR(m.apply(*batch, result, outputs));
     return outputs;
   }
@@ -725,12 +857,14 @@ Result<std::vector<RequestOutput>> Engine::step() {
   // scheduler already moved this batch's requests on as far as their results are not needed.
   bool submitted = false;
   if (batch) {
+    const double runner_before = m.runner_seconds;
     Status sent = m.submit(*batch);
     if (sent.ok()) {
       // Tracked first: the runner holds it now, whatever happens below.
       submitted = true;
       if (!m.in_flight.empty()) ++m.lookahead_batches;
       m.in_flight.push_back(std::move(*batch));
+      m.in_flight_submit_seconds.push_back(m.runner_seconds - runner_before);
       RLT_ASSIGN_OR_RETURN(sched::StepUpdate update, m.scheduler->on_submitted(m.in_flight.back()));
       RLT_RETURN_IF_ERROR(m.finalize(update));
     } else {
@@ -743,12 +877,16 @@ Result<std::vector<RequestOutput>> Engine::step() {
     collected = true;
     const sched::SchedulerOutput done = std::move(m.in_flight.front());
     m.in_flight.pop_front();
+    const double submit_seconds = m.in_flight_submit_seconds.front();
+    m.in_flight_submit_seconds.pop_front();
     runner::BatchResult result;
+    const double runner_before = m.runner_seconds;
     Status ran = m.collect(done.seq, &result);
     if (!ran.ok()) {
       m.fail_batch(done, ran, outputs);
       continue;
     }
+    m.observe_cost(done, submit_seconds + m.runner_seconds - runner_before);
     RLT_RETURN_IF_ERROR(m.apply(done, result, outputs));
   }
   // Nothing ran and nothing came back: only then is the scheduler stuck.
@@ -824,6 +962,11 @@ EngineMetrics Engine::metrics() const {
   x.reduced_thread_batches = m.runner->reduced_thread_batches();
   x.constrained_tokens = m.constrained_tokens;
   x.mask_seconds = m.mask_seconds;
+  const sched::SchedulerCounters& c = m.scheduler->counters();
+  x.spec_verifications = c.verifications;
+  x.spec_draft_tokens = c.draft_tokens;
+  x.spec_accepted_tokens = c.accepted_tokens;
+  x.spec_verified_tokens = c.verified_tokens;
   return x;
 }
 

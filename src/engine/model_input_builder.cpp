@@ -78,6 +78,8 @@ Result<runner::Stage> runner_stage(sched::Stage stage) {
       return runner::Stage::kRecurrent;
     case sched::Stage::kCoda:
       return runner::Stage::kCoda;
+    case sched::Stage::kVerify:
+      return runner::Stage::kVerify;
     default:
       return internal_error(fmt::format("cannot execute a {} batch", sched::stage_name(stage)));
   }
@@ -129,8 +131,26 @@ Status build_model_input(const sched::SchedulerOutput& batch, const sched::Sched
       }
       return {};
     case runner::Stage::kPrelude:
-      for (const sched::Request* r : requests) out.tokens.push_back(r->output_tokens.back());
+      for (const sched::Request* r : requests) out.tokens.push_back(r->feed_token());
       return {};
+    case runner::Stage::kVerify: {
+      // As a prefill chunk: the rows of a request are consecutive positions, loop-major over
+      // every loop (the scheduler refuses speculation under `shared` with more than one loop).
+      runner::PassInput& pass = out.add_pass();
+      for (size_t i = 0; i < batch.items.size(); ++i) {
+        const sched::Request& r = *requests[i];
+        const auto& item = batch.items[i];
+        if (static_cast<int32_t>(r.spec.drafts.size()) != item.token_count - 1)
+          return internal_error(fmt::format("request {}: a verification of {} rows holds {} drafts", r.id,
+                                            item.token_count, r.spec.drafts.size()));
+        for (int32_t j = 0; j < item.token_count; ++j) {
+          pass.tokens.push_back(j == 0 ? r.output_tokens.back() : r.spec.drafts[static_cast<size_t>(j - 1)]);
+          pass.rows.push_back({r.id, 0, item.token_start + j});
+        }
+      }
+      all_loops(how.loops, pass.depths);
+      return plan_pass(kv, how.packed_prefill, pass);
+    }
     case runner::Stage::kRecurrent: {
       runner::PassInput& pass = out.add_pass();
       for (const auto& item : batch.items)

@@ -137,6 +137,12 @@ class CpuModelRunner::Stages final : public StageExecutor {
     return {};
   }
 
+  Status pass_logits(const PassInput& pass) override {
+    out_->logits.resize(static_cast<size_t>(pass.num_rows() * r_.model_->config.vocab_size));
+    r_.core_.lm_head(r_.h_.data(), pass.num_rows(), out_->logits.data());
+    return {};
+  }
+
   Status prelude(std::span<const kv::RequestId> requests,
                  std::span<const int32_t> tokens) override {
     for (size_t i = 0; i < requests.size(); ++i)

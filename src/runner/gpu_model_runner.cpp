@@ -304,7 +304,9 @@ Status GpuModelRunner::submit(const ModelInput& input) {
   Ticket ticket;
   ticket.seq = input.seq;
   ticket.stage = input.stage;
-  ticket.rows = static_cast<int64_t>(input.requests.size());
+  // VERIFY returns the logits of every row of its pass (several per request).
+  ticket.rows = input.stage == Stage::kVerify && !input.passes().empty() ? input.passes()[0].num_rows()
+                                                                         : static_cast<int64_t>(input.requests.size());
   // Free: its last batch was collected (more slots than batches in flight).
   ticket.slot = next_result_;
   ResultSlot& slot = results_[ticket.slot];
@@ -331,7 +333,7 @@ Status GpuModelRunner::collect(uint64_t seq, BatchResult* out) {
   if (t.stage == Stage::kRecurrent) {
     const auto* gates = reinterpret_cast<const float*>(slot.host.data());
     out->gate_logits.assign(gates, gates + t.rows);
-  } else if (t.stage == Stage::kCoda) {
+  } else if (t.stage == Stage::kCoda || t.stage == Stage::kVerify) {
     if (t.device_sampled) {
       GpuDeviceSampler::read(slot.host.data(), t.rows, t.device_logprobs, out);
     } else {
@@ -385,6 +387,18 @@ class GpuModelRunner::Stages final : public StageExecutor {
     RLT_RETURN_IF_ERROR(r_.core_->embed(dev[0], n, floats(r_.h_)));
     return cuda::scatter_rows(floats(r_.h_), dev[1], n, r_.model_->config.hidden_size,
                               r_.states_->data(), r_.stream_->handle());
+  }
+
+  // The lm head on every row of h_, into pinned memory for the host sampler.
+  Status pass_logits(const PassInput& pass) override {
+    const int64_t n = pass.num_rows(), vocab = r_.model_->config.vocab_size;
+    const size_t bytes = static_cast<size_t>(n * vocab) * 4;
+    RLT_RETURN_IF_ERROR(r_.grow_buffer(r_.logits_, bytes, "logits"));
+    RLT_RETURN_IF_ERROR(r_.core_->lm_head(floats(r_.h_), n, floats(r_.logits_)));
+    RLT_RETURN_IF_ERROR(results_.reserve(bytes));
+    return check(cudaMemcpyAsync(results_.data(), r_.logits_.data(), bytes, cudaMemcpyDeviceToHost,
+                                 r_.stream_->handle()),
+                 "reading logits");
   }
 
   Status recurrent(const PassInput& pass) override { return r_.enqueue_recurrent(pass, results_); }
@@ -506,6 +520,9 @@ void GpuModelRunner::add_stage_time(Stage stage, const ResultSlot& slot) {
       break;
     case Stage::kCoda:
       time = &stage_times_.coda;
+      break;
+    case Stage::kVerify:
+      time = &stage_times_.verify;
       break;
   }
   // Timing is best effort: a batch that ran is never failed for it.

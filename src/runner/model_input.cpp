@@ -14,6 +14,8 @@ std::string_view stage_name(Stage stage) {
       return "recurrent";
     case Stage::kCoda:
       return "coda";
+    case Stage::kVerify:
+      return "verify";
   }
   return "unknown";
 }

@@ -13,6 +13,9 @@
 //   RECURRENT one pass: one loop per row at the row's own depth; returns each row's gate logit.
 //   CODA      the lm head on each request's state; `sampling` rows for runners that sample on
 //             their device; returns logits (or device-sampled tokens).
+//   VERIFY    speculative decoding: one pass as PREFILL's (each request's last sampled token and
+//             its drafts, embedded, through every loop), then the lm head on every row; returns
+//             the logits of every row, which the engine samples and checks against the drafts.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +31,7 @@
 
 namespace rlt::runner {
 
-enum class Stage : uint8_t { kPrefill, kPrelude, kRecurrent, kCoda };
+enum class Stage : uint8_t { kPrefill, kPrelude, kRecurrent, kCoda, kVerify };
 std::string_view stage_name(Stage stage);
 
 // Where each row of a pass writes its K/V: the page of the row's depth plane that holds its
@@ -49,7 +52,7 @@ struct ScoreRow {
 // One model pass over a set of rows: through one loop at each row's own depth (`depths` empty),
 // or through every loop of `depths` in order over the same rows.
 struct PassInput {
-  std::vector<int32_t> tokens;  // PREFILL: the rows' prompt tokens, embedded before the loops
+  std::vector<int32_t> tokens;  // PREFILL, VERIFY: the rows' tokens, embedded before the loops
   std::vector<attention::PlannedRow> rows;
   std::vector<int32_t> depths;
   attention::AttentionPlan attention;  // one table set per entry of `depths` (or one)
@@ -85,7 +88,7 @@ struct ModelInput {
   std::vector<int32_t> tokens;          // PRELUDE: one per row
   std::vector<SamplingRow> sampling;    // CODA: one per row
 
-  // PREFILL, RECURRENT: the passes, run in order.
+  // PREFILL, RECURRENT, VERIFY: the passes, run in order.
   std::span<const PassInput> passes() const { return {pass_pool_.data(), passes_used_}; }
   // A new, empty pass at the end (reusing an earlier batch's buffers).
   PassInput& add_pass();

@@ -30,6 +30,16 @@ Status run_stages(const ModelInput& input, StageExecutor& x) {
       return x.recurrent(input.passes()[0]);
     case Stage::kCoda:
       return x.coda(input);
+    case Stage::kVerify: {
+      if (input.passes().size() != 1) {
+        return internal_error(fmt::format("a verify batch has {} passes (one expected)", input.passes().size()));
+      }
+      const PassInput& pass = input.passes()[0];
+      RLT_RETURN_IF_ERROR(x.embed_pass(pass));
+      RLT_RETURN_IF_ERROR(x.bind_pass(pass));
+      for (size_t d = 0; d < pass.num_loops(); ++d) RLT_RETURN_IF_ERROR(x.pass_loop(pass, d));
+      return x.pass_logits(pass);
+    }
   }
   return internal_error(fmt::format("cannot execute a {} batch", stage_name(input.stage)));
 }

@@ -9,6 +9,7 @@
 //   PRELUDE   embed each request's last sampled token into its state
 //   RECURRENT one loop per row at its own depth, with the gate logits
 //   CODA      the lm head on each request's state (and device sampling where the runner does it)
+//   VERIFY    PREFILL's pass, then the lm head on every row (the logits come back)
 #pragma once
 
 #include <cstddef>
@@ -33,6 +34,8 @@ class StageExecutor {
   virtual Status keep_states(const PassInput& pass) = 0;
   // The prompt logprobs of the rows pass.scores names (after the pass's last loop).
   virtual Status score_rows(const PassInput& pass) = 0;
+  // The lm head on every row of the pass (after its last loop): the batch's logits.
+  virtual Status pass_logits(const PassInput& pass) = 0;
   virtual Status prelude(std::span<const kv::RequestId> requests,
                          std::span<const int32_t> tokens) = 0;
   virtual Status recurrent(const PassInput& pass) = 0;

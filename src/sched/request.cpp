@@ -10,6 +10,7 @@ std::string_view stage_name(Stage stage) {
     case Stage::kRecurrent: return "RECURRENT";
     case Stage::kCoda: return "CODA";
     case Stage::kFinished: return "FINISHED";
+    case Stage::kVerify: return "VERIFY";
   }
   return "?";
 }

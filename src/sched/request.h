@@ -13,13 +13,16 @@
 #include "kv/prefix_digest.h"
 #include "model/exit_rule.h"
 #include "rlt/sampling_params.h"
+#include "spec/draft_budget.h"
 
 namespace rlt::sched {
 
 using RequestId = kv::RequestId;
 
-// WAITING -> PREFILL -> CODA -> (PRELUDE -> RECURRENT x k -> CODA)* -> FINISHED
-enum class Stage : uint8_t { kWaiting, kPrefill, kPrelude, kRecurrent, kCoda, kFinished };
+// WAITING -> PREFILL -> CODA -> (PRELUDE -> RECURRENT x k -> CODA)* -> FINISHED; with speculative
+// decoding a request's tokens after the first come from VERIFY (drafts and the token before them
+// through every loop in one pass), its self drafts from PRELUDE -> RECURRENT x draft_loops -> CODA.
+enum class Stage : uint8_t { kWaiting, kPrefill, kPrelude, kRecurrent, kCoda, kFinished, kVerify };
 std::string_view stage_name(Stage stage);
 
 enum class FinishReason : uint8_t { kNone, kStop, kLength, kAbort };
@@ -30,6 +33,20 @@ struct Suspended {
   Stage stage = Stage::kWaiting;
   kv::KVSnapshot kv;
   size_t host_bytes = 0;
+};
+
+// Speculative decoding of one request (docs/speculative.md), resolved at add_request.
+struct Speculation {
+  SpeculativeMethod method = SpeculativeMethod::kOff;
+  int32_t max_drafts = 0;   // K
+  int32_t draft_loops = 0;  // self
+  // self: the drafts this cycle makes, and whether the token in flight is a draft (its loops stop
+  // at draft_loops, its K/V are provisional, its CODA proposes instead of emitting).
+  int32_t cycle_drafts = 0;
+  bool drafting = false;
+  std::vector<int32_t> drafts;  // proposed continuations of output_tokens.back(), verified next
+  spec::AcceptanceEstimate acceptance;
+  bool enabled() const { return method != SpeculativeMethod::kOff; }
 };
 
 struct Request {
@@ -60,10 +77,15 @@ struct Request {
   int32_t admission_bypasses = 0;
   FinishReason finish = FinishReason::kNone;
   std::unique_ptr<Suspended> suspended;  // set while preempted
+  Speculation spec;
 
   int32_t prompt_len() const { return static_cast<int32_t>(prompt.size()); }
   // Position of the token being fed back (PRELUDE/RECURRENT): the last sampled token.
   int32_t position() const { return prompt_len() + static_cast<int32_t>(output_tokens.size()) - 1; }
+  // The token PRELUDE embeds and its position: the last sampled token, or while self drafting
+  // the latest draft (after it in the context).
+  int32_t feed_token() const { return spec.drafts.empty() ? output_tokens.back() : spec.drafts.back(); }
+  int32_t feed_position() const { return position() + static_cast<int32_t>(spec.drafts.size()); }
   // K/V positions the request needs over its life (the last sampled token is never fed back).
   int32_t capacity_tokens() const { return prompt_len() + params.max_tokens - 1; }
   bool finished() const { return stage == Stage::kFinished; }

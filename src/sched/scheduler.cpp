@@ -14,7 +14,58 @@ int64_t SchedulerOutput::rows() const {
 
 Scheduler::Scheduler(const SchedulerConfig& config, kv::KVCacheManager& kv, int32_t depth,
                      std::vector<int32_t> eos_ids, PreemptionHooks* hooks)
-    : config_(config), kv_(kv), depth_(depth), eos_ids_(std::move(eos_ids)), hooks_(hooks) {}
+    : config_(config),
+      kv_(kv),
+      depth_(depth),
+      eos_ids_(std::move(eos_ids)),
+      hooks_(hooks),
+      ngram_(config.speculative.ngram_min, config.speculative.ngram_max) {}
+
+Status Scheduler::resolve_speculation(Request& r) const {
+  const SpeculativeConfig& base = config_.speculative;
+  const SpeculativeParams asked = r.params.speculative.value_or(SpeculativeParams{});
+  Speculation& s = r.spec;
+  s.method = asked.method.value_or(base.method);
+  if (!s.enabled()) return {};
+  s.max_drafts = asked.num_tokens > 0 ? asked.num_tokens : base.num_tokens;
+  s.draft_loops = asked.draft_loops > 0 ? asked.draft_loops : base.draft_loops > 0 ? base.draft_loops : depth_ / 2;
+  const std::string_view method = name(s.method);
+  // Drafts are verified by running them through every loop: exactly plain decoding when plain
+  // decoding runs every loop too. What would make a token's depth differ is refused.
+  if (r.exit.threshold < 1.0) {
+    return invalid_argument(fmt::format(
+        "speculative decoding ({}) verifies drafts at the model's full depth, and a verified token's exit would "
+        "need every loop's gate inside that pass: exit_threshold {} < 1 is not supported with it; use "
+        "exit_threshold 1 or speculative method off",
+        method, r.exit.threshold));
+  }
+  if (r.exit.max_loops < depth_) {
+    return invalid_argument(fmt::format("speculative decoding ({}) verifies drafts at the model's full depth {}; "
+                                        "max_loops {} would stop tokens earlier: drop max_loops or speculation",
+                                        method, depth_, r.exit.max_loops));
+  }
+  if (config_.exit_mode == ExitMode::kTrace) {
+    return invalid_argument(fmt::format("speculative decoding ({}) verifies at full depth; exit policy trace gives "
+                                        "depths per token: use exit policy ouro or ouro_delayed",
+                                        method));
+  }
+  if (kv_.config().layout == kv::KVLayout::kShared && depth_ > 1) {
+    return invalid_argument(fmt::format(
+        "speculative decoding ({}) verifies several positions in one pass, loop by loop; the shared KV layout "
+        "overwrites a position's K/V every loop, so a later position would read the wrong loop's: use "
+        "--kv-layout last_exited",
+        method));
+  }
+  if (s.method == SpeculativeMethod::kSelf && (depth_ < 2 || s.draft_loops >= depth_)) {
+    return invalid_argument(
+        depth_ < 2 ? fmt::format("self drafting runs fewer loops than the model; this model runs {} loop: use "
+                                 "speculative method ngram",
+                                 depth_)
+                   : fmt::format("draft_loops must be in [1, {}] (below the model's depth {}), got {}", depth_ - 1,
+                                 depth_, s.draft_loops));
+  }
+  return {};
+}
 
 Status Scheduler::add_request(Request r) {
   if (requests_.count(r.id)) {
@@ -40,6 +91,7 @@ Status Scheduler::add_request(Request r) {
         return invalid_argument(fmt::format("exit_trace depth {} is outside [min_loops {}, max_loops {}]", d,
                                             r.exit.min_loops, r.exit.max_loops));
   }
+  RLT_RETURN_IF_ERROR(resolve_speculation(r));
   r.arrival = next_arrival_++;
   r.stage = Stage::kWaiting;  // not counted yet: it enters the map below
   const RequestId id = r.id;
@@ -109,14 +161,21 @@ bool Scheduler::ready(Stage s) const {
   return !queue(s).empty() && (tried_stages_ & (1u << static_cast<unsigned>(s))) == 0;
 }
 
+Stage Scheduler::decode_stage() const {
+  const bool recurrent = ready(Stage::kRecurrent), verify = ready(Stage::kVerify);
+  if (recurrent && verify) return last_decode_ == Stage::kRecurrent ? Stage::kVerify : Stage::kRecurrent;
+  if (recurrent) return Stage::kRecurrent;
+  return verify ? Stage::kVerify : Stage::kWaiting;
+}
+
 Stage Scheduler::choose_stage_refill() const {
   const bool decode_due = prefill_batches_since_recurrent_ >= config_.max_prefill_batches_before_decode;
   if (ready(Stage::kPrelude)) return Stage::kPrelude;
   if (ready(Stage::kCoda)) return Stage::kCoda;
-  if (decode_due && ready(Stage::kRecurrent)) return Stage::kRecurrent;
+  const Stage decode = decode_stage();
+  if (decode_due && decode != Stage::kWaiting) return decode;
   if (ready(Stage::kPrefill)) return Stage::kPrefill;
-  if (ready(Stage::kRecurrent)) return Stage::kRecurrent;
-  return Stage::kWaiting;  // nothing to run
+  return decode;  // kWaiting: nothing to run
 }
 
 Stage Scheduler::choose_stage_no_refill() {
@@ -136,6 +195,7 @@ Stage Scheduler::choose_stage_no_refill() {
   if (ready(Stage::kPrefill)) return Stage::kPrefill;
   if (ready(Stage::kCoda)) return Stage::kCoda;
   if (ready(Stage::kPrelude)) return Stage::kPrelude;
+  if (ready(Stage::kVerify)) return Stage::kVerify;  // a whole step in one batch: no cohort to wait for
   if (ready(Stage::kRecurrent)) {
     phase_ = Phase::kCore;
     return Stage::kRecurrent;
@@ -157,7 +217,10 @@ Result<std::optional<SchedulerOutput>> Scheduler::schedule() {
       continue;
     }
     if (stage == Stage::kPrefill) ++prefill_batches_since_recurrent_;
-    if (stage == Stage::kRecurrent) prefill_batches_since_recurrent_ = 0;
+    if (stage == Stage::kRecurrent || stage == Stage::kVerify) {
+      prefill_batches_since_recurrent_ = 0;
+      last_decode_ = stage;
+    }
     out.seq = next_seq_++;
     ++counters_.batches;
     return std::optional<SchedulerOutput>(std::move(out));
@@ -327,10 +390,14 @@ Result<SchedulerOutput> Scheduler::take(Stage stage) {
           {budget, config_.prefill_chunk_size, r.prompt_len() - r.num_prefilled}));
       item.position = item.token_start;
       frontier = item.token_start + item.token_count;
+    } else if (stage == Stage::kVerify) {
+      // The last sampled token's row; its drafts are planned once the batch's requests are known.
+      item.position = item.token_start = r.position();
+      frontier = item.position + 1;
     } else {
-      item.position = r.position();
+      item.position = r.feed_position();
       item.depth = r.loops_done;
-      if (stage == Stage::kPrelude) frontier = r.position() + 1;
+      if (stage == Stage::kPrelude) frontier = item.position + 1;
     }
     if (frontier > 0) {
       RLT_ASSIGN_OR_RETURN(bool grown, grow(r, frontier, selected));
@@ -344,7 +411,64 @@ Result<SchedulerOutput> Scheduler::take(Stage stage) {
     out.items.push_back(item);
   }
   for (RequestId id : retry) q.push_back(id);
+  if (stage == Stage::kVerify && !out.items.empty()) {
+    RLT_RETURN_IF_ERROR(plan_drafts(out, budget + static_cast<int64_t>(out.items.size())));
+  }
   return out;
+}
+
+Status Scheduler::plan_drafts(SchedulerOutput& out, int64_t row_budget) {
+  const size_t n = out.items.size();
+  std::vector<spec::DraftOffer> offers(n);
+  bool any_ngram = false;
+  for (size_t i = 0; i < n; ++i) {
+    Request& r = at(out.items[i].id);
+    std::vector<int32_t>& drafts = r.spec.drafts;
+    // A verification gives its drafts' count + 1 tokens at most: never more than max_tokens allows,
+    // so the rows stay inside the request's KV capacity.
+    const int32_t room = static_cast<int32_t>(r.params.max_tokens - static_cast<int64_t>(r.output_tokens.size()) - 1);
+    const int32_t cap = std::max(0, std::min(r.spec.max_drafts, room));
+    if (r.spec.method == SpeculativeMethod::kNgram) {
+      drafts.clear();
+      ngram_.propose(r.prompt, r.output_tokens, cap, drafts);
+      any_ngram = true;
+    } else if (static_cast<int32_t>(drafts.size()) > cap) {
+      drafts.resize(static_cast<size_t>(cap));
+    }
+    offers[i] = {static_cast<int32_t>(drafts.size()), r.spec.acceptance.rate()};
+  }
+  std::vector<int32_t> take(n, 0);
+  if (config_.speculative.adaptive) {
+    take = spec::allocate_drafts(offers, verify_cost_.fixed(), verify_cost_.per_row(), row_budget);
+    // Passes whose rows never vary leave the per-row cost unknown: now and then one verifies half
+    // its lookup drafts (free to drop, unlike self drafts already computed).
+    if (any_ngram && verify_cost_.needs_variation() && verify_batches_ % 4 == 3) {
+      for (size_t i = 0; i < n; ++i)
+        if (at(out.items[i].id).spec.method == SpeculativeMethod::kNgram) take[i] /= 2;
+    }
+  } else {
+    int64_t rows = static_cast<int64_t>(n);
+    for (size_t i = 0; i < n; ++i) {
+      take[i] = static_cast<int32_t>(std::min<int64_t>(offers[i].available, row_budget - rows));
+      rows += take[i];
+    }
+  }
+  ++verify_batches_;
+  for (size_t i = 0; i < n; ++i) {
+    ScheduledItem& item = out.items[i];
+    Request& r = at(item.id);
+    int32_t k = take[i];
+    // Drafts are a bet: they take free KV pages only, never a preemption.
+    while (k > 0) {
+      const Status grown = kv_.ensure_capacity(r.id, item.position + 1 + k);
+      if (grown.ok()) break;
+      if (grown.code() != ErrorCode::kResourceExhausted) return grown;
+      --k;
+    }
+    r.spec.drafts.resize(static_cast<size_t>(k));
+    item.token_count = 1 + k;
+  }
+  return {};
 }
 
 // ---- preemption ---------------------------------------------------------------------------------
@@ -376,7 +500,14 @@ Result<bool> Scheduler::preempt_for(const Request& requester, const std::vector<
   if (suspended_bytes_ + static_cast<int64_t>(bytes) > config_.preemption_host_bytes) return false;
   remove_from_queues(victim->id);
   kv_.free(victim->id);
-  victim->suspended = std::make_unique<Suspended>(Suspended{victim->stage, std::move(snap), bytes});
+  // A self draft cycle ends here: the drafts made so far are verified after the resume (their
+  // K/V were provisional; verification computes every row again).
+  Stage resume_stage = victim->stage;
+  if (victim->spec.drafting) {
+    victim->spec.drafting = false;
+    resume_stage = Stage::kVerify;
+  }
+  victim->suspended = std::make_unique<Suspended>(Suspended{resume_stage, std::move(snap), bytes});
   suspended_bytes_ += static_cast<int64_t>(bytes);
   set_stage(*victim, Stage::kWaiting);
   queue(Stage::kWaiting).push_front(victim->id);
@@ -388,6 +519,7 @@ Result<bool> Scheduler::preempt_for(const Request& requester, const std::vector<
 
 bool Scheduler::exit_now(Request& r, float gate_logit) {
   const int32_t loops = r.loops_done;  // already incremented: loops run for this token
+  if (r.spec.drafting) return loops >= r.spec.draft_loops;
   switch (config_.exit_mode) {
     case ExitMode::kTrace:
       return loops >= r.exit_trace[r.output_tokens.size()];
@@ -423,7 +555,8 @@ void Scheduler::start_token(Request& r) {
 }
 
 Status Scheduler::exit_loop(Request& r, int32_t position, StepUpdate& update) {
-  if (r.loops_done < depth_) {
+  // A draft's K/V are provisional (verification writes every loop of its row): nothing to copy.
+  if (r.loops_done < depth_ && !r.spec.drafting) {
     // The KV manager counts depths from 0: the exit plane is loops_done - 1.
     RLT_RETURN_IF_ERROR(kv_.plan_finalize(r.id, position, r.loops_done - 1, &update.finalize_copies));
     update.exited.push_back({r.id, position, r.loops_done});
@@ -451,7 +584,9 @@ Status Scheduler::try_decide(Request& r, StepUpdate& update) {
   if (!r.awaiting_decision) return {};
   const int32_t loops = r.loops_done;  // submitted for this token
   bool exit = false;
-  if (config_.exit_mode == ExitMode::kTrace) {
+  if (r.spec.drafting) {
+    exit = loops >= r.spec.draft_loops;
+  } else if (config_.exit_mode == ExitMode::kTrace) {
     exit = loops >= r.exit_trace[r.output_tokens.size()];
   } else if (loops >= r.exit.max_loops) {
     exit = true;
@@ -490,13 +625,15 @@ Result<StepUpdate> Scheduler::on_submitted(const SchedulerOutput& batch) {
         start_token(r);
         break;
       case Stage::kRecurrent:
-        RLT_RETURN_IF_ERROR(kv_.record_written(r.id, item.depth, item.position, 1));
+        // A draft's K/V are provisional: recorded, with every loop, once verification keeps them.
+        if (!r.spec.drafting) RLT_RETURN_IF_ERROR(kv_.record_written(r.id, item.depth, item.position, 1));
         r.loops_done = item.depth + 1;
         r.awaiting_decision = true;
         RLT_RETURN_IF_ERROR(try_decide(r, update));
         break;
       case Stage::kCoda:
-        break;  // the token comes with the results
+      case Stage::kVerify:
+        break;  // the tokens come with the results
       default:
         return internal_error(fmt::format("batch of stage {} cannot be submitted", stage_name(batch.stage)));
     }
@@ -511,6 +648,20 @@ Result<StepUpdate> Scheduler::update_from_output(const SchedulerOutput& batch, c
   }
   const bool async = config_.async_scheduling;
   StepUpdate update;
+  // VERIFY: where each item's tokens start in `sampled`.
+  std::vector<size_t> verified_at;
+  if (batch.stage == Stage::kVerify) {
+    if (out.emitted.size() != batch.items.size())
+      return internal_error(fmt::format("a VERIFY batch of {} items got {} token counts", batch.items.size(),
+                                        out.emitted.size()));
+    size_t at = 0;
+    for (int32_t e : out.emitted) {
+      verified_at.push_back(at);
+      at += static_cast<size_t>(std::max(0, e));
+    }
+    if (at != out.sampled.size())
+      return internal_error(fmt::format("a VERIFY batch counts {} tokens but carries {}", at, out.sampled.size()));
+  }
   for (size_t i = 0; i < batch.items.size(); ++i) {
     const ScheduledItem& item = batch.items[i];
     auto it = requests_.find(item.id);
@@ -536,7 +687,7 @@ Result<StepUpdate> Scheduler::update_from_output(const SchedulerOutput& batch, c
           RLT_RETURN_IF_ERROR(try_decide(r, update));
           break;
         }
-        RLT_RETURN_IF_ERROR(kv_.record_written(r.id, item.depth, item.position, 1));
+        if (!r.spec.drafting) RLT_RETURN_IF_ERROR(kv_.record_written(r.id, item.depth, item.position, 1));
         r.loops_done = item.depth + 1;
         if (exit_now(r, out.gate_logits.at(i))) {
           RLT_RETURN_IF_ERROR(exit_loop(r, item.position, update));
@@ -546,19 +697,22 @@ Result<StepUpdate> Scheduler::update_from_output(const SchedulerOutput& batch, c
         break;
       case Stage::kCoda: {
         const int32_t token = out.sampled.at(i);
-        r.output_tokens.push_back(token);
-        r.exit_depths.push_back(r.loops_done);
-        update.new_tokens.push_back(r.id);
-        const auto& stops = r.params.stop_token_ids;
-        const bool eos = !r.params.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end();
-        const bool stop = eos || std::find(stops.begin(), stops.end(), token) != stops.end();
-        if (stop || static_cast<int32_t>(r.output_tokens.size()) >= r.params.max_tokens) {
-          finish(r, stop ? FinishReason::kStop : FinishReason::kLength);
-          update.finished.push_back(r.id);
-        } else {
-          set_stage(r, Stage::kPrelude);
-          queue(Stage::kPrelude).push_back(r.id);
+        if (r.spec.drafting) {
+          // A self draft: proposed, not emitted. The cycle goes on until its drafts are made.
+          r.spec.drafts.push_back(token);
+          const bool more = static_cast<int32_t>(r.spec.drafts.size()) < r.spec.cycle_drafts;
+          r.spec.drafting = more;
+          set_stage(r, more ? Stage::kPrelude : Stage::kVerify);
+          queue(r.stage).push_back(r.id);
+          break;
         }
+        if (!emit_token(r, token, r.loops_done, update)) begin_cycle(r);
+        break;
+      }
+      case Stage::kVerify: {
+        const auto count = static_cast<size_t>(std::max(0, out.emitted[i]));
+        RLT_RETURN_IF_ERROR(apply_verify(
+            r, item, std::span<const int32_t>(out.sampled).subspan(verified_at[i], count), update));
         break;
       }
       default:
@@ -566,6 +720,94 @@ Result<StepUpdate> Scheduler::update_from_output(const SchedulerOutput& batch, c
     }
   }
   return update;
+}
+
+bool Scheduler::stops(const Request& r, int32_t token) const {
+  const auto& ids = r.params.stop_token_ids;
+  const bool eos = !r.params.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end();
+  return eos || std::find(ids.begin(), ids.end(), token) != ids.end();
+}
+
+bool Scheduler::emit_token(Request& r, int32_t token, int32_t depth, StepUpdate& update) {
+  r.output_tokens.push_back(token);
+  r.exit_depths.push_back(depth);
+  if (update.new_tokens.empty() || update.new_tokens.back() != r.id) update.new_tokens.push_back(r.id);
+  const bool stop = stops(r, token);
+  if (!stop && static_cast<int64_t>(r.output_tokens.size()) < r.params.max_tokens) return false;
+  finish(r, stop ? FinishReason::kStop : FinishReason::kLength);
+  update.finished.push_back(r.id);
+  return true;
+}
+
+void Scheduler::begin_cycle(Request& r) {
+  Speculation& s = r.spec;
+  s.drafts.clear();
+  Stage next = Stage::kPrelude;
+  if (s.method == SpeculativeMethod::kNgram) {
+    next = Stage::kVerify;  // the lookup drafts are proposed when the batch is built
+  } else if (s.method == SpeculativeMethod::kSelf) {
+    s.cycle_drafts = self_cycle_drafts(r);
+    s.drafting = s.cycle_drafts > 0;
+    // Without drafts the verification is the plain step: the token through every loop.
+    next = s.drafting ? Stage::kPrelude : Stage::kVerify;
+  }
+  set_stage(r, next);
+  queue(next).push_back(r.id);
+}
+
+int32_t Scheduler::self_cycle_drafts(const Request& r) const {
+  const Speculation& s = r.spec;
+  const int32_t room = static_cast<int32_t>(r.params.max_tokens - static_cast<int64_t>(r.output_tokens.size()) - 1);
+  const int32_t cap = std::max(0, std::min(s.max_drafts, room));
+  if (!config_.speculative.adaptive) return cap;
+  // Tokens per unit of work, in loops: a cycle of k drafts costs k · (draft_loops + a CODA) and
+  // one verification (every loop and a CODA), and expects 1 + α + ... + α^k tokens; k = 0 is the
+  // plain step. The memory-bound cost (one weight stream per loop, whatever the rows).
+  const double alpha = s.acceptance.rate(), coda = config_.coda_loops;
+  const double verify = depth_ + coda;
+  int32_t best = 0;
+  double best_rate = 1.0 / verify, expected = 1.0, term = 1.0;
+  for (int32_t k = 1; k <= cap; ++k) {
+    term *= alpha;
+    expected += term;
+    const double rate = expected / (k * (s.draft_loops + coda) + verify);
+    if (rate > best_rate) {
+      best_rate = rate;
+      best = k;
+    }
+  }
+  return best;
+}
+
+Status Scheduler::apply_verify(Request& r, const ScheduledItem& item, std::span<const int32_t> tokens,
+                               StepUpdate& update) {
+  const int32_t drafted = item.token_count - 1;
+  const std::vector<int32_t>& drafts = r.spec.drafts;
+  if (tokens.empty() || static_cast<int64_t>(tokens.size()) > item.token_count ||
+      static_cast<int32_t>(drafts.size()) != drafted) {
+    return internal_error(fmt::format("request {}: a verification of {} drafts ({} held) gave {} tokens", r.id,
+                                      drafted, drafts.size(), tokens.size()));
+  }
+  int32_t accepted = 0;
+  const auto checked = static_cast<int32_t>(std::min<size_t>(tokens.size(), static_cast<size_t>(drafted)));
+  while (accepted < checked && tokens[static_cast<size_t>(accepted)] == drafts[static_cast<size_t>(accepted)])
+    ++accepted;
+  // Every emitted token but the last was a draft the target agreed with: the rows that fed them
+  // (the last sampled token, then those drafts) hold this context's K/V at every depth now. The
+  // rejected rows' K/V are never recorded: the next pass writes over them.
+  if (accepted + 1 < static_cast<int32_t>(tokens.size()))
+    return internal_error(fmt::format("request {}: a verification emitted a token after a rejected draft", r.id));
+  RLT_RETURN_IF_ERROR(kv_.record_written_all_depths(r.id, item.position, static_cast<int32_t>(tokens.size())));
+  r.spec.acceptance.observe(checked, accepted);
+  ++counters_.verifications;
+  counters_.draft_tokens += drafted;
+  counters_.accepted_tokens += accepted;
+  counters_.verified_tokens += static_cast<int64_t>(tokens.size());
+  r.spec.drafts.clear();
+  for (int32_t token : tokens)
+    if (emit_token(r, token, depth_, update)) return {};
+  begin_cycle(r);
+  return {};
 }
 
 Status Scheduler::confirm_finalized(const std::vector<ExitedToken>& exited) {

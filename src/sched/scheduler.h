@@ -10,18 +10,22 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
 #include "sched/request.h"
 #include "sched/scheduler_config.h"
+#include "spec/draft_budget.h"
+#include "spec/ngram_drafter.h"
 
 namespace rlt::sched {
 
 // One row group of a batch. PREFILL: prompt positions [token_start, token_start + token_count)
 // at every depth. PRELUDE, RECURRENT, CODA: one row at `position` (RECURRENT: at loop `depth`,
-// 0-based, the loop this row runs now).
+// 0-based, the loop this row runs now). VERIFY: positions [token_start, token_start +
+// token_count) at every depth: the last sampled token and token_count - 1 drafts.
 struct ScheduledItem {
   RequestId id = 0;
   // The request's arrival number: results that come back after the request was cancelled and its
@@ -45,7 +49,8 @@ struct RunnerOutput {
   uint64_t seq = 0;
   Stage stage = Stage::kWaiting;
   std::vector<float> gate_logits;     // RECURRENT: one per item
-  std::vector<int32_t> sampled;       // CODA: one token per item
+  std::vector<int32_t> sampled;       // CODA: one token per item; VERIFY: `emitted` per item
+  std::vector<int32_t> emitted;       // VERIFY: the tokens each item's verification gave
 };
 
 // A token that left the loop early under last_exited: its K/V must be copied to deeper planes.
@@ -79,6 +84,12 @@ struct SchedulerCounters {
   // Admission tries that waited for a running prefill to write the prompt page they share.
   int64_t shared_prefix_waits = 0;
   int64_t batches = 0;
+  // Speculative decoding: request verifications, the drafts they checked, the drafts accepted,
+  // and the tokens they gave (accepted drafts plus the target's own token each).
+  int64_t verifications = 0;
+  int64_t draft_tokens = 0;
+  int64_t accepted_tokens = 0;
+  int64_t verified_tokens = 0;
 };
 
 class Scheduler {
@@ -105,6 +116,13 @@ class Scheduler {
   // after `batch` on the runner's queue.
   Result<StepUpdate> on_submitted(const SchedulerOutput& batch);
 
+  // A VERIFY batch of `rows` rows took `seconds` in the runner: the cost model behind adaptive
+  // draft counts (spec/draft_budget.h).
+  void observe_verify_cost(int64_t rows, double seconds) { verify_cost_.observe(rows, seconds); }
+
+  // Whether `token` ends request `r` (the model's EOS unless ignored, or one of its stop ids).
+  bool stops(const Request& r, int32_t token) const;
+
   // After the runner executed update.finalize_copies: marks deeper planes written.
   Status confirm_finalized(const std::vector<ExitedToken>& exited);
 
@@ -128,6 +146,9 @@ class Scheduler {
 
   // Whether stage `s` has requests and was not tried in vain in this schedule() call.
   bool ready(Stage s) const;
+  // RECURRENT or VERIFY (the stages that decode), taking turns when both have work; kWaiting if
+  // neither does.
+  Stage decode_stage() const;
   Stage choose_stage_refill() const;
   Stage choose_stage_no_refill();
   Status admit();
@@ -138,6 +159,18 @@ class Scheduler {
   bool awaits_shared_page(Request& r);
   int32_t reserved_growth_blocks() const;
   Result<SchedulerOutput> take(Stage stage);
+  // VERIFY: how many drafts each selected item verifies (its token_count), grown into the KV.
+  Status plan_drafts(SchedulerOutput& out, int64_t row_budget);
+  // Speculation resolved for a request from its params and the scheduler's defaults; refuses
+  // combinations that cannot be verified exactly, with the reason.
+  Status resolve_speculation(Request& r) const;
+  // After a token was emitted (and the request goes on): PRELUDE, VERIFY, or a self draft cycle.
+  void begin_cycle(Request& r);
+  // Self drafting: how many drafts a cycle makes (adaptive: the most tokens per loop of work).
+  int32_t self_cycle_drafts(const Request& r) const;
+  // Appends an output token at `depth` and applies the stop rules; true when the request finished.
+  bool emit_token(Request& r, int32_t token, int32_t depth, StepUpdate& update);
+  Status apply_verify(Request& r, const ScheduledItem& item, std::span<const int32_t> tokens, StepUpdate& update);
   // Grows r's KV to `tokens`; on failure preempts a victim (when enabled) and retries once.
   Result<bool> grow(Request& r, int32_t tokens, const std::vector<RequestId>& excluded);
   // Suspends one eligible victim for `requester`; false when none qualifies.
@@ -163,7 +196,7 @@ class Scheduler {
   std::vector<int32_t> eos_ids_;
   PreemptionHooks* hooks_;
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
-  std::deque<RequestId> queues_[6];
+  std::deque<RequestId> queues_[7];
   uint64_t next_arrival_ = 0;
   uint64_t next_seq_ = 1;
   int32_t prefill_batches_since_recurrent_ = 0;
@@ -172,6 +205,10 @@ class Scheduler {
   int64_t suspended_bytes_ = 0;
   int32_t running_ = 0;  // requests neither waiting nor finished
   SchedulerCounters counters_;
+  Stage last_decode_ = Stage::kRecurrent;  // RECURRENT and VERIFY take turns
+  spec::NgramDrafter ngram_;
+  spec::VerifyCostModel verify_cost_;
+  int64_t verify_batches_ = 0;
 };
 
 }  // namespace rlt::sched

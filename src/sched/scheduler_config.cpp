@@ -17,7 +17,7 @@ Status SchedulerConfig::validate() const {
                             "exit signal is back, so it needs a delayed exit policy: use --exit-policy ouro_delayed "
                             "(or trace), or drop --async-scheduling");
   }
-  return {};
+  return speculative.validate();
 }
 
 }  // namespace rlt::sched

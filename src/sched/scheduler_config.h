@@ -34,6 +34,11 @@ struct SchedulerConfig {
   // The engine schedules batch N + 1 before batch N's results are back (one-step lookahead); needs
   // an exit mode whose decisions arrive a loop early (ouro_delayed, trace).
   bool async_scheduling = false;
+  // Speculative decoding: every request's default (a request's own field overrides it).
+  SpeculativeConfig speculative;
+  // A CODA's cost in loops (the lm head's weight bytes over one loop's): what a self draft costs
+  // besides its draft_loops loops, for choosing how many drafts a cycle makes.
+  double coda_loops = 0.0;
 
   Status validate() const;
 };

@@ -119,6 +119,47 @@ static void read_logit_bias(FieldReader& r, SamplingParams* p) {
   }
 }
 
+namespace {
+
+// rlt's `speculative` object: {"method": "off" | "ngram" | "self", "num_tokens": K,
+// "draft_loops": D}, each optional (absent: the server's --speculative-method and friends).
+void read_speculative(FieldReader& r, SamplingParams* p) {
+  const json* v = r.find("speculative");
+  if (v == nullptr || !r.ok()) return;
+  if (!v->is_object()) {
+    r.fail(invalid_request(fmt::format("'speculative' must be an object such as {{\"method\": \"ngram\", "
+                                       "\"num_tokens\": 4}}, got {}",
+                                       describe_value(*v)),
+                           "speculative"));
+    return;
+  }
+  FieldReader sub(*v);
+  SpeculativeParams s;
+  sub.only_known({"method", "num_tokens", "draft_loops"});
+  if (const json* m = sub.find("method"); m != nullptr && sub.ok()) {
+    auto method = m->is_string() ? parse_speculative_method(m->get<std::string>())
+                                 : Result<SpeculativeMethod>(invalid_argument("must be a string"));
+    if (method.ok()) {
+      s.method = *method;
+    } else {
+      sub.fail(invalid_request(fmt::format("'method' {}: {}", describe_value(*m), method.status().message()),
+                               "method"));
+    }
+  }
+  sub.read_int("num_tokens", &s.num_tokens, 0, SpeculativeConfig::kMaxTokens);
+  sub.read_int("draft_loops", &s.draft_loops, 0, std::numeric_limits<int>::max());
+  if (!sub.ok()) {
+    ApiError e = *sub.error();
+    e.message = "speculative: " + e.message;
+    e.param = "speculative" + (e.param.empty() ? std::string() : "." + e.param);
+    r.fail(std::move(e));
+    return;
+  }
+  p->speculative = s;
+}
+
+}  // namespace
+
 void read_common_fields(FieldReader& r, const ParseLimits& limits, GenerationRequest* out) {
   SamplingParams& p = out->params;
   const json* model = r.find("model");
@@ -158,6 +199,7 @@ void read_common_fields(FieldReader& r, const ParseLimits& limits, GenerationReq
   r.read_int("max_loops", &p.max_loops, 1, kI64Max);
   r.read_number("exit_threshold", &p.exit_threshold);
   r.read_int("priority", &p.priority, kIntMin, kIntMax);
+  read_speculative(r, &p);
   read_structured_outputs(r, out);
   // The remaining ranges (temperature >= 0, top_p in (0, 1], penalties, ...) are SamplingParams'
   // own rules, checked once with the model's vocabulary in the prompt builder.

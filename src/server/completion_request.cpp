@@ -85,7 +85,7 @@ std::optional<ApiError> parse_completion_request(const json& body, const ParseLi
                 "presence_penalty", "frequency_penalty", "repetition_penalty", "stream", "stream_options", "user",
                 "logprobs", "echo", "best_of", "suffix", "logit_bias", "min_loops", "max_loops", "exit_threshold",
                 "priority", "ignore_eos", "stop_token_ids", "response_format", "structured_outputs", "guided_json",
-                "guided_regex", "guided_grammar", "guided_choice", "prompt_logprobs"});
+                "speculative", "guided_regex", "guided_grammar", "guided_choice", "prompt_logprobs"});
   if (r.ok()) read_common_fields(r, limits, out);
   read_prompt(r, limits, out);
   if (r.ok() && r.find("logprobs") != nullptr) {

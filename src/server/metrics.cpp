@@ -158,6 +158,16 @@ std::string Metrics::render() const {
         engine_.constrained_tokens, "counter");
   gauge(&out, "rlt_structured_mask_seconds_total", "Wall time spent computing structured-output token masks",
         engine_.mask_seconds, "counter");
+  // Speculative decoding, under vLLM's names (spec_decode_*).
+  gauge(&out, "rlt_spec_decode_num_drafts_total", "Speculative verifications (one per request per verify pass)",
+        engine_.spec_verifications, "counter");
+  gauge(&out, "rlt_spec_decode_num_draft_tokens_total", "Draft tokens verified", engine_.spec_draft_tokens,
+        "counter");
+  gauge(&out, "rlt_spec_decode_num_accepted_tokens_total", "Draft tokens accepted", engine_.spec_accepted_tokens,
+        "counter");
+  gauge(&out, "rlt_spec_decode_num_emitted_tokens_total",
+        "Tokens speculative verifications gave (accepted drafts plus the model's own token each)",
+        engine_.spec_verified_tokens, "counter");
   header(&out, "rlt_device_seconds_total", "counter", "GPU runs: device time of the batches of each stage");
   for (const auto& [stage, t] : engine_.device_time.named())
     out += fmt::format("rlt_device_seconds_total{{stage=\"{}\"}} {}\n", stage, t.milliseconds / 1e3);

@@ -275,6 +275,95 @@ TEST(EngineApi, LogprobsComeWithEveryToken) {
   }
 }
 
+// Speculative decoding per request: the combinations verification cannot do exactly are refused
+// with the reason; a constrained request, one with logprobs and a plain one in the same engine
+// give what plain decoding gives.
+TEST(EngineApi, SpeculationIsRefusedWhereItCannotBeExact) {
+  auto e = make_engine();
+  SamplingParams base;
+  base.max_tokens = 4;
+  auto with = [&](SpeculativeMethod m, int k, int d) {
+    SamplingParams p = base;
+    p.speculative = SpeculativeParams{m, k, d};
+    return p;
+  };
+  SamplingParams adaptive_exit = with(SpeculativeMethod::kNgram, 2, 0);
+  adaptive_exit.exit_threshold = 0.7;
+  SamplingParams shallow = with(SpeculativeMethod::kSelf, 2, 1);
+  shallow.max_loops = 3;
+  const std::pair<SamplingParams, const char*> cases[] = {
+      {adaptive_exit, "exit_threshold 0.7 < 1 is not supported"},
+      {shallow, "max_loops 3 would stop tokens earlier"},
+      {with(SpeculativeMethod::kSelf, 2, 4), "draft_loops must be in [1, 3]"},
+  };
+  for (const auto& [params, needle] : cases) {
+    const Status s = e->add_request(1, {60, 61}, params);
+    EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+    EXPECT_FALSE(e->has_unfinished());
+  }
+  SamplingParams bad_k = with(SpeculativeMethod::kNgram, 33, 0);
+  EXPECT_NE(e->add_request(1, {60}, bad_k).message().find("speculative.num_tokens"), std::string::npos);
+
+  EngineConfig c;
+  c.model = demo_dir();
+  c.kv_layout = KVLayout::kShared;
+  c.num_kv_blocks = 64;
+  auto shared = Engine::create(c);
+  ASSERT_TRUE(shared.ok());
+  const Status s = (*shared)->add_request(1, {60}, with(SpeculativeMethod::kNgram, 2, 0));
+  EXPECT_NE(s.message().find("--kv-layout last_exited"), std::string::npos) << s.message();
+  c.kv_layout = KVLayout::kLastExited;
+  c.speculative.num_tokens = 0;
+  EXPECT_NE(Engine::create(c).status().message().find("--num-speculative-tokens must be in [1, 32]"),
+            std::string::npos);
+}
+
+TEST(EngineApi, SpeculativeRequestsGivePlainDecodingsOutput) {
+  using Kind = StructuredOutputs::Kind;
+  std::vector<std::pair<std::vector<int32_t>, SamplingParams>> requests;
+  SamplingParams greedy;
+  greedy.max_tokens = 12;
+  greedy.ignore_eos = true;
+  greedy.logprobs = 2;
+  requests.push_back({{60, 61, 62, 60, 61, 62, 60, 61}, greedy});
+  SamplingParams seeded = sampled(9);
+  seeded.exit_threshold = 1.0;
+  requests.push_back({{70, 71, 70, 71}, seeded});
+  SamplingParams constrained = greedy;
+  constrained.structured_outputs = StructuredOutputs{Kind::kRegex, "(ab|ba){2,6}", {}};
+  constrained.ignore_eos = false;
+  requests.push_back({{60, 61}, constrained});
+  auto run = [&](std::optional<SpeculativeParams> spec) {
+    auto e = make_engine();
+    for (size_t i = 0; i < requests.size(); ++i) {
+      SamplingParams p = requests[i].second;
+      p.speculative = spec;
+      EXPECT_TRUE(e->add_request(i, requests[i].first, p).ok());
+    }
+    auto out = drain(*e);
+    return std::make_pair(out, e->metrics());
+  };
+  const auto [plain, plain_metrics] = run(std::nullopt);
+  for (const SpeculativeParams& spec : {SpeculativeParams{SpeculativeMethod::kNgram, 4, 0},
+                                        SpeculativeParams{SpeculativeMethod::kSelf, 3, 2}}) {
+    SCOPED_TRACE(name(*spec.method));
+    const auto [out, metrics] = run(spec);
+    ASSERT_EQ(out.size(), plain.size());
+    for (const auto& [id, p] : plain) {
+      EXPECT_EQ(out.at(id).token_ids, p.token_ids) << id;
+      EXPECT_EQ(out.at(id).exit_depths, p.exit_depths) << id;
+      EXPECT_EQ(out.at(id).text, p.text) << id;
+      ASSERT_EQ(out.at(id).logprobs.size(), p.logprobs.size()) << id;
+      for (size_t j = 0; j < p.logprobs.size(); ++j) EXPECT_EQ(out.at(id).logprobs[j].logprob, p.logprobs[j].logprob);
+    }
+    EXPECT_GT(metrics.spec_verifications, 0);
+    EXPECT_GT(metrics.spec_draft_tokens, 0);
+    EXPECT_GE(metrics.spec_mean_accepted_length(), 1.0);
+    EXPECT_EQ(metrics.generated_tokens, plain_metrics.generated_tokens);
+  }
+}
+
 }  // namespace
 }  // namespace rlt
 

@@ -26,6 +26,7 @@ class Recorder final : public StageExecutor {
   Status score_rows(const PassInput& p) override {
     return add("score " + std::to_string(p.scores.size()));
   }
+  Status pass_logits(const PassInput& p) override { return add("logits " + std::to_string(p.num_rows())); }
   Status prelude(std::span<const kv::RequestId> r, std::span<const int32_t>) override {
     return add("prelude " + std::to_string(r.size()));
   }
@@ -66,6 +67,21 @@ TEST(StageDriver, PrefillRunsEachPassLoopMajorThenScoresAndKeepsItsPromptStates)
   failing.fail_at = 3;
   EXPECT_FALSE(run_stages(in, failing).ok());
   EXPECT_EQ(failing.steps.size(), 3u) << "the first failing step ends the batch";
+}
+
+TEST(StageDriver, VerifyRunsOnePassThroughEveryLoopThenTheLogitsOfEveryRow) {
+  ModelInput in;
+  in.stage = Stage::kVerify;
+  in.requests = {1, 2};
+  PassInput& p = in.add_pass();
+  p.rows = {{1, 0, 7}, {1, 0, 8}, {1, 0, 9}, {2, 0, 3}};
+  p.tokens = {5, 6, 7, 8};
+  p.depths = {0, 1};
+  Recorder r;
+  ASSERT_TRUE(run_stages(in, r).ok());
+  EXPECT_EQ(r.steps, (std::vector<std::string>{"embed 4", "bind 2", "loop 0", "loop 1", "logits 4"}));
+  in.add_pass();
+  EXPECT_NE(run_stages(in, r).message().find("a verify batch has 2 passes"), std::string::npos);
 }
 
 TEST(StageDriver, OtherStagesAreOneStepAndMalformedInputsAreRefused) {

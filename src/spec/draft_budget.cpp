@@ -1,0 +1,81 @@
+#include "spec/draft_budget.h"
+
+#include <algorithm>
+#include <cmath>
+#include <queue>
+
+namespace rlt::spec {
+namespace {
+
+constexpr double kAcceptanceMemory = 0.9;  // weight of the past per verify step
+constexpr double kCostMemory = 0.97;       // weight of the past per observed pass
+
+}  // namespace
+
+void AcceptanceEstimate::observe(int32_t drafted, int32_t accepted) {
+  if (drafted <= 0) return;
+  // Trials: every accepted draft, plus the rejected one that ended the run (if any).
+  accepted_ = kAcceptanceMemory * accepted_ + accepted;
+  trials_ = kAcceptanceMemory * trials_ + accepted + (accepted < drafted ? 1 : 0);
+}
+
+double AcceptanceEstimate::rate() const { return trials_ > 0 ? std::clamp(accepted_ / trials_, 0.0, 0.999) : 0.0; }
+
+void VerifyCostModel::observe(int64_t rows, double seconds) {
+  if (rows <= 0 || !(seconds >= 0) || !std::isfinite(seconds)) return;
+  const auto r = static_cast<double>(rows);
+  w_ = kCostMemory * w_ + 1;
+  x_ = kCostMemory * x_ + r;
+  y_ = kCostMemory * y_ + seconds;
+  xx_ = kCostMemory * xx_ + r * r;
+  xy_ = kCostMemory * xy_ + r * seconds;
+  ++count_;
+}
+
+double VerifyCostModel::per_row() const {
+  if (w_ <= 0) return 0.0;
+  const double mx = x_ / w_, var = xx_ / w_ - mx * mx;
+  if (needs_variation()) return 0.0;
+  const double cov = xy_ / w_ - mx * (y_ / w_);
+  return std::max(0.0, cov / var);
+}
+
+double VerifyCostModel::fixed() const {
+  if (w_ <= 0) return 1.0;  // any positive unit: with b = 0 only the ratio matters
+  const double a = y_ / w_ - per_row() * (x_ / w_);
+  // A fit whose intercept went negative (noise) still means rows dominate: keep a small a.
+  return std::max(a, 1e-3 * y_ / w_);
+}
+
+bool VerifyCostModel::needs_variation() const {
+  if (w_ <= 0) return true;
+  const double mx = x_ / w_, var = xx_ / w_ - mx * mx;
+  // Rows spread by less than half a row: a and b cannot be told apart.
+  return var < 0.25;
+}
+
+std::vector<int32_t> allocate_drafts(std::span<const DraftOffer> offers, double fixed, double per_row,
+                                     int64_t row_budget) {
+  std::vector<int32_t> k(offers.size(), 0);
+  auto rows = static_cast<int64_t>(offers.size());
+  double tokens = static_cast<double>(offers.size());
+  double cost = fixed + per_row * static_cast<double>(rows);
+  // (gain of the next draft, request): the next draft of request i is accepted with α_i^(k_i+1).
+  std::priority_queue<std::pair<double, size_t>> next;
+  for (size_t i = 0; i < offers.size(); ++i)
+    if (offers[i].available > 0 && offers[i].acceptance > 0) next.push({offers[i].acceptance, i});
+  while (!next.empty() && rows < row_budget) {
+    const auto [gain, i] = next.top();
+    // (tokens + gain) / (cost + b) > tokens / cost.
+    if (gain * cost <= tokens * per_row) break;
+    next.pop();
+    ++k[i];
+    ++rows;
+    tokens += gain;
+    cost += per_row;
+    if (k[i] < offers[i].available) next.push({gain * offers[i].acceptance, i});
+  }
+  return k;
+}
+
+}  // namespace rlt::spec
