@@ -6,8 +6,11 @@
 // (`--activation-dtype int8`; label "<type>/i8").
 // Weights are random GGML blocks (quant::random_blocks), packed as the engine packs them.
 //   GEMV from L2 (one thread): the decoding ceiling, what the arithmetic alone allows.
-// Usage: rlt_bench_quant_linear [--quick] [--only LABEL] [--ceiling] (LABEL as printed: bf16,
-// Q4_K, Q4_K/i8, ...; --ceiling runs only the from-L2 section)
+//   Small batches (--small): the time of m = 1..16 rows against one row, from memory: what a
+//     decode step of m requests, or a speculative verification of m - 1 drafts, costs.
+// Usage: rlt_bench_quant_linear [--quick] [--only LABEL] [--ceiling] [--small] (LABEL as printed:
+// bf16, Q4_K, Q4_K/i8, ...; --ceiling runs only the from-L2 section, --small only the small
+// batches)
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -70,8 +73,9 @@ bool quick_kind(const Kind& k) {
 int main(int argc, char** argv) {
   bool quick = false;
   std::string only;
-  bool ceiling_only = false;
+  bool ceiling_only = false, small_only = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--small") == 0) small_only = true;
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
     if (std::strcmp(argv[i], "--ceiling") == 0) ceiling_only = true;
@@ -96,6 +100,39 @@ int main(int argc, char** argv) {
       {"ouro down 2048x5632", 2048, 5632},    {"ouro lm_head 49152x2048", 49152, 2048},
       {"smollm2 qkv 960x576", 960, 576},      {"smollm2 gate_up 3072x576", 3072, 576},
       {"smollm2 down 576x1536", 576, 1536},   {"smollm2 lm_head 49152x576", 49152, 576}};
+  if (small_only) {
+    // Every matrix of one SmolLM2 layer and one Ouro-1.4B layer, enough distinct layers that
+    // none is served from cache: a decode step's linear layers, at m rows.
+    const std::vector<std::vector<Shape>> layers = {{shapes[4], shapes[5], shapes[6], {"smollm2 o", 576, 576}},
+                                                    {shapes[0], shapes[1], shapes[2]}};
+    const char* names[] = {"smollm2-135m layer", "ouro-1.4b layer"};
+    fmt::print("{:<20} {:<6} {}\n", "small batches", "type", "time of m rows / time of 1 row, m = 1..16");
+    for (size_t l = 0; l < layers.size(); ++l) {
+      for (const auto& kind : kinds) {
+        if (skip(kind) || kind.int8) continue;
+        std::vector<kernels::PackedMatrix> ws;
+        int64_t bytes = 0;
+        for (uint32_t copy = 0; bytes < (int64_t{192} << 20); ++copy) {
+          for (const Shape& s : layers[l]) {
+            ws.push_back(make(kind, s, 100 + copy * 7 + static_cast<uint32_t>(ws.size())));
+            bytes += ws.back().bytes();
+          }
+        }
+        std::vector<float> x(16 * 5632, 0.5f), y(16 * 5632);
+        std::string line;
+        double one = 0;
+        for (int64_t m = 1; m <= 16; ++m) {
+          const double secs = bench::best_seconds(reps, [&] {
+            for (const auto& w : ws) kernels::linear(x.data(), m, w, y.data());
+          });
+          if (m == 1) one = secs;
+          line += fmt::format(" {:.2f}", secs / one);
+        }
+        fmt::print("{:<20} {:<6}{}\n", names[l], label(kind), line);
+      }
+    }
+    return 0;
+  }
   // Decode streams every weight once per token: each timed pass walks enough distinct copies
   // (>= 256 MiB in all) that none is served from cache; each pass is judged against a copy probe
   // taken right before it (median of adjacent ratios).

@@ -7,9 +7,12 @@
 // as one contiguous run: the pools are token-major, and per-head tasks would stride by
 // heads x head_dim through memory, defeating the prefetchers. Long single-query contexts are split into kSplitTokens ranges
 // whose partial states merge exactly (log-sum-exp) in a fixed order. Tile and split boundaries
-// depend only on the sequence's own length, so a row's result never depends on the batch
-// (the backend declares `deterministic`). Highway picks AVX-512 / AVX2 / SSE4 / NEON at run time;
-// OpenMP runs tasks in parallel.
+// depend only on a row's own causal length: a packed row longer than kSplitTokens restarts its
+// state at every range boundary and merges the ranges' states exactly as a split single-query
+// row does, so a row's result is bit-identical whether it comes alone (decode), in a batch, or
+// with other rows of its sequence (prefill, speculative verification) — the backend declares
+// `deterministic`. Highway picks AVX-512 / AVX2 / SSE4 / NEON at run time; OpenMP runs tasks in
+// parallel.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "attention/cpu_flash.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -43,7 +46,29 @@ struct Task {
 // Per-thread buffers: grow to the largest task seen, then reused.
 struct Scratch {
   std::vector<float> q, scores, acc, m, l;
+  std::vector<float> parts;  // packed rows past kSplitTokens: [range][pair][m, l, acc]
 };
+
+// Merges `count` partial states {m, l, acc[d]} of one (row, head) pair, `stride` floats apart,
+// in order, into out[d]: the one merge every split row goes through, alone or packed. Compiled
+// once, never inlined into a SIMD target's code: there g++ may contract a*b + c into an FMA (the
+// target pragmas do not keep ISO mode's -ffp-contract=off), and a merge inlined into one caller
+// but not the other would round differently.
+HWY_NOINLINE inline void merge_partials(const float* parts, int64_t count, int64_t stride, int64_t d, float* out) {
+  float mx = -INFINITY;
+  for (int64_t k = 0; k < count; ++k) mx = std::max(mx, parts[k * stride]);
+  std::fill(out, out + d, 0.0f);
+  float l = 0.0f;
+  for (int64_t k = 0; k < count; ++k) {
+    const float* part = parts + k * stride;
+    if (part[0] == -INFINITY) continue;
+    const float w = std::exp(part[0] - mx);
+    l += part[1] * w;
+    for (int64_t i = 0; i < d; ++i) out[i] += part[2 + i] * w;
+  }
+  const float inv = 1.0f / l;
+  for (int64_t i = 0; i < d; ++i) out[i] *= inv;
+}
 
 }  // namespace rlt::attention::flash
 #endif
@@ -125,8 +150,30 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   s.l.assign(static_cast<size_t>(pairs), 0.0f);
   const float* q = p.q + task.row_begin * q_heads * d;  // pairs are contiguous query vectors
   const int64_t key_end = std::min(task.key_end, first_row_pos + rows);  // nothing past the last row's limit
+  // A packed task whose last row sees more than kSplitTokens keys: rows that long keep one state
+  // per range of kSplitTokens keys, as a split single-query row does (see the file comment).
+  const bool ranged = partial == nullptr && first_row_pos + rows > flash::kSplitTokens;
+  const int64_t pair_stride = d + 2;
+  int64_t ranges = 0;
+  // Saves the state of every pair whose row is longer than kSplitTokens as range `ranges`, and
+  // starts those pairs afresh.
+  auto close_range = [&] {
+    s.parts.resize(static_cast<size_t>((ranges + 1) * pairs * pair_stride));
+    for (int64_t pr = 0; pr < pairs; ++pr) {
+      if (first_row_pos + pr / q_heads + 1 <= flash::kSplitTokens) continue;
+      float* dst = s.parts.data() + (ranges * pairs + pr) * pair_stride;
+      dst[0] = s.m[pr];
+      dst[1] = s.l[pr];
+      std::copy(s.acc.begin() + pr * d, s.acc.begin() + (pr + 1) * d, dst + 2);
+      s.m[pr] = -INFINITY;
+      s.l[pr] = 0.0f;
+      std::fill(s.acc.begin() + pr * d, s.acc.begin() + (pr + 1) * d, 0.0f);
+    }
+    ++ranges;
+  };
   KeyCursor kc(p.k, table, task.key_begin), vc(p.v, table, task.key_begin);
   for (int64_t t0 = task.key_begin; t0 < key_end; t0 += kTile) {
+    if (ranged && t0 > task.key_begin && t0 % flash::kSplitTokens == 0) close_range();
     const int64_t tn = std::min(kTile, key_end - t0);
     // Scores. One token's K for every head is contiguous, so keys are read sequentially.
     for (int64_t j = 0; j < tn; ++j, kc.advance()) {
@@ -182,8 +229,13 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
     }
     return;
   }
+  if (ranged) close_range();
   float* out = p.out + task.row_begin * q_heads * d;
   for (int64_t pr = 0; pr < pairs; ++pr) {
+    if (ranged && first_row_pos + pr / q_heads + 1 > flash::kSplitTokens) {
+      flash::merge_partials(s.parts.data() + pr * pair_stride, ranges, pairs * pair_stride, d, out + pr * d);
+      continue;
+    }
     const float inv = 1.0f / s.l[pr];
     for (int64_t i = 0; i < d; ++i) out[pr * d + i] = s.acc[pr * d + i] * inv;
   }
@@ -252,20 +304,8 @@ class CpuFlashBackend final : public AttentionBackend {
     for (const Merge& m : merges_) {
       const int64_t row = p.seq_begin(m.seq);
       for (int64_t h = 0; h < p.num_q_heads; ++h) {
-        float mx = -INFINITY;
-        for (int64_t k = 0; k < m.parts; ++k) mx = std::max(mx, partials_[(m.first + k) * stride + h * pair_stride]);
-        float* out = p.out + (row * p.num_q_heads + h) * d;
-        std::fill(out, out + d, 0.0f);
-        float l = 0.0f;
-        for (int64_t k = 0; k < m.parts; ++k) {
-          const float* part = partials_.data() + (m.first + k) * stride + h * pair_stride;
-          if (part[0] == -INFINITY) continue;
-          const float w = std::exp(part[0] - mx);
-          l += part[1] * w;
-          for (int64_t i = 0; i < d; ++i) out[i] += part[2 + i] * w;
-        }
-        const float inv = 1.0f / l;
-        for (int64_t i = 0; i < d; ++i) out[i] *= inv;
+        flash::merge_partials(partials_.data() + m.first * stride + h * pair_stride, m.parts, stride, d,
+                              p.out + (row * p.num_q_heads + h) * d);
       }
     }
     return {};

@@ -56,6 +56,14 @@ sampling::RngState draft_rng(const sampling::RngState& rng, const sched::Request
   return {rng.seed, rng.counter + r.spec.drafts.size()};
 }
 
+// The most rows whose logits one batch returns: a CODA batch's requests, or a VERIFY batch's
+// requests with their drafts.
+int64_t max_logit_rows(const EngineConfig& c) {
+  if (c.speculative.method == SpeculativeMethod::kOff) return c.max_num_seqs;
+  return std::max<int64_t>(c.max_num_seqs, std::min<int64_t>(c.max_num_batched_tokens,
+                                                             int64_t{c.max_num_seqs} * (c.speculative.num_tokens + 1)));
+}
+
 runner::GpuRunnerSettings gpu_runner_settings(const EngineConfig& c) {
   runner::GpuRunnerSettings s{c.cuda_graphs, c.programmatic_launch, c.device_sampling};
   if (c.gpu_preallocate) {
@@ -63,7 +71,7 @@ runner::GpuRunnerSettings gpu_runner_settings(const EngineConfig& c) {
     // graph bucket (a power of two: within the plan's slack of twice the rows).
     s.reserve_rows = std::max<int64_t>(c.max_num_batched_tokens,
                                        std::bit_ceil(static_cast<uint64_t>(std::max(c.max_num_seqs, 1))));
-    s.reserve_sampling_rows = c.max_num_seqs;
+    s.reserve_sampling_rows = max_logit_rows(c);
   }
   return s;
 }
@@ -100,6 +108,35 @@ Result<sched::SchedulerConfig> scheduler_config(const EngineConfig& c) {
   s.speculative = c.speculative;
   RLT_RETURN_IF_ERROR(s.validate());
   return s;
+}
+
+// Engine-wide speculation this model can never verify exactly is refused at startup (requests
+// with settings of their own are checked as they come: sched::Scheduler::add_request).
+Status check_speculation(const EngineConfig& c, int64_t depth, bool cuda) {
+  const SpeculativeConfig& s = c.speculative;
+  if (s.method == SpeculativeMethod::kOff) return {};
+  if (s.method == SpeculativeMethod::kSelf && depth < 2) {
+    return invalid_argument(fmt::format("--speculative-method self drafts with fewer loops than the model runs; "
+                                        "this model runs {} loop: use --speculative-method ngram",
+                                        depth));
+  }
+  if (s.method == SpeculativeMethod::kSelf && s.draft_loops >= depth) {
+    return invalid_argument(fmt::format("--draft-loops must be below the model's depth {} (0: half of it), got {}",
+                                        depth, s.draft_loops));
+  }
+  if (c.kv_layout == KVLayout::kShared && depth > 1) {
+    return invalid_argument(
+        "speculative decoding verifies several positions loop by loop; the shared KV layout overwrites a "
+        "position's K/V every loop, so a later position would read the wrong loop's: use --kv-layout "
+        "last_exited or drop --speculative-method");
+  }
+  if (cuda) {
+    log_warn("speculative decoding on a GPU: a verification runs its rows through the multi-row kernels (cuBLAS, "
+             "packed attention) where plain decoding runs one row (rlt's GEMV), so its tokens match plain "
+             "decoding's except where those kernels' rounding differs at a near-tie (on the CPU they are "
+             "identical)");
+  }
+  return {};
 }
 
 }  // namespace
@@ -151,6 +188,11 @@ struct Engine::Impl : public sched::PreemptionHooks {
   std::deque<sched::SchedulerOutput> in_flight;
   std::deque<double> in_flight_submit_seconds;
   int64_t lookahead_batches = 0;
+  // VERIFY rows that could not be sampled: (request, why), aborted once the tokens before them
+  // are applied.
+  std::vector<std::pair<uint64_t, std::string>> verify_failures;
+  // Device runners: the verify batches' device time counted so far (the cost model's input).
+  DeviceStageTime verify_device_time;
 
   Result<kv::KVSnapshot> snapshot_kv(kv::RequestId id) override { return kv->snapshot(id, runner->storage()); }
   Status resume_kv(kv::RequestId id, const kv::KVSnapshot& snap) override {
@@ -221,7 +263,15 @@ struct Engine::Impl : public sched::PreemptionHooks {
   Status collect(uint64_t seq, runner::BatchResult* result);
   // Feeds a VERIFY batch's runner time to the scheduler's cost model (adaptive draft counts).
   void observe_cost(const sched::SchedulerOutput& batch, double seconds) {
-    if (batch.stage == sched::Stage::kVerify) scheduler->observe_verify_cost(batch.rows(), seconds);
+    if (batch.stage != sched::Stage::kVerify) return;
+    // A device runner's own timing of the batch where it has one: with asynchronous scheduling
+    // the host's wait for a batch says little about what it cost.
+    const DeviceStageTime device = runner->device_stage_times().verify;
+    if (device.batches == verify_device_time.batches + 1) {
+      seconds = (device.milliseconds - verify_device_time.milliseconds) / 1e3;
+    }
+    verify_device_time = device;
+    scheduler->observe_verify_cost(batch.rows(), seconds);
   }
   double runner_seconds = 0.0;  // wall time inside the runner's submit and collect
 };
@@ -241,7 +291,7 @@ Result<int64_t> gpu_kv_cache_bytes(const EngineConfig& config, int device,
   for (const auto& [name, view] : model.checkpoint.tensors()) weight_bytes += static_cast<int64_t>(view.nbytes);
   const int64_t max_rows = std::max(config.max_num_batched_tokens, config.max_num_seqs);
   const engine::GpuMemoryNeeds needs = engine::estimate_gpu_memory_needs(
-      model.config, weight_bytes, max_rows, config.max_num_seqs, backend == "cudnn");
+      model.config, weight_bytes, max_rows, max_logit_rows(config), backend == "cudnn");
   RLT_ASSIGN_OR_RETURN(engine::GpuKvPlan plan,
                        engine::plan_gpu_kv_cache(fmt::format("cuda:{}", device), memory.total, memory.free,
                                                  config.gpu_memory_utilization, needs, bytes_per_block));
@@ -291,6 +341,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested,
   if (!device.cuda) log_info(fmt::format("weights loaded in {}", impl->model->load_report.summary()));
   const io::ModelConfig& mc = impl->model->config;
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
+  RLT_RETURN_IF_ERROR(check_speculation(config, mc.total_ut_steps, device.cuda));
   // What a self draft's CODA costs next to one loop of the core (both stream their weights).
   if (const int64_t loop = impl->model->core_weight_bytes_per_loop(); loop > 0)
     sc.coda_loops = static_cast<double>(impl->model->lm_head_bytes()) / static_cast<double>(loop);
@@ -592,6 +643,12 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
         ro.sampled.push_back(-1);  // aborted while the batch ran: never read
         continue;
       }
+      if (!sampled[i].ok() && requests[i]->spec.drafting) {
+        // A draft that cannot be sampled ends the draft cycle, not the request: plain decoding
+        // never samples that row.
+        ro.sampled.push_back(-1);
+        continue;
+      }
       if (!sampled[i].ok()) {
         // A broken logits row (NaN, inf) ends that request only.
         log_error(fmt::format("request {}: sampling failed, aborting it: {}", id, sampled[i].status().to_string()));
@@ -649,6 +706,13 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
     live.erase(id);
     runner->release(id);
   }
+  for (auto& [id, why] : verify_failures) {
+    if (!live.count(id)) continue;  // it stopped on its last good token
+    log_error(fmt::format("request {}: {}; aborting it", id, why));
+    (void)abort_request(id, why);  // its tokens before the failure went out above
+  }
+  verify_failures.clear();
+  take_pending(outputs);
   return {};
 }
 
@@ -726,11 +790,9 @@ Status Engine::Impl::verify_tokens(const sched::SchedulerOutput& batch, const ru
     Verified& v = verified[i];
     constrained_tokens += v.constrained;
     mask_seconds += v.mask_seconds;
-    if (!v.failure.empty()) {
-      log_error(fmt::format("request {}: {}; aborting it", batch.items[i].id, v.failure));
-      (void)abort_request(batch.items[i].id, v.failure);  // queues its final output
-      v.tokens.clear();
-    }
+    // The tokens before a failing row are what plain decoding emitted before failing there: they
+    // are applied, then the request ends (apply() aborts it with the reason).
+    if (!v.failure.empty()) verify_failures.emplace_back(batch.items[i].id, std::move(v.failure));
     ro.emitted.push_back(static_cast<int32_t>(v.tokens.size()));
     ro.sampled.insert(ro.sampled.end(), v.tokens.begin(), v.tokens.end());
   }

@@ -44,6 +44,9 @@ struct Speculation {
   // at draft_loops, its K/V are provisional, its CODA proposes instead of emitting).
   int32_t cycle_drafts = 0;
   bool drafting = false;
+  // Adaptive: the drafts the last verification's batch would have verified (self cycles make no
+  // more than that).
+  int32_t cycle_cap = 0;
   std::vector<int32_t> drafts;  // proposed continuations of output_tokens.back(), verified next
   spec::AcceptanceEstimate acceptance;
   bool enabled() const { return method != SpeculativeMethod::kOff; }

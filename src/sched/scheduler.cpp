@@ -28,7 +28,20 @@ Status Scheduler::resolve_speculation(Request& r) const {
   s.method = asked.method.value_or(base.method);
   if (!s.enabled()) return {};
   s.max_drafts = asked.num_tokens > 0 ? asked.num_tokens : base.num_tokens;
+  s.cycle_cap = s.max_drafts;
   s.draft_loops = asked.draft_loops > 0 ? asked.draft_loops : base.draft_loops > 0 ? base.draft_loops : depth_ / 2;
+  Status refused = speculation_refusal(r);
+  if (!refused.ok() && !asked.method) {
+    // Speculation the request did not ask for (the engine's default) gives way to what it did ask
+    // for: it decodes plainly, with the same output.
+    s.method = SpeculativeMethod::kOff;
+    return {};
+  }
+  return refused;
+}
+
+Status Scheduler::speculation_refusal(const Request& r) const {
+  const Speculation& s = r.spec;
   const std::string_view method = name(s.method);
   // Drafts are verified by running them through every loop: exactly plain decoding when plain
   // decoding runs every loop too. What would make a token's depth differ is refused.
@@ -399,8 +412,20 @@ Result<SchedulerOutput> Scheduler::take(Stage stage) {
       item.depth = r.loops_done;
       if (stage == Stage::kPrelude) frontier = item.position + 1;
     }
-    if (frontier > 0) {
-      RLT_ASSIGN_OR_RETURN(bool grown, grow(r, frontier, selected));
+    if (frontier > 0 && stage == Stage::kPrelude && r.spec.drafting) {
+      // A self draft takes free pages only, never a preemption: without one, the cycle ends with
+      // the drafts made so far.
+      const Status grown = kv_.ensure_capacity(r.id, frontier);
+      if (grown.code() == ErrorCode::kResourceExhausted) {
+        end_draft_cycle(r);
+        continue;
+      }
+      RLT_RETURN_IF_ERROR(grown);
+    } else if (frontier > 0) {
+      // Neither the batch's rows nor the requests waiting for a retry may be preempted for it.
+      std::vector<RequestId> excluded = selected;
+      excluded.insert(excluded.end(), retry.begin(), retry.end());
+      RLT_ASSIGN_OR_RETURN(bool grown, grow(r, frontier, excluded));
       if (!grown) {
         retry.push_back(id);  // back to the tail: others may still fit
         continue;
@@ -410,7 +435,8 @@ Result<SchedulerOutput> Scheduler::take(Stage stage) {
     selected.push_back(id);
     out.items.push_back(item);
   }
-  for (RequestId id : retry) q.push_back(id);
+  for (RequestId id : retry)
+    if (at(id).stage == stage) q.push_back(id);  // unless a later growth preempted it after all
   if (stage == Stage::kVerify && !out.items.empty()) {
     RLT_RETURN_IF_ERROR(plan_drafts(out, budget + static_cast<int64_t>(out.items.size())));
   }
@@ -440,6 +466,21 @@ Status Scheduler::plan_drafts(SchedulerOutput& out, int64_t row_budget) {
   std::vector<int32_t> take(n, 0);
   if (config_.speculative.adaptive) {
     take = spec::allocate_drafts(offers, verify_cost_.fixed(), verify_cost_.per_row(), row_budget);
+    // A self request's next cycle makes no more drafts than a batch like this one would verify
+    // (its drafts cost loops before they are offered: drafts dropped here were paid for in vain).
+    std::vector<spec::DraftOffer> full = offers;
+    bool any_self = false;
+    for (size_t i = 0; i < n; ++i) {
+      const Request& r = at(out.items[i].id);
+      if (r.spec.method != SpeculativeMethod::kSelf) continue;
+      full[i].available = r.spec.max_drafts;
+      any_self = true;
+    }
+    if (any_self) {
+      const std::vector<int32_t> would =
+          spec::allocate_drafts(full, verify_cost_.fixed(), verify_cost_.per_row(), row_budget);
+      for (size_t i = 0; i < n; ++i) at(out.items[i].id).spec.cycle_cap = would[i];
+    }
     // Passes whose rows never vary leave the per-row cost unknown: now and then one verifies half
     // its lookup drafts (free to drop, unlike self drafts already computed).
     if (any_ngram && verify_cost_.needs_variation() && verify_batches_ % 4 == 3) {
@@ -698,12 +739,15 @@ Result<StepUpdate> Scheduler::update_from_output(const SchedulerOutput& batch, c
       case Stage::kCoda: {
         const int32_t token = out.sampled.at(i);
         if (r.spec.drafting) {
-          // A self draft: proposed, not emitted. The cycle goes on until its drafts are made.
-          r.spec.drafts.push_back(token);
-          const bool more = static_cast<int32_t>(r.spec.drafts.size()) < r.spec.cycle_drafts;
-          r.spec.drafting = more;
-          set_stage(r, more ? Stage::kPrelude : Stage::kVerify);
-          queue(r.stage).push_back(r.id);
+          // A self draft: proposed, not emitted. The cycle goes on until its drafts are made; a
+          // row that could not be sampled (-1) ends it with the drafts made so far.
+          if (token >= 0) r.spec.drafts.push_back(token);
+          if (token >= 0 && static_cast<int32_t>(r.spec.drafts.size()) < r.spec.cycle_drafts) {
+            set_stage(r, Stage::kPrelude);
+            queue(Stage::kPrelude).push_back(r.id);
+          } else {
+            end_draft_cycle(r);
+          }
           break;
         }
         if (!emit_token(r, token, r.loops_done, update)) begin_cycle(r);
@@ -739,6 +783,12 @@ bool Scheduler::emit_token(Request& r, int32_t token, int32_t depth, StepUpdate&
   return true;
 }
 
+void Scheduler::end_draft_cycle(Request& r) {
+  r.spec.drafting = false;
+  set_stage(r, Stage::kVerify);
+  queue(Stage::kVerify).push_back(r.id);
+}
+
 void Scheduler::begin_cycle(Request& r) {
   Speculation& s = r.spec;
   s.drafts.clear();
@@ -758,8 +808,8 @@ void Scheduler::begin_cycle(Request& r) {
 int32_t Scheduler::self_cycle_drafts(const Request& r) const {
   const Speculation& s = r.spec;
   const int32_t room = static_cast<int32_t>(r.params.max_tokens - static_cast<int64_t>(r.output_tokens.size()) - 1);
-  const int32_t cap = std::max(0, std::min(s.max_drafts, room));
-  if (!config_.speculative.adaptive) return cap;
+  if (!config_.speculative.adaptive) return std::max(0, std::min(s.max_drafts, room));
+  const int32_t cap = std::max(0, std::min({s.max_drafts, room, s.cycle_cap}));
   // Tokens per unit of work, in loops: a cycle of k drafts costs k · (draft_loops + a CODA) and
   // one verification (every loop and a CODA), and expects 1 + α + ... + α^k tokens; k = 0 is the
   // plain step. The memory-bound cost (one weight stream per loop, whatever the rows).
@@ -799,10 +849,14 @@ Status Scheduler::apply_verify(Request& r, const ScheduledItem& item, std::span<
     return internal_error(fmt::format("request {}: a verification emitted a token after a rejected draft", r.id));
   RLT_RETURN_IF_ERROR(kv_.record_written_all_depths(r.id, item.position, static_cast<int32_t>(tokens.size())));
   r.spec.acceptance.observe(checked, accepted);
-  ++counters_.verifications;
-  counters_.draft_tokens += drafted;
-  counters_.accepted_tokens += accepted;
-  counters_.verified_tokens += static_cast<int64_t>(tokens.size());
+  // As vLLM counts them: verifications that had drafts, the drafts checked against the model's
+  // tokens (not those past a stop token), the ones it agreed with.
+  if (drafted > 0) {
+    ++counters_.verifications;
+    counters_.draft_tokens += checked;
+    counters_.accepted_tokens += accepted;
+    counters_.verified_tokens += static_cast<int64_t>(tokens.size());
+  }
   r.spec.drafts.clear();
   for (int32_t token : tokens)
     if (emit_token(r, token, depth_, update)) return {};

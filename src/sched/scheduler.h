@@ -162,8 +162,13 @@ class Scheduler {
   // VERIFY: how many drafts each selected item verifies (its token_count), grown into the KV.
   Status plan_drafts(SchedulerOutput& out, int64_t row_budget);
   // Speculation resolved for a request from its params and the scheduler's defaults; refuses
-  // combinations that cannot be verified exactly, with the reason.
+  // combinations that cannot be verified exactly, with the reason — when the request asked for
+  // speculation itself; the engine's default gives way (plain decoding) instead.
   Status resolve_speculation(Request& r) const;
+  // Why the request's resolved speculation (r.spec) cannot be verified exactly; OK when it can.
+  Status speculation_refusal(const Request& r) const;
+  // A self draft cycle ends: VERIFY with the drafts made so far.
+  void end_draft_cycle(Request& r);
   // After a token was emitted (and the request goes on): PRELUDE, VERIFY, or a self draft cycle.
   void begin_cycle(Request& r);
   // Self drafting: how many drafts a cycle makes (adaptive: the most tokens per loop of work).

@@ -28,6 +28,10 @@ TEST_P(BackendEquivalence, PackedPrefillEqualsPerRowDecode) {
   testing::check_packed_equals_per_row(*find_backend(GetParam())->create());
 }
 
+TEST_P(BackendEquivalence, PackedRowsAreBitIdenticalToDecodedRowsAtAnyLength) {
+  testing::check_packed_bit_equal_per_row(*find_backend(GetParam())->create());
+}
+
 TEST_P(BackendEquivalence, RowOutputIsIndependentOfTheBatch) {
   testing::check_row_independent(*find_backend(GetParam())->create());
 }

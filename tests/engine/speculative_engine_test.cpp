@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 
 #include "common/log.h"
 #include "model/demo_checkpoint.h"
@@ -246,6 +247,129 @@ double chi_square_critical(double dof) {
   // Wilson–Hilferty: the 99.9th percentile of chi-square with `dof` degrees of freedom.
   const double z = 3.090, h = 2.0 / (9.0 * dof);
   return dof * std::pow(1.0 - h + z * std::sqrt(h), 3);
+}
+
+// cpu_flash (the CPU's default backend) past 512 keys, where a single-query row splits its keys
+// into ranges: a verification's packed rows must split alike, or logprobs differ in their last
+// bits and near-ties flip.
+TEST(SpeculativeEngine, LongContextsWithTheDefaultCpuBackend) {
+  std::mt19937 rng(3);
+  std::vector<Planned> plan;
+  for (int i = 0; i < 4; ++i) {
+    Planned p;
+    p.id = 900 + static_cast<uint64_t>(i);
+    std::vector<int32_t> motif;
+    for (int t = 0; t < 7 + i; ++t) motif.push_back(std::uniform_int_distribution<int>(3, 258)(rng));
+    while (p.prompt.size() < 495 + 10 * static_cast<size_t>(i)) p.prompt.insert(p.prompt.end(), motif.begin(), motif.end());
+    p.params.max_tokens = 40;
+    p.params.ignore_eos = true;
+    p.params.logprobs = 1;
+    p.params.temperature = i % 2 ? 0.8 : 0.0;
+    p.params.seed = 5 + i;
+    p.arrival_step = i;
+    plan.push_back(std::move(p));
+  }
+  EngineConfig c = base_config(looped_model(), 4, KVDType::kBF16, false);
+  c.attention_backend = "cpu_flash";
+  c.block_size = 16;
+  c.num_kv_blocks = 1024;
+  c.max_num_batched_tokens = 128;
+  c.prefill_chunk_size = 128;
+  const RunResult plain = run(c, plan);
+  for (SpeculativeMethod method : {SpeculativeMethod::kNgram, SpeculativeMethod::kSelf}) {
+    SCOPED_TRACE(name(method));
+    EngineConfig sc = c;
+    sc.speculative.method = method;
+    sc.speculative.num_tokens = 4;
+    sc.speculative.draft_loops = 2;
+    sc.speculative.adaptive = false;
+    const RunResult spec = run(sc, plan);
+    std::string why;
+    EXPECT_TRUE(same(plain, spec, &why)) << why;
+    EXPECT_GT(spec.metrics.spec_accepted_tokens, 0);
+  }
+}
+
+// Asynchronous scheduling, prefix caching (repeated prompts), preemption and cancellations at
+// random steps together: a request that was not cancelled gives plain decoding's output; one that
+// was has produced a prefix of it.
+TEST(SpeculativeEngine, AsyncPrefixCachingPreemptionAndCancellations) {
+  auto plan = plan_mix(41, 14);
+  for (size_t i = 1; i < plan.size(); i += 3) plan[i].prompt = plan[0].prompt;  // shared prompt pages
+  for (size_t i = 0; i < plan.size(); i += 4) plan[i].params.stop_token_ids = {plan[i].prompt.back(), 7, 11};
+  EngineConfig c = base_config(looped_model(), 4, KVDType::kF32, true);
+  c.exit_policy = ExitPolicy::kOuroDelayed;
+  c.async_scheduling = true;
+  c.enable_prefix_caching = true;
+  const RunResult plain = run(c, plan);
+  for (SpeculativeMethod method : {SpeculativeMethod::kNgram, SpeculativeMethod::kSelf}) {
+    for (uint32_t abort_seed : {0u, 1u, 2u}) {
+      SCOPED_TRACE(::testing::Message() << name(method) << " abort seed " << abort_seed);
+      EngineConfig sc = c;
+      sc.speculative.method = method;
+      sc.speculative.num_tokens = 3;
+      sc.speculative.draft_loops = 1;
+      set_log_level(LogLevel::kWarn);
+      auto engine = Engine::create(sc);
+      ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+      std::mt19937 rng(abort_seed);
+      std::map<uint64_t, RequestResult> gathered, finals;
+      std::set<uint64_t> aborted;
+      size_t next = 0;
+      for (int step = 0; step < 50000; ++step) {
+        while (next < plan.size() && plan[next].arrival_step <= step) {
+          ASSERT_TRUE((*engine)->add_request(plan[next].id, plan[next].prompt, plan[next].params).ok());
+          ++next;
+        }
+        if (abort_seed > 0 && rng() % 9 == 0) {
+          const uint64_t victim = plan[rng() % plan.size()].id;
+          if (!finals.count(victim) && (*engine)->abort(victim).ok()) aborted.insert(victim);
+        }
+        auto outs = (*engine)->step();
+        ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+        for (auto& o : *outs) {
+          gathered[o.request_id].append(o);
+          if (o.finished) finals[o.request_id] = gathered[o.request_id];
+        }
+        if (next == plan.size() && !(*engine)->has_unfinished()) break;
+      }
+      EXPECT_EQ((*engine)->metrics().kv_used_blocks, 0);
+      ASSERT_EQ(finals.size(), plan.size());
+      for (const auto& [id, r] : finals) {
+        const RequestResult& p = plain.finals.at(id);
+        if (aborted.count(id)) {
+          EXPECT_EQ(r.finish_reason, "abort");
+          ASSERT_LE(r.token_ids.size(), p.token_ids.size()) << id;
+          EXPECT_TRUE(std::equal(r.token_ids.begin(), r.token_ids.end(), p.token_ids.begin())) << id;
+        } else {
+          EXPECT_EQ(r.token_ids, p.token_ids) << id;
+          EXPECT_EQ(r.exit_depths, p.exit_depths) << id;
+          EXPECT_EQ(r.finish_reason, p.finish_reason) << id;
+        }
+      }
+    }
+  }
+}
+
+// Speculation set for the whole engine gives way, per request, to settings it cannot verify
+// exactly (early exit here): those requests decode plainly, with plain decoding's output.
+TEST(SpeculativeEngine, TheEngineDefaultGivesWayToEarlyExit) {
+  auto plan = plan_mix(77, 6);
+  for (size_t i = 0; i < plan.size(); i += 2) {
+    plan[i].params.exit_threshold = 0.6;
+    plan[i].params.min_loops = 1;
+  }
+  EngineConfig c = base_config(looped_model(), 4, KVDType::kF32, false);
+  const RunResult plain = run(c, plan);
+  c.speculative.method = SpeculativeMethod::kNgram;
+  const RunResult spec = run(c, plan);
+  std::string why;
+  EXPECT_TRUE(same(plain, spec, &why)) << why;
+  bool early = false;
+  for (const auto& [id, r] : spec.finals)
+    for (int32_t d : r.exit_depths) early |= d < 4;
+  EXPECT_TRUE(early) << "some tokens exited early";
+  EXPECT_GT(spec.metrics.spec_verifications, 0);
 }
 
 // Two-sample chi-square statistic of homogeneity for the token at output position `pos` of two

@@ -66,9 +66,11 @@ class LinearQuantTest : public ::testing::TestWithParam<GgmlType> {};
 void check_odd_shapes(GgmlType type) {
   const int64_t bc = quant_panel_format(type)->block_cols;
   std::mt19937 rng(static_cast<unsigned>(type) * 7919u);
-  // Partial panels (n % 64), every row tile and remainder, one and several blocks.
-  const int64_t shapes[][3] = {{1, 1, bc},   {1, 7, 2 * bc},  {3, 65, bc},  {2, 64, 3 * bc},
-                               {5, 129, bc}, {7, 33, 2 * bc}, {9, 130, bc}, {1, 300, 4 * bc}};
+  // Partial panels (n % 64), every row tile and remainder (tiles of 8 or 2 rows by target, and
+  // the expanded path from 20 rows), one and several blocks.
+  const int64_t shapes[][3] = {{1, 1, bc},   {1, 7, 2 * bc},  {3, 65, bc},   {2, 64, 3 * bc},
+                               {5, 129, bc}, {7, 33, 2 * bc}, {9, 130, bc},  {1, 300, 4 * bc},
+                               {8, 64, bc},  {13, 70, bc},    {21, 65, 2 * bc}, {6, 3, bc}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
     const QuantRows w = random_rows(type, n, k, rng);

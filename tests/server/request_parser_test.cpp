@@ -219,6 +219,34 @@ TEST(ChatRequest, ChatFields) {
 namespace rlt::server {
 namespace {
 
+TEST(SpeculativeField, IsReadWithEveryPartOptional) {
+  GenerationRequest g;
+  ASSERT_FALSE(chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],
+                        "speculative":{"method":"ngram","num_tokens":3}})", &g));
+  ASSERT_TRUE(g.params.speculative);
+  EXPECT_EQ(g.params.speculative->method, SpeculativeMethod::kNgram);
+  EXPECT_EQ(g.params.speculative->num_tokens, 3);
+  EXPECT_EQ(g.params.speculative->draft_loops, 0);
+  GenerationRequest k;
+  ASSERT_FALSE(completion(R"({"model":"m","prompt":"x","speculative":{"num_tokens":2,"draft_loops":1}})", &k));
+  EXPECT_FALSE(k.params.speculative->method) << "absent: the server's method";
+  EXPECT_EQ(k.params.speculative->draft_loops, 1);
+  GenerationRequest off;
+  ASSERT_FALSE(completion(R"({"model":"m","prompt":"x","speculative":{"method":"off"}})", &off));
+  EXPECT_EQ(off.params.speculative->method, SpeculativeMethod::kOff);
+  GenerationRequest none;
+  ASSERT_FALSE(completion(R"({"model":"m","prompt":"x","speculative":null})", &none));
+  EXPECT_FALSE(none.params.speculative);
+  expect_400(completion(R"({"model":"m","prompt":"x","speculative":{"method":"medusa"}})"), "speculative.method",
+             "accepted: off, ngram, self");
+  expect_400(completion(R"({"model":"m","prompt":"x","speculative":{"method":3}})"), "speculative.method",
+             "must be a string");
+  expect_400(completion(R"({"model":"m","prompt":"x","speculative":{"num_tokens":33}})"),
+             "speculative.num_tokens", "[0, 32]");
+  expect_400(completion(R"({"model":"m","prompt":"x","speculative":{"k":1}})"), "speculative.k", "'k'");
+  expect_400(completion(R"({"model":"m","prompt":"x","speculative":"ngram"})"), "speculative", "must be an object");
+}
+
 TEST(StructuredOutputFields, EveryFormBecomesOneConstraint) {
   using Kind = StructuredOutputs::Kind;
   GenerationRequest g;

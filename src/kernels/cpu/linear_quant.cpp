@@ -28,7 +28,7 @@ using DH = hn::Rebind<hwy::float16_t, DF>;
 // Input rows sharing each decoded weight vector. Decoding (unpacking, converting) costs more
 // than the multiply-adds it feeds, so prefill takes as many rows as the registers allow.
 #if HWY_TARGET <= HWY_AVX3
-constexpr int kRowsTile = 4;
+constexpr int kRowsTile = 8;
 #else
 constexpr int kRowsTile = 2;
 #endif
@@ -38,7 +38,7 @@ constexpr int kRowsTile = 2;
 // once per group. Several rows take two vectors, so the decoded weights and broadcasts fit too.
 template <int kRows>
 constexpr int SliceVectors() {
-  constexpr int want = kRows == 1 ? 8 : 2;
+  constexpr int want = kRows == 1 ? 8 : kRows <= 4 ? 2 : 1;
   return kVectors < want ? kVectors : want;
 }
 
@@ -299,7 +299,26 @@ HWY_INLINE void ExpandedTile(const float* HWY_RESTRICT x, int64_t k, const float
 }
 
 // Batches from this many rows take the expanded path (identical results, see above).
-constexpr int64_t kExpandFromRows = 8;
+constexpr int64_t kExpandFromRows = 20;
+
+// Input rows m0 .. m0 + kRows of panel p through one tile, stored into y.
+template <GgmlType T, int kRows>
+HWY_INLINE void QuantRows(const float* x, int64_t k, const float* xsum, int64_t groups, const PackedMatrix& w,
+                          int64_t p, const uint8_t* panel, int64_t m0, float* y) {
+  float out[kRows][kPanel];
+  QuantTile<T, kRows>(x + m0 * k, k, xsum + m0 * groups, groups, panel, out);
+  store_panel(w, p, &out[0][0], kRows, m0, y);
+}
+
+// The last rows < kRowsTile of a panel, as one tile of that many rows.
+template <GgmlType T, int kRows = kRowsTile - 1>
+HWY_INLINE void QuantRest(int64_t rows, const float* x, int64_t k, const float* xsum, int64_t groups,
+                          const PackedMatrix& w, int64_t p, const uint8_t* panel, int64_t m0, float* y) {
+  if constexpr (kRows >= 1) {
+    if (rows == kRows) return QuantRows<T, kRows>(x, k, xsum, groups, w, p, panel, m0, y);
+    QuantRest<T, kRows - 1>(rows, x, k, xsum, groups, w, p, panel, m0, y);
+  }
+}
 
 template <GgmlType T>
 void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, const uint8_t* panel,
@@ -327,17 +346,12 @@ void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, con
     store_panel(w, p, e.y.data(), static_cast<int>(m), 0, y);
     return;
   }
+  // Tiles of kRowsTile rows, then one tile of the rest: every tile decodes the panel once, so a
+  // few rows (a decode step of a few requests, a speculative verification) cost one or two decodes
+  // instead of one per row.
   int64_t m0 = 0;
-  for (; m0 + kRowsTile <= m; m0 += kRowsTile) {
-    float out[kRowsTile][kPanel];
-    QuantTile<T, kRowsTile>(x + m0 * k, k, xsum + m0 * groups, groups, panel, out);
-    store_panel(w, p, &out[0][0], kRowsTile, m0, y);
-  }
-  for (; m0 < m; ++m0) {
-    float out[1][kPanel];
-    QuantTile<T, 1>(x + m0 * k, k, xsum + m0 * groups, groups, panel, out);
-    store_panel(w, p, &out[0][0], 1, m0, y);
-  }
+  for (; m0 + kRowsTile <= m; m0 += kRowsTile) QuantRows<T, kRowsTile>(x, k, xsum, groups, w, p, panel, m0, y);
+  QuantRest<T>(m - m0, x, k, xsum, groups, w, p, panel, m0, y);
 }
 
 using PanelFn = void (*)(const float*, int64_t, const PackedMatrix&, int64_t, const uint8_t*,
