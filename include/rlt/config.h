@@ -86,6 +86,10 @@ struct SpeculativeConfig {
   // (0 where drafts would cost more than they save: large, compute-bound batches); false: K
   // drafts whenever the drafter has them.
   bool adaptive = true;
+  // Benchmarks only (0 = off): verification keeps each draft with this probability instead of
+  // checking it against the model's token, so that the mechanism's cost can be measured at a
+  // chosen acceptance rate on random weights. The output is then NOT plain decoding's.
+  double forced_acceptance = 0.0;
   Status validate() const;
 };
 

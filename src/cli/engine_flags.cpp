@@ -113,6 +113,10 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
       ->capture_default_str();
   cmd.add_option("--ngram-max", spec.ngram_max, "Prompt lookup: longest suffix matched")->capture_default_str();
   cmd.add_option("--ngram-min", spec.ngram_min, "Prompt lookup: shortest suffix matched")->capture_default_str();
+  cmd.add_option("--speculative-forced-acceptance", spec.forced_acceptance,
+                 "Benchmarks only: keep each draft with this probability instead of checking it (the output "
+                 "is then not the model's; 0 = off)")
+      ->capture_default_str();
   cmd.add_flag("--no-adaptive-speculation", f.no_adaptive_speculation,
                "Always verify K drafts when there are any (default: per request from its acceptance and the "
                "measured cost of a verify pass; none in compute-bound batches)");

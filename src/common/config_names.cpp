@@ -130,6 +130,10 @@ Status SpeculativeConfig::validate() const {
     return invalid_argument(fmt::format("--num-speculative-tokens must be in [1, {}], got {}", kMaxTokens, num_tokens));
   }
   if (draft_loops < 0) return invalid_argument(fmt::format("--draft-loops must be >= 0, got {}", draft_loops));
+  if (!(forced_acceptance >= 0.0 && forced_acceptance <= 1.0)) {
+    return invalid_argument(
+        fmt::format("--speculative-forced-acceptance must be in [0, 1] (0 = off), got {}", forced_acceptance));
+  }
   if (ngram_min < 1 || ngram_max < ngram_min || ngram_max > 64) {
     return invalid_argument(fmt::format("the n-gram sizes must satisfy 1 <= min <= max <= 64, got min {} and max {}",
                                         ngram_min, ngram_max));

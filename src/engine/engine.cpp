@@ -64,6 +64,16 @@ int64_t max_logit_rows(const EngineConfig& c) {
                                                              int64_t{c.max_num_seqs} * (c.speculative.num_tokens + 1)));
 }
 
+// --speculative-forced-acceptance: whether the draft at `position` of request `id` is kept, a
+// fixed function of both (splitmix64), true with probability `p`.
+bool forced_keep(uint64_t id, int64_t position, double p) {
+  uint64_t z = id * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(position) + 0x5851f42d4c957f2dull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return sampling::bits_to_unit_double(z) < p;
+}
+
 runner::GpuRunnerSettings gpu_runner_settings(const EngineConfig& c) {
   runner::GpuRunnerSettings s{c.cuda_graphs, c.programmatic_launch, c.device_sampling};
   if (c.gpu_preallocate) {
@@ -737,6 +747,7 @@ Status Engine::Impl::verify_tokens(const sched::SchedulerOutput& batch, const ru
     double mask_seconds = 0;
   };
   std::vector<Verified> verified(n);
+  const double forced = config.speculative.forced_acceptance;
   samplers.resize(static_cast<size_t>(std::max(1, omp_get_max_threads())));
   // Requests are independent (each its own history, RNG and matcher); a request's rows are not.
 #pragma omp parallel for schedule(dynamic) if (n > 1)
@@ -766,7 +777,12 @@ Status Engine::Impl::verify_tokens(const sched::SchedulerOutput& batch, const ru
         v.failure = "sampling failed: " + st.status().message();
         break;
       }
-      const int32_t token = st->token;
+      int32_t token = st->token;
+      // Benchmarks (--speculative-forced-acceptance): the draft is kept with the forced
+      // probability whatever the model says.
+      const bool forced_draft =
+          forced > 0 && j + 1 < it.token_count && forced_keep(r->id, it.position + j, forced);
+      if (forced_draft) token = r->spec.drafts[static_cast<size_t>(j)];
       if (l.matcher && !l.matcher->accept_token(token)) {
         v.failure = l.matcher->overflowed()
                         ? "the structured-output grammar is too ambiguous to follow here (more than 4,096 parse "
@@ -783,7 +799,8 @@ Status Engine::Impl::verify_tokens(const sched::SchedulerOutput& batch, const ru
         l.new_logprobs.push_back(std::move(lp));
       }
       const bool last_row = j + 1 == it.token_count;
-      if (last_row || scheduler->stops(*r, token) || token != r->spec.drafts[static_cast<size_t>(j)]) break;
+      if (last_row || scheduler->stops(*r, token)) break;
+      if (forced > 0 ? !forced_draft : token != r->spec.drafts[static_cast<size_t>(j)]) break;
     }
   }
   for (size_t i = 0; i < n; ++i) {

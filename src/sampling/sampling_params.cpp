@@ -125,16 +125,6 @@ Status SamplingParams::validate_loops(int64_t total_loops) const {
   if (!in_closed(exit_threshold, 0.0, 1.0)) {
     return range_error("exit_threshold", "in [0, 1]", exit_threshold);
   }
-  if (speculative) {
-    if (speculative->num_tokens < 0 || speculative->num_tokens > SpeculativeConfig::kMaxTokens) {
-      return invalid_argument(fmt::format("speculative.num_tokens must be in [0, {}] (0: the engine's), got {}",
-                                          SpeculativeConfig::kMaxTokens, speculative->num_tokens));
-    }
-    if (speculative->draft_loops < 0) {
-      return invalid_argument(fmt::format("speculative.draft_loops must be >= 1, or 0 for the engine's, got {}",
-                                          speculative->draft_loops));
-    }
-  }
   return Status::ok_status();
 }
 

@@ -508,6 +508,7 @@ Status Scheduler::plan_drafts(SchedulerOutput& out, int64_t row_budget) {
     }
     r.spec.drafts.resize(static_cast<size_t>(k));
     item.token_count = 1 + k;
+    if (k == 0) r.spec.acceptance.idle();
   }
   return {};
 }
@@ -755,6 +756,9 @@ Result<StepUpdate> Scheduler::update_from_output(const SchedulerOutput& batch, c
       }
       case Stage::kVerify: {
         const auto count = static_cast<size_t>(std::max(0, out.emitted[i]));
+        // No token: its first row could not be sampled, and the engine ends the request (after
+        // this update, so that a later failing row keeps the tokens before it).
+        if (count == 0) break;
         RLT_RETURN_IF_ERROR(apply_verify(
             r, item, std::span<const int32_t>(out.sampled).subspan(verified_at[i], count), update));
         break;
@@ -798,6 +802,7 @@ void Scheduler::begin_cycle(Request& r) {
   } else if (s.method == SpeculativeMethod::kSelf) {
     s.cycle_drafts = self_cycle_drafts(r);
     s.drafting = s.cycle_drafts > 0;
+    if (!s.drafting) s.acceptance.idle();
     // Without drafts the verification is the plain step: the token through every loop.
     next = s.drafting ? Stage::kPrelude : Stage::kVerify;
   }
@@ -810,17 +815,20 @@ int32_t Scheduler::self_cycle_drafts(const Request& r) const {
   const int32_t room = static_cast<int32_t>(r.params.max_tokens - static_cast<int64_t>(r.output_tokens.size()) - 1);
   if (!config_.speculative.adaptive) return std::max(0, std::min(s.max_drafts, room));
   const int32_t cap = std::max(0, std::min({s.max_drafts, room, s.cycle_cap}));
-  // Tokens per unit of work, in loops: a cycle of k drafts costs k · (draft_loops + a CODA) and
-  // one verification (every loop and a CODA), and expects 1 + α + ... + α^k tokens; k = 0 is the
-  // plain step. The memory-bound cost (one weight stream per loop, whatever the rows).
+  // Tokens per second: a cycle of k drafts costs k drafts (draft_loops loops and a CODA of one
+  // row each) and a verification of k + 1 rows (a + b·(k + 1), the measured cost of a VERIFY
+  // pass), and expects 1 + α + ... + α^k tokens; k = 0 is the plain step (a + b). A draft costs
+  // the share of a one-row pass its loops are. Until b is known, rows are taken as free (the
+  // memory-bound case).
   const double alpha = s.acceptance.rate(), coda = config_.coda_loops;
-  const double verify = depth_ + coda;
+  const double a = verify_cost_.fixed(), b = verify_cost_.per_row();
+  const double draft = (a + b) * (s.draft_loops + coda) / (depth_ + coda);
   int32_t best = 0;
-  double best_rate = 1.0 / verify, expected = 1.0, term = 1.0;
+  double best_rate = 1.0 / (a + b), expected = 1.0, term = 1.0;
   for (int32_t k = 1; k <= cap; ++k) {
     term *= alpha;
     expected += term;
-    const double rate = expected / (k * (s.draft_loops + coda) + verify);
+    const double rate = expected / (k * draft + a + b * (k + 1));
     if (rate > best_rate) {
       best_rate = rate;
       best = k;
@@ -849,11 +857,10 @@ Status Scheduler::apply_verify(Request& r, const ScheduledItem& item, std::span<
     return internal_error(fmt::format("request {}: a verification emitted a token after a rejected draft", r.id));
   RLT_RETURN_IF_ERROR(kv_.record_written_all_depths(r.id, item.position, static_cast<int32_t>(tokens.size())));
   r.spec.acceptance.observe(checked, accepted);
-  // As vLLM counts them: verifications that had drafts, the drafts checked against the model's
-  // tokens (not those past a stop token), the ones it agreed with.
+  // As vLLM counts them: verifications that had drafts, the drafts proposed, the ones accepted.
   if (drafted > 0) {
     ++counters_.verifications;
-    counters_.draft_tokens += checked;
+    counters_.draft_tokens += drafted;
     counters_.accepted_tokens += accepted;
     counters_.verified_tokens += static_cast<int64_t>(tokens.size());
   }

@@ -20,17 +20,22 @@ class AcceptanceEstimate {
  public:
   // `drafted` drafts were verified and the first `accepted` of them kept.
   void observe(int32_t drafted, int32_t accepted);
+  // A step without drafts: the estimate drifts back toward the prior, so that a request whose
+  // drafts stopped paying tries one again now and then instead of never learning it changed.
+  void idle();
   // The chance that a draft is accepted given the one before it was.
   double rate() const;
 
  private:
   // A prior worth two trials at 60 %: a new request drafts, and learns fast.
-  double accepted_ = 1.2, trials_ = 2.0;
+  static constexpr double kPriorAccepted = 1.2, kPriorTrials = 2.0;
+  double accepted_ = kPriorAccepted, trials_ = kPriorTrials;
 };
 
 // The measured cost of a verify pass by its rows, t = a + b·R, fit by least squares with
-// exponential forgetting. Until rows vary enough to tell a from b it assumes rows cost nothing
-// beyond the first (the memory-bound case), which lets drafts be tried and measured.
+// exponential forgetting. Until rows vary enough to tell a from b it assumes a row costs a fifth
+// of the fixed part (rows nearly free: the memory-bound case), which lets drafts be tried and
+// measured.
 class VerifyCostModel {
  public:
   void observe(int64_t rows, double seconds);

@@ -319,6 +319,40 @@ TEST(EngineApi, SpeculationIsRefusedWhereItCannotBeExact) {
             std::string::npos);
 }
 
+// A verification row that cannot be applied ends its request after the tokens before it, as
+// plain decoding would have emitted them: with forced acceptance (benchmarks only) drafts from
+// the prompt are forced past a constraint that forbids them.
+TEST(EngineApi, AFailingVerificationRowKeepsTheTokensBeforeIt) {
+  set_log_level(LogLevel::kError);
+  EngineConfig c;
+  c.model = demo_dir();
+  c.kv_dtype = KVDType::kF32;
+  c.attention_backend = "cpu_reference";
+  c.num_kv_blocks = 256;
+  c.speculative.method = SpeculativeMethod::kNgram;
+  c.speculative.ngram_min = 1;
+  c.speculative.forced_acceptance = 1.0;
+  c.speculative.adaptive = false;
+  auto e = Engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  auto prompt = (*e)->tokenizer()->encode("qbaabxqbaabx", /*add_special_tokens=*/false);
+  ASSERT_TRUE(prompt.ok());
+  SamplingParams p;
+  p.max_tokens = 12;
+  p.logprobs = 0;
+  p.structured_outputs = StructuredOutputs{StructuredOutputs::Kind::kRegex, "[ab]{10}", {}};
+  ASSERT_TRUE((*e)->add_request(1, *prompt, p).ok());
+  auto out = drain(**e);
+  ASSERT_EQ(out.size(), 1u);
+  const RequestResult& r = out[1];
+  EXPECT_EQ(r.finish_reason, "abort");
+  EXPECT_NE(r.error.find("broke the structured-output constraint"), std::string::npos) << r.error;
+  EXPECT_GE(r.token_ids.size(), 1u);
+  EXPECT_EQ(r.logprobs.size(), r.token_ids.size());
+  EXPECT_TRUE(std::regex_match(r.text, std::regex("[ab]*"))) << r.text;
+  EXPECT_EQ((*e)->metrics().kv_used_blocks, 0);
+}
+
 TEST(EngineApi, SpeculativeRequestsGivePlainDecodingsOutput) {
   using Kind = StructuredOutputs::Kind;
   std::vector<std::pair<std::vector<int32_t>, SamplingParams>> requests;
@@ -346,7 +380,7 @@ TEST(EngineApi, SpeculativeRequestsGivePlainDecodingsOutput) {
   };
   const auto [plain, plain_metrics] = run(std::nullopt);
   for (const SpeculativeParams& spec : {SpeculativeParams{SpeculativeMethod::kNgram, 4, 0},
-                                        SpeculativeParams{SpeculativeMethod::kSelf, 3, 2}}) {
+                                        SpeculativeParams{SpeculativeMethod::kSelf, 3, 1}}) {
     SCOPED_TRACE(name(*spec.method));
     const auto [out, metrics] = run(spec);
     ASSERT_EQ(out.size(), plain.size());

@@ -190,31 +190,29 @@ void sweep(SpeculativeMethod method, const std::vector<int>& draft_loops, SweepT
   }
 }
 
-TEST(SpeculativeEngine, NgramDraftsGivePlainDecodingInEveryConfiguration) {
-  SweepTotals t;
-  sweep(SpeculativeMethod::kNgram, {0}, t);
-  std::printf("ngram: %d/%d configurations identical to plain decoding; %lld drafts, %lld accepted, %lld "
+// Prints the sweep's count and checks that it exercised both outcomes of verification, and
+// preemption.
+void expect_all_identical(const char* what, const SweepTotals& t) {
+  std::printf("%s: %d/%d configurations identical to plain decoding; %lld drafts, %lld accepted, %lld "
               "preemptions\n",
-              t.identical, t.configs, static_cast<long long>(t.drafts), static_cast<long long>(t.accepted),
+              what, t.identical, t.configs, static_cast<long long>(t.drafts), static_cast<long long>(t.accepted),
               static_cast<long long>(t.preemptions));
   EXPECT_EQ(t.identical, t.configs);
-  // The sweep exercised both outcomes of verification, and preemption.
   EXPECT_GT(t.accepted, 0);
   EXPECT_LT(t.accepted, t.drafts);
   EXPECT_GT(t.preemptions, 0);
 }
 
+TEST(SpeculativeEngine, NgramDraftsGivePlainDecodingInEveryConfiguration) {
+  SweepTotals t;
+  sweep(SpeculativeMethod::kNgram, {0}, t);
+  expect_all_identical("ngram", t);
+}
+
 TEST(SpeculativeEngine, SelfDraftsGivePlainDecodingInEveryConfiguration) {
   SweepTotals t;
   sweep(SpeculativeMethod::kSelf, {1, 2, 3}, t);
-  std::printf("self: %d/%d configurations identical to plain decoding; %lld drafts, %lld accepted, %lld "
-              "preemptions\n",
-              t.identical, t.configs, static_cast<long long>(t.drafts), static_cast<long long>(t.accepted),
-              static_cast<long long>(t.preemptions));
-  EXPECT_EQ(t.identical, t.configs);
-  EXPECT_GT(t.accepted, 0);
-  EXPECT_LT(t.accepted, t.drafts);
-  EXPECT_GT(t.preemptions, 0);
+  expect_all_identical("self", t);
 }
 
 // One loop (a Llama-shaped model): the `shared` layout holds the same K/V as `last_exited`, so

@@ -26,12 +26,15 @@ TEST(AcceptanceEstimate, FollowsWhatItSees) {
   AcceptanceEstimate same;
   same.observe(0, 0);  // nothing drafted: nothing learned
   EXPECT_EQ(same.rate(), prior);
+  // Steps without drafts bring a bad estimate back toward the prior: drafting is tried again.
+  for (int i = 0; i < 60; ++i) a.idle();
+  EXPECT_NEAR(a.rate(), prior, 0.1);
 }
 
 TEST(VerifyCostModel, RecoversALinearCost) {
   VerifyCostModel m;
   EXPECT_TRUE(m.needs_variation());
-  EXPECT_EQ(m.per_row(), 0.0);  // until measured, rows are assumed free
+  EXPECT_DOUBLE_EQ(m.per_row() / m.fixed(), 0.2);  // until measured, a row costs a fifth of a pass
   std::mt19937 rng(3);
   for (int i = 0; i < 400; ++i) {
     const int64_t rows = 1 + static_cast<int64_t>(rng() % 40);
@@ -43,9 +46,9 @@ TEST(VerifyCostModel, RecoversALinearCost) {
   EXPECT_NEAR(m.per_row(), 1e-4, 1e-5);
   VerifyCostModel flat;
   for (int i = 0; i < 50; ++i) flat.observe(5, 1e-3);
-  EXPECT_TRUE(flat.needs_variation());  // one row count only: b unknown
-  EXPECT_EQ(flat.per_row(), 0.0);
-  EXPECT_NEAR(flat.fixed(), 1e-3, 1e-9);
+  EXPECT_TRUE(flat.needs_variation());  // one row count only: b unknown, the prior's share
+  EXPECT_NEAR(flat.per_row() / flat.fixed(), 0.2, 1e-12);
+  EXPECT_NEAR(flat.fixed() + 5 * flat.per_row(), 1e-3, 1e-12);  // and the passes' mean cost
 }
 
 int total(const std::vector<int32_t>& k) { return std::accumulate(k.begin(), k.end(), 0); }
