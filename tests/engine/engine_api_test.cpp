@@ -369,7 +369,15 @@ TEST(EngineApi, SpeculativeRequestsGivePlainDecodingsOutput) {
   constrained.ignore_eos = false;
   requests.push_back({{60, 61}, constrained});
   auto run = [&](std::optional<SpeculativeParams> spec) {
-    auto e = make_engine();
+    EngineConfig c;
+    c.model = demo_dir();
+    c.kv_dtype = KVDType::kF32;
+    c.attention_backend = "cpu_reference";
+    c.num_kv_blocks = 256;
+    c.speculative.adaptive = false;  // drafts whenever there are some, whatever the timings
+    auto created = Engine::create(c);
+    EXPECT_TRUE(created.ok()) << created.status().to_string();
+    auto e = std::move(created).value();
     for (size_t i = 0; i < requests.size(); ++i) {
       SamplingParams p = requests[i].second;
       p.speculative = spec;

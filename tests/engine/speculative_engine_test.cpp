@@ -232,7 +232,8 @@ TEST(SpeculativeEngine, OneLoopModelsBothLayoutsAndModes) {
         const RunResult spec = run(c, plan);
         std::string why;
         EXPECT_TRUE(same(plain, spec, &why)) << why;
-        EXPECT_GT(spec.metrics.spec_verifications, 0);
+        // Adaptive K follows measured timings (on a loaded machine it may verify no draft at all).
+        if (!adaptive) EXPECT_GT(spec.metrics.spec_verifications, 0);
       }
     }
   }
@@ -360,6 +361,7 @@ TEST(SpeculativeEngine, TheEngineDefaultGivesWayToEarlyExit) {
   EngineConfig c = base_config(looped_model(), 4, KVDType::kF32, false);
   const RunResult plain = run(c, plan);
   c.speculative.method = SpeculativeMethod::kNgram;
+  c.speculative.adaptive = false;  // drafts whenever there are some, whatever the timings
   const RunResult spec = run(c, plan);
   std::string why;
   EXPECT_TRUE(same(plain, spec, &why)) << why;
