@@ -22,13 +22,20 @@ const std::string& demo_dir() {
   return dir;
 }
 
-std::unique_ptr<Engine> make_engine(const std::string& backend = "cpu_reference", int chunk = 128) {
-  set_log_level(LogLevel::kWarn);
+// The demo model on the exact CPU backend with an f32 cache of 256 blocks.
+EngineConfig demo_config() {
   EngineConfig c;
   c.model = demo_dir();
   c.kv_dtype = KVDType::kF32;
-  c.attention_backend = backend;
+  c.attention_backend = "cpu_reference";
   c.num_kv_blocks = 256;
+  return c;
+}
+
+std::unique_ptr<Engine> make_engine(const std::string& backend = "cpu_reference", int chunk = 128) {
+  set_log_level(LogLevel::kWarn);
+  EngineConfig c = demo_config();
+  c.attention_backend = backend;
   c.prefill_chunk_size = chunk;
   auto e = Engine::create(c);
   EXPECT_TRUE(e.ok()) << e.status().to_string();
@@ -97,11 +104,7 @@ TEST(EngineApi, SeededRequestIsIdenticalAloneOrInAnyBatch) {
 // choice still gets exactly what it gets alone.
 TEST(EngineApi, ConcurrentIdenticalPromptsComputeTheirPagesOnce) {
   set_log_level(LogLevel::kWarn);
-  EngineConfig c;
-  c.model = demo_dir();
-  c.kv_dtype = KVDType::kF32;
-  c.attention_backend = "cpu_reference";
-  c.num_kv_blocks = 256;
+  EngineConfig c = demo_config();
   c.block_size = 4;
   c.prefill_chunk_size = 8;
   c.enable_prefix_caching = true;
@@ -324,11 +327,7 @@ TEST(EngineApi, SpeculationIsRefusedWhereItCannotBeExact) {
 // the prompt are forced past a constraint that forbids them.
 TEST(EngineApi, AFailingVerificationRowKeepsTheTokensBeforeIt) {
   set_log_level(LogLevel::kError);
-  EngineConfig c;
-  c.model = demo_dir();
-  c.kv_dtype = KVDType::kF32;
-  c.attention_backend = "cpu_reference";
-  c.num_kv_blocks = 256;
+  EngineConfig c = demo_config();
   c.speculative.method = SpeculativeMethod::kNgram;
   c.speculative.ngram_min = 1;
   c.speculative.forced_acceptance = 1.0;
@@ -369,11 +368,7 @@ TEST(EngineApi, SpeculativeRequestsGivePlainDecodingsOutput) {
   constrained.ignore_eos = false;
   requests.push_back({{60, 61}, constrained});
   auto run = [&](std::optional<SpeculativeParams> spec) {
-    EngineConfig c;
-    c.model = demo_dir();
-    c.kv_dtype = KVDType::kF32;
-    c.attention_backend = "cpu_reference";
-    c.num_kv_blocks = 256;
+    EngineConfig c = demo_config();
     c.speculative.adaptive = false;  // drafts whenever there are some, whatever the timings
     auto created = Engine::create(c);
     EXPECT_TRUE(created.ok()) << created.status().to_string();

@@ -152,6 +152,16 @@ EngineConfig base_config(const std::string& model, int concurrency, KVDType kv, 
   return c;
 }
 
+// `c` with every request drafting by `method` (K drafts, D draft loops), every draft verified:
+// the most rows, the hardest case, and no dependence on measured timings.
+EngineConfig speculating(EngineConfig c, SpeculativeMethod method, int k, int d) {
+  c.speculative.method = method;
+  c.speculative.num_tokens = k;
+  c.speculative.draft_loops = d;
+  c.speculative.adaptive = false;
+  return c;
+}
+
 struct SweepTotals {
   int configs = 0, identical = 0;
   int64_t drafts = 0, accepted = 0, preemptions = 0;
@@ -169,12 +179,7 @@ void sweep(SpeculativeMethod method, const std::vector<int>& draft_loops, SweepT
           for (int d : draft_loops) {
             SCOPED_TRACE(::testing::Message() << name(method) << " K " << k << " D " << d << " concurrency "
                                               << concurrency << " kv " << name(kv) << " preemption " << preempt);
-            EngineConfig c = plain_config;
-            c.speculative.method = method;
-            c.speculative.num_tokens = k;
-            c.speculative.draft_loops = d;
-            c.speculative.adaptive = false;  // every draft verified: the most rows, the hardest case
-            const RunResult spec = run(c, plan);
+            const RunResult spec = run(speculating(plain_config, method, k, d), plan);
             std::string why;
             const bool ok = same(plain, spec, &why);
             EXPECT_TRUE(ok) << why;
@@ -233,7 +238,9 @@ TEST(SpeculativeEngine, OneLoopModelsBothLayoutsAndModes) {
         std::string why;
         EXPECT_TRUE(same(plain, spec, &why)) << why;
         // Adaptive K follows measured timings (on a loaded machine it may verify no draft at all).
-        if (!adaptive) EXPECT_GT(spec.metrics.spec_verifications, 0);
+        if (!adaptive) {
+          EXPECT_GT(spec.metrics.spec_verifications, 0);
+        }
       }
     }
   }
@@ -277,12 +284,7 @@ TEST(SpeculativeEngine, LongContextsWithTheDefaultCpuBackend) {
   const RunResult plain = run(c, plan);
   for (SpeculativeMethod method : {SpeculativeMethod::kNgram, SpeculativeMethod::kSelf}) {
     SCOPED_TRACE(name(method));
-    EngineConfig sc = c;
-    sc.speculative.method = method;
-    sc.speculative.num_tokens = 4;
-    sc.speculative.draft_loops = 2;
-    sc.speculative.adaptive = false;
-    const RunResult spec = run(sc, plan);
+    const RunResult spec = run(speculating(c, method, 4, 2), plan);
     std::string why;
     EXPECT_TRUE(same(plain, spec, &why)) << why;
     EXPECT_GT(spec.metrics.spec_accepted_tokens, 0);
@@ -427,11 +429,7 @@ TEST(SpeculativeEngine, SampledTokensFollowPlainSamplingsDistribution) {
   EXPECT_GT(worst, 1.0) << "temperature 0.7 against 1.0 should fail the test";
   for (SpeculativeMethod method : {SpeculativeMethod::kNgram, SpeculativeMethod::kSelf}) {
     SCOPED_TRACE(name(method));
-    EngineConfig sc = c;
-    sc.speculative.method = method;
-    sc.speculative.num_tokens = 3;
-    sc.speculative.draft_loops = 2;
-    sc.speculative.adaptive = false;
+    const EngineConfig sc = speculating(c, method, 3, 2);
     const RunResult spec = run(sc, plan_for(1 + kSeeds, 0.7));  // other seeds: an independent sample
     EXPECT_GT(spec.metrics.spec_accepted_tokens, 0);
     for (size_t pos = 1; pos < 4; ++pos) {
