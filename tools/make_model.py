@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write a deterministic random-weight Ouro (or plain Llama) checkpoint in the Hugging Face layout.
+"""Write a deterministic random-weight Ouro (or Llama, or Nanbeige) checkpoint in the Hugging Face layout.
 
 Written from shared/reference/looped-models.md (sections 1-2), not from the engine's C++, so it
 can serve as an independent test input. Output directory:
@@ -38,8 +38,13 @@ I ~ 2.75 H), so the residual grows from the embedding's 1/sqrt(H) to rms ~1 afte
 not to sqrt(2L); model.norm makes it O(1) anyway and the logits are ~N(0, 1) per vocabulary entry
 (tied: the same, embed_tokens having std 1/sqrt(H)), so the top-2 gap is rarely a knife edge.
 
+--arch nanbeige writes a Nanbeige4.2 checkpoint (NanbeigeForCausalLM): the Llama tensor set and
+stds, and a config with num_loops = --loops (the whole layer stack runs that many times, model.norm
+after every loop: the next loop starts from the normalized state) and skip_loop_final_norm false.
+
 Usage:
-    make_model.py OUT_DIR [--preset tiny|small|ouro-1.4b|llama-1.4b] [--arch ouro|llama]
+    make_model.py OUT_DIR [--preset tiny|small|ouro-1.4b|ouro-2.6b|llama-1.4b|nanbeige-tiny|
+                           nanbeige-4.2-3b] [--arch ouro|llama|nanbeige]
         [--tie-word-embeddings] [--rope-scaling llama3:FACTOR:ORIGINAL_MAX|linear:FACTOR]
         [--vocab-size N] [--hidden-size N]
         [--intermediate-size N] [--num-layers N] [--num-heads N] [--num-kv-heads N]
@@ -87,12 +92,25 @@ PRESETS = {
     "llama-1.4b": dict(vocab_size=49152, hidden_size=2048, intermediate_size=5632, num_layers=24,
                        num_heads=16, num_kv_heads=16, head_dim=128, loops=1, max_positions=65536,
                        rope_theta=1e6, rms_norm_eps=1e-6),
+    # Ouro-2.6B: Ouro-1.4B's fields with 48 layers.
+    "ouro-2.6b": dict(vocab_size=49152, hidden_size=2048, intermediate_size=5632, num_layers=48,
+                      num_heads=16, num_kv_heads=16, head_dim=128, loops=4, max_positions=65536,
+                      rope_theta=1e6, rms_norm_eps=1e-6),
+    # Nanbeige (a looped Llama: the whole pre-norm stack num_loops times, model.norm after every
+    # loop, no gate). The tiny shape's query heads are wider than the hidden size (6 x 48 > 192),
+    # as the released model's (48 x 128 > 3072).
+    "nanbeige-tiny": dict(vocab_size=259, hidden_size=192, intermediate_size=512, num_layers=3,
+                          num_heads=6, num_kv_heads=2, head_dim=48, loops=2, max_positions=4096,
+                          rope_theta=7e7, rms_norm_eps=1e-5),
+    "nanbeige-4.2-3b": dict(vocab_size=166144, hidden_size=3072, intermediate_size=10752,
+                            num_layers=22, num_heads=48, num_kv_heads=8, head_dim=128, loops=2,
+                            max_positions=262144, rope_theta=7e7, rms_norm_eps=1e-5),
 }
 
 # Architecture a preset implies when --arch is not given (everything else: ouro).
-PRESET_ARCH = {"llama-1.4b": "llama"}
+PRESET_ARCH = {"llama-1.4b": "llama", "nanbeige-tiny": "nanbeige", "nanbeige-4.2-3b": "nanbeige"}
 
-ARCHS = ("ouro", "llama")
+ARCHS = ("ouro", "llama", "nanbeige")
 
 # CLI dtype -> (safetensors dtype, config torch_dtype)
 DTYPES = {"f32": ("F32", "float32"), "bf16": ("BF16", "bfloat16"), "f16": ("F16", "float16")}
@@ -153,15 +171,20 @@ class ModelSpec:
         if self.arch == "ouro":
             # Notes section 1: the Ouro loader rejects tied embeddings and any rope_scaling.
             if self.tie_word_embeddings:
-                raise ValueError("tie_word_embeddings is llama-only (Ouro stores lm_head separately)")
+                raise ValueError("tie_word_embeddings is for llama and nanbeige (Ouro stores lm_head separately)")
             if self.rope_scaling is not None:
-                raise ValueError("rope_scaling is llama-only (Ouro uses default RoPE)")
-        elif self.loops != 1:
+                raise ValueError("rope_scaling is for llama and nanbeige (Ouro uses default RoPE)")
+        elif self.arch == "llama" and self.loops != 1:
             raise ValueError("a llama checkpoint has exactly one pass (loops must be 1)")
 
     @property
     def has_gate(self):
         return self.arch == "ouro"
+
+    @property
+    def pre_norm(self):
+        """Llama-family layers (no sandwich norms, no gate): llama and nanbeige."""
+        return self.arch != "ouro"
 
 
 def parse_rope_scaling(value):
@@ -209,7 +232,7 @@ def tensor_specs(spec):
     "linear_out" (llama o_proj/down_proj: normal(0, std / sqrt(2 L)), see the module doc),
     "norm" (1 + normal(0, 0.1)), "bias" (constant --gate-bias).
     """
-    llama = spec.arch == "llama"  # no sandwich norms, no exit gate, lm_head absent when tied
+    llama = spec.pre_norm  # llama, nanbeige: no sandwich norms, no exit gate, lm_head absent when tied
     out_kind = "linear_out" if llama else "linear"
     H, I = spec.hidden_size, spec.intermediate_size
     q_out = spec.num_heads * spec.head_dim
@@ -279,6 +302,8 @@ def config_dict(spec):
     """config.json contents, keys in the order of shared/fixtures/ouro-1.4b/config.json."""
     if spec.arch == "llama":
         return llama_config_dict(spec)
+    if spec.arch == "nanbeige":
+        return nanbeige_config_dict(spec)
     L = spec.num_layers
     return {
         "architectures": ["OuroForCausalLM"],
@@ -350,6 +375,25 @@ def llama_config_dict(spec):
         "use_cache": True,
         "vocab_size": spec.vocab_size,
     }
+
+
+def nanbeige_config_dict(spec):
+    """Nanbeige4.2's config.json fields (its remote-code NanbeigeConfig, keys sorted): a Llama
+    config plus num_loops, skip_loop_final_norm (false: model.norm after every loop) and the
+    training-only loop_loss_weights. bos = 0 and eos = --eos-token-id as for the others."""
+    d = llama_config_dict(spec)
+    d.update({
+        "architectures": ["NanbeigeForCausalLM"],
+        "auto_map": {"AutoConfig": "configuration_nanbeige.NanbeigeConfig",
+                     "AutoModelForCausalLM": "modeling_nanbeige.NanbeigeForCausalLM"},
+        "kv_channels": spec.head_dim,
+        "loop_loss_weights": [],
+        "model_type": "nanbeige",
+        "num_loops": spec.loops,
+        "skip_loop_final_norm": False,
+    })
+    del d["mlp_bias"]  # the released config leaves it to the default (false)
+    return dict(sorted(d.items()))
 
 
 def _split_into_shards(entries, nbytes, n_shards):
@@ -432,7 +476,8 @@ def main(argv=None):
     ap.add_argument("out_dir")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     ap.add_argument("--arch", choices=ARCHS, default=None,
-                    help="ouro (default) or llama (default for the llama-* presets)")
+                    help="ouro (default), llama (default for the llama-* presets) or nanbeige "
+                         "(default for the nanbeige-* presets)")
     ap.add_argument("--tie-word-embeddings", action="store_true",
                     help="llama: no lm_head.weight, the head reuses embed_tokens")
     ap.add_argument("--rope-scaling", default=None,
@@ -452,8 +497,8 @@ def main(argv=None):
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--init-std", type=float, default=None,
-                    help="std of linear/embedding weights (default 1/sqrt(hidden_size); llama "
-                         "o_proj/down_proj get this / sqrt(2 * num_layers))")
+                    help="std of linear/embedding weights (default 1/sqrt(hidden_size); llama and "
+                         "nanbeige o_proj/down_proj get this / sqrt(2 * num_layers))")
     ap.add_argument("--gate-bias", type=float, default=0.0)
     ap.add_argument("--eos-token-id", type=int, default=0)
     ap.add_argument("--verbose", action="store_true", help="log each tensor to stderr")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Independent float64 numpy reference for the Ouro looped-transformer forward pass (and for a
-plain Hugging Face Llama, the one-loop case).
+plain Hugging Face Llama, the one-loop case, and Nanbeige4.2, a looped Llama).
 
 Written only from shared/reference/looped-models.md (sections 1-6, 12, 13), never from the
 engine's C++, so that it can act as a test oracle for it. Everything is float64 except the exit
@@ -28,9 +28,17 @@ Plain Llama (model_type "llama"; loaded by the same load_model):
     h = model.norm(h)
     logits = lm_head(h)                      # embed_tokens when tie_word_embeddings
 RoPE as Ouro (split-half rotate_half) with HF rope_scaling "llama3" or "linear" applied to
-inv_freq (rope_inv_freq). There is no exit gate: gate-logit arrays keep their shapes ([1, P] and
-[N, 1]) but hold NaN, step_exit_prob is NaN, and every exit depth is 1. The exit arguments
+inv_freq (rope_inv_freq). There is no exit gate: gate-logit arrays keep their shapes ([T, P] and
+[N, T]) but hold NaN, step_exit_prob is NaN, and every exit depth is T. The exit arguments
 (threshold, min/max loops) are ignored for such a model.
+
+Nanbeige4.2 (model_type "nanbeige"): the Llama layers, the whole stack T = num_loops times:
+    h = E[token]
+    for loop t = 1..T:                       # same L pre-norm layers every loop
+        for layer l:  (as Llama)
+        h = model.norm(h)                    # after every loop (skip_loop_final_norm false)
+    logits = lm_head(h)
+with K/V per (loop, layer) as Ouro's and no exit gate.
 
 Usage:
     reference_ouro.py --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--exit-threshold F]
@@ -140,6 +148,29 @@ class LlamaConfig:
             raise ValueError("head_dim must be even")
 
 
+class NanbeigeConfig(LlamaConfig):
+    """Nanbeige4.2 (model_type "nanbeige"): a Llama config whose whole layer stack runs num_loops
+    times (vllm-rlt also spells it total_ut_steps), model.norm after every loop
+    (skip_loop_final_norm false), no exit gate, KV per (loop, layer)."""
+
+    arch = "nanbeige"
+
+    def __init__(self, d):
+        if d.get("model_type") != "nanbeige":
+            raise ValueError(f"model_type must be 'nanbeige', got {d.get('model_type')!r}")
+        super().__init__(dict(d, model_type="llama"))
+        loops = d.get("num_loops", d.get("total_ut_steps"))
+        if loops is None or int(loops) < 1:
+            raise ValueError("num_loops must be >= 1")
+        if d.get("total_ut_steps") is not None and int(d["total_ut_steps"]) != int(loops):
+            raise ValueError("num_loops and total_ut_steps disagree")
+        if d.get("skip_loop_final_norm", False):
+            raise ValueError("skip_loop_final_norm must be false (model.norm after every loop)")
+        self.loops = int(loops)
+        if d.get("head_dim") is None and d.get("kv_channels") is not None:
+            self.head_dim = int(d["kv_channels"])
+
+
 def check_rope_scaling(rs):
     """None (also for rope_type "default") or a validated llama3 / linear rope_scaling dict."""
     if rs is None:
@@ -168,6 +199,8 @@ def parse_config(d):
     """config.json dict -> OuroConfig or LlamaConfig by model_type."""
     if d.get("model_type") == "llama":
         return LlamaConfig(d)
+    if d.get("model_type") == "nanbeige":
+        return NanbeigeConfig(d)
     return OuroConfig(d)
 
 
@@ -200,8 +233,27 @@ def expected_shapes(cfg):
     return shapes
 
 
+class LazyWeights:
+    """name -> float64 array, widened from the memory-mapped file on every access: the released
+    models' shapes (billions of weights) do not fit in memory as float64, one layer at a time does."""
+
+    def __init__(self, raw):
+        self.raw = raw  # name -> (dtype, memory-mapped raw array)
+
+    def __getitem__(self, name):
+        dtype, raw = self.raw[name]
+        return raw_to_float64(dtype, raw)
+
+    def __contains__(self, name):
+        return name in self.raw
+
+    def rows(self, name, ids):
+        dtype, raw = self.raw[name]
+        return raw_to_float64(dtype, raw[np.asarray(ids)])
+
+
 class OuroModel:
-    """Config plus all weights widened to float64 (name -> ndarray)."""
+    """Config plus all weights as float64 (name -> ndarray, or LazyWeights)."""
 
     def __init__(self, cfg, weights):
         self.cfg = cfg
@@ -210,6 +262,12 @@ class OuroModel:
     def layer(self, i, name):
         return self.w[f"model.layers.{i}.{name}"]
 
+    def embed(self, ids):
+        """Embedding rows of `ids` (no embedding scaling)."""
+        if isinstance(self.w, LazyWeights):
+            return self.w.rows("model.embed_tokens.weight", ids)
+        return self.w["model.embed_tokens.weight"][np.asarray(ids)]
+
     @property
     def lm_head_weight(self):
         if self.cfg.tie_word_embeddings:
@@ -217,11 +275,12 @@ class OuroModel:
         return self.w["lm_head.weight"]
 
 
-def load_model(model_dir):
+def load_model(model_dir, lazy=False):
     """Load config.json and model.safetensors (or the sharded index) from model_dir.
 
     model_type "ouro" or "llama". Rejects missing, unexpected or misshaped tensors (a tied Llama
-    must not store lm_head.weight); F32/BF16/F16 are widened exactly.
+    must not store lm_head.weight); F32/BF16/F16 are widened exactly. lazy: widen each tensor
+    when it is used, from the memory-mapped files (LazyWeights), instead of all at load.
     """
     with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
         cfg = parse_config(json.load(f))
@@ -245,11 +304,11 @@ def load_model(model_dir):
                 raise ValueError(f"unexpected tensor {name}")
             if tuple(raw.shape) != expected[name]:
                 raise ValueError(f"{name}: shape {tuple(raw.shape)}, expected {expected[name]}")
-            weights[name] = raw_to_float64(dtype, raw)
+            weights[name] = (dtype, raw) if lazy else raw_to_float64(dtype, raw)
     missing = sorted(set(expected) - set(weights))
     if missing:
         raise ValueError(f"missing tensors: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
-    return OuroModel(cfg, weights)
+    return OuroModel(cfg, LazyWeights(weights) if lazy else weights)
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,6 +486,12 @@ def lm_head(model, h):
     return h @ model.lm_head_weight.T
 
 
+def lm_head_rows(model, hs):
+    """lm_head of several row blocks, the head widened once (a lazy model widens on access)."""
+    w = model.lm_head_weight
+    return [h @ w.T for h in hs]
+
+
 def _check_ids(model, ids):
     ids = np.asarray(ids, dtype=np.int64)
     if ids.ndim != 1 or ids.size == 0:
@@ -448,13 +513,13 @@ def forward_prompt(model, prompt_ids, cache=None):
     if cache is None:
         cache = KVCache(cfg, P)
     positions = np.arange(P)
-    h = model.w["model.embed_tokens.weight"][ids]  # no embedding scaling
+    h = model.embed(ids)
     hidden = np.empty((cfg.loops, P, cfg.hidden_size))
     gates = np.empty((cfg.loops, P))
     for t in range(cfg.loops):
         h, g = run_loop(model, h, positions, cache, t)
         hidden[t], gates[t] = h, g
-    logits = np.stack([lm_head(model, hidden[t]) for t in range(cfg.loops)])
+    logits = np.stack(lm_head_rows(model, [hidden[t] for t in range(cfg.loops)]))
     return {"hidden": hidden, "gate_logits": gates, "logits": logits, "cache": cache}
 
 
@@ -537,8 +602,8 @@ def generate(model, prompt_ids, max_tokens=0, exit_threshold=1.0, min_loops=2, m
     rule; its K/V is then finalized `last_exited` style. Returns a dict with the npz arrays
     (see module doc) plus "cache".
 
-    A model without an exit gate (Llama) ignores exit_threshold/min_loops/max_loops: every token
-    runs its T = 1 pass.
+    A model without an exit gate (Llama, Nanbeige) ignores exit_threshold/min_loops/max_loops:
+    every token runs all T loops (T = 1 for a Llama).
     """
     cfg = model.cfg
     T, H, V = cfg.loops, cfg.hidden_size, cfg.vocab_size
@@ -577,15 +642,13 @@ def generate(model, prompt_ids, max_tokens=0, exit_threshold=1.0, min_loops=2, m
 
     for n in range(1, N):
         pos = P + n - 1
-        h = model.w["model.embed_tokens.weight"][tokens[n - 1]][None, :]
+        h = model.embed([tokens[n - 1]])
         state = OuroExitState(exit_threshold, min_loops, max_loops)
         for t in range(T):  # max_loops <= T guarantees an exit inside this loop
             h, g = run_loop(model, h, [pos], cache, t)
             step_gates[n, t] = g[0]
-            if not cfg.has_gate:
-                break  # T = 1: the single pass is the whole model
-            if state.step(ouro_hazard(g[0])):
-                break
+            if cfg.has_gate and state.step(ouro_hazard(g[0])):
+                break  # without a gate every token runs all T loops
         depth = state.loops if cfg.has_gate else T
         cache.finalize_last_exited(pos, depth)
         logits = lm_head(model, h[0])
@@ -623,13 +686,15 @@ def main(argv=None):
     ap.add_argument("--min-loops", type=int, default=2)
     ap.add_argument("--max-loops", type=int, default=None, help="default: total_ut_steps")
     ap.add_argument("--out", required=True, help="output .npz")
+    ap.add_argument("--lazy", action="store_true",
+                    help="widen weights to float64 when used (the released models' shapes)")
     a = ap.parse_args(argv)
     try:
         prompt = [int(x) for x in a.prompt_ids.split(",") if x.strip()]
     except ValueError:
         ap.error("--prompt-ids must be comma-separated integers")
     try:
-        model = load_model(a.model)
+        model = load_model(a.model, lazy=a.lazy)
         res = generate(model, prompt, a.max_tokens, a.exit_threshold, a.min_loops, a.max_loops)
     except ValueError as e:
         ap.error(str(e))

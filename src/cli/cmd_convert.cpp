@@ -59,7 +59,7 @@ int run_convert(const ConvertOptions& o) {
   auto report = io::export_gguf(*checkpoint, src->config(), options, o.out);
   if (!report.ok()) return fail(report.status().with_context(fmt::format("writing {}", o.out)));
   for (const std::string& note : report->notes) std::cerr << "note: " << note << "\n";
-  if (!src->gguf() && src->config().architecture == io::Architecture::kLlama)
+  if (!src->gguf() && src->config().architecture != io::Architecture::kOuro)
     std::cerr << "note: no tokenizer vocabulary is written from a folder; rlt reads token ids from "
                  "the file, llama.cpp needs a vocabulary (convert the folder with llama.cpp's "
                  "converter, or convert a GGUF file)\n";

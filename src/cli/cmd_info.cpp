@@ -14,6 +14,7 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_bf16.h"
 #include "kernels/cpu/linear_quant_int8.h"
+#include "model/model_capabilities.h"
 #include "model/ouro_weights.h"
 #include "source/model_source.h"
 #ifdef RLT_HAVE_CUDA
@@ -143,6 +144,7 @@ int run_info(const InfoOptions& opt) {
   const int64_t last_exited = plane_bytes * c.total_ut_steps;
   const int64_t shared = plane_bytes;
   const int64_t expected_weight_bytes = c.parameter_count() * (w.dtype == "f32" ? 4 : 2);
+  const model::ModelCapabilities caps = model::model_capabilities(c);
 
   if (opt.json) {
     nlohmann::ordered_json j;
@@ -164,6 +166,10 @@ int run_info(const InfoOptions& opt) {
     j["rms_norm_eps"] = c.rms_norm_eps;
     j["eos_token_ids"] = c.eos_token_ids;
     j["parameters"] = c.parameter_count();
+    nlohmann::ordered_json features = nlohmann::ordered_json::object();
+    for (const model::ModelCapability& f : caps.features)
+      features[model::feature_name(f.feature)] = {{"supported", f.supported}, {"why", f.why}};
+    j["capabilities"] = features;
     j["notes"] = src->notes();
     j["weights_present"] = w.present;
     j["weight_dtype"] = w.dtype;
@@ -197,6 +203,16 @@ int run_info(const InfoOptions& opt) {
         "{}\n",
         c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, c.max_position_embeddings);
     std::cout << fmt::format("parameters     {}\n", with_commas(c.parameter_count()));
+    std::vector<std::string> yes, no;
+    for (const model::ModelCapability& f : caps.features) {
+      if (f.supported) {
+        yes.push_back(model::feature_name(f.feature));
+      } else {
+        no.push_back(fmt::format("{} ({})", model::feature_name(f.feature), f.why));
+      }
+    }
+    std::cout << fmt::format("supports       {}\n", fmt::join(yes, ", "));
+    if (!no.empty()) std::cout << fmt::format("not supported  {}\n", fmt::join(no, "; "));
     for (const std::string& note : src->notes())
       std::cout << fmt::format("note           {}\n", note);
     if (!w.types.empty()) {

@@ -33,8 +33,8 @@ int run_make_model(const MakeModelOptions& o) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cerr << fmt::format(
-      "wrote {} ({} shape, random bf16 weights from seed {}, no tokenizer) in {:.1f} s\n", o.out,
-      o.preset, seed, seconds);
+      "wrote {} ({} shape, random bf16 weights from seed {}, {}) in {:.1f} s\n", o.out, o.preset,
+      seed, shape->byte_tokenizer ? "byte-level tokenizer" : "no tokenizer", seconds);
   return 0;
 }
 
@@ -44,7 +44,10 @@ void add_make_model_command(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<MakeModelOptions>();
   CLI::App* cmd = app.add_subcommand(
       "make-model", "Write a checkpoint of a named shape with random weights (for benchmarks)");
-  cmd->add_option("--preset", opts->preset, "demo or ouro-1.4b")->capture_default_str();
+  std::string presets;
+  for (const model::RandomCheckpointPreset& p : model::random_checkpoint_presets())
+    presets += fmt::format("\n  {:<16} {}", p.name, p.description);
+  cmd->add_option("--preset", opts->preset, "The shape:" + presets)->capture_default_str();
   cmd->add_option("--out", opts->out, "Folder to write (created if needed)")->required();
   cmd->add_option("--seed", opts->seed,
                   "Seed of the weights (default: the preset's; demo: the demo's)")

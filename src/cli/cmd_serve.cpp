@@ -97,6 +97,16 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes (or set RLT_API_KEY)")
       ->envname("RLT_API_KEY");
   cmd->add_option("--served-model-name", s.served_model_name, "Model name clients send (default: the folder's name)");
+  cmd->add_option_function<std::string>(
+         "--reasoning-parser",
+         [&s](const std::string& name) {
+           auto f = server::parse_reasoning_format(name);
+           if (!f.ok()) throw CLI::ValidationError("--reasoning-parser", f.status().message());
+           s.reasoning_parser = *f;
+         },
+         "Chat outputs of reasoning models: the <think> block goes to reasoning_content, the rest to content "
+         "(deepseek_r1: the output starts inside the block, as when the template opens it; qwen3: only when "
+         "the output opens it; none: off, the default)");
   cmd->add_option("--max-requests", s.max_requests,
                   "Requests queued or running at once; more get 429 (0: 2 x --max-num-seqs within 64..4096)")
       ->capture_default_str()->check(CLI::Range(0, 4096));

@@ -19,6 +19,7 @@
 #include "engine/model_input_builder.h"
 #include "kernels/cpu/linear.h"
 #include "kv/kv_cache_manager.h"
+#include "model/model_capabilities.h"
 #include "model/ouro_weights.h"
 #include "runner/cpu_model_runner.h"
 #include "runner/device_choice.h"
@@ -125,11 +126,6 @@ Result<sched::SchedulerConfig> scheduler_config(const EngineConfig& c) {
 Status check_speculation(const EngineConfig& c, int64_t depth, bool cuda) {
   const SpeculativeConfig& s = c.speculative;
   if (s.method == SpeculativeMethod::kOff) return {};
-  if (s.method == SpeculativeMethod::kSelf && depth < 2) {
-    return invalid_argument(fmt::format("--speculative-method self drafts with fewer loops than the model runs; "
-                                        "this model runs {} loop: use --speculative-method ngram",
-                                        depth));
-  }
   if (s.method == SpeculativeMethod::kSelf && s.draft_loops >= depth) {
     return invalid_argument(fmt::format("--draft-loops must be below the model's depth {} (0: half of it), got {}",
                                         depth, s.draft_loops));
@@ -351,6 +347,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested,
   if (!device.cuda) log_info(fmt::format("weights loaded in {}", impl->model->load_report.summary()));
   const io::ModelConfig& mc = impl->model->config;
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
+  RLT_RETURN_IF_ERROR(model::check_model_capabilities(model::model_capabilities(mc), config));
   RLT_RETURN_IF_ERROR(check_speculation(config, mc.total_ut_steps, device.cuda));
   // What a self draft's CODA costs next to one loop of the core (both stream their weights).
   if (const int64_t loop = impl->model->core_weight_bytes_per_loop(); loop > 0)

@@ -107,7 +107,7 @@ Result<std::vector<uint8_t>> tensor_bytes(const Planned& p, const ModelConfig& c
 // The model's metadata from its config, in llama.cpp's keys.
 void config_metadata(const ModelConfig& c, const GgufExportOptions& o, GgufWriter& w) {
   const bool ouro = c.architecture == Architecture::kOuro;
-  const std::string arch = ouro ? "ouro" : "llama", p = arch + ".";
+  const std::string arch = architecture_name(c.architecture), p = arch + ".";
   w.add_string("general.architecture", arch);
   if (!o.name.empty()) w.add_string("general.name", o.name);
   w.add_u32(p + "context_length", static_cast<uint32_t>(c.max_position_embeddings));
@@ -126,9 +126,11 @@ void config_metadata(const ModelConfig& c, const GgufExportOptions& o, GgufWrite
     w.add_f32(p + "rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
   }
   w.add_u32(p + "vocab_size", static_cast<uint32_t>(c.vocab_size));
-  if (ouro) {
+  if (c.architecture != Architecture::kLlama) {  // ouro and nanbeige: the loop keys
     w.add_u32(p + "num_loops", static_cast<uint32_t>(c.total_ut_steps));
     w.add_bool(p + "skip_loop_final_norm", false);
+  }
+  if (ouro) {
     if (c.has_exit_gate())
       w.add_f32(p + "early_exit_threshold", static_cast<float>(c.early_exit_threshold));
   }
@@ -167,7 +169,7 @@ Result<GgufExportReport> export_gguf(const Checkpoint& checkpoint, const ModelCo
     if (!gguf_name) {
       return invalid_argument(
           fmt::format("tensor '{}' has no GGUF name in the {} layout rlt writes (from {})", name,
-                      ouro ? "ouro" : "llama", t.file));
+                      architecture_name(c.architecture), t.file));
     }
     Planned p{*gguf_name, &t};
     const bool gate = name.rfind("model.early_exit_gate.", 0) == 0;

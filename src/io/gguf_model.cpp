@@ -18,7 +18,7 @@ namespace {
 
 // Keys under "<arch>." that rlt reads. Any other key of the architecture may change the math (a
 // sliding window, experts, an attention scale) and is refused rather than ignored.
-const std::set<std::string>& known_arch_keys(bool ouro) {
+const std::set<std::string>& known_arch_keys(Architecture arch) {
   static const std::set<std::string> kLlama = {"context_length",
                                                "embedding_length",
                                                "block_count",
@@ -44,7 +44,21 @@ const std::set<std::string>& known_arch_keys(bool ouro) {
     k.insert({"num_loops", "skip_loop_final_norm", "early_exit_threshold"});
     return k;
   }();
-  return ouro ? kOuro : kLlama;
+  // llama.cpp's nanbeige: block_count counts the physical layers, num_loops the passes.
+  static const std::set<std::string> kNanbeige = [] {
+    std::set<std::string> k = kLlama;
+    k.insert({"num_loops", "skip_loop_final_norm"});
+    return k;
+  }();
+  switch (arch) {
+    case Architecture::kOuro:
+      return kOuro;
+    case Architecture::kNanbeige:
+      return kNanbeige;
+    case Architecture::kLlama:
+      break;
+  }
+  return kLlama;
 }
 
 // GGUF tensor names -> Hugging Face names (llama.cpp's tensor_mapping.py, Ouro's four norms as
@@ -160,15 +174,18 @@ Result<GgufModelInfo> read_gguf_model_info(const GgufFile& f) {
     return invalid_argument(
         fmt::format("{}: metadata key 'general.architecture' is required", path));
   const std::string arch = *arch_opt;
-  if (arch != "llama" && arch != "ouro") {
+  if (arch != "llama" && arch != "ouro" && arch != "nanbeige") {
     return unimplemented(fmt::format(
-        "{}: architecture '{}' is not one rlt runs (accepted: llama, ouro)", path, arch));
+        "{}: architecture '{}' is not one rlt runs (accepted: llama, ouro, nanbeige)", path, arch));
   }
   const bool ouro = arch == "ouro";
+  const Architecture architecture = ouro                ? Architecture::kOuro
+                                    : arch == "nanbeige" ? Architecture::kNanbeige
+                                                         : Architecture::kLlama;
   const std::string p = arch + ".";
   std::vector<std::string> unknown;
   for (const auto& [key, _] : f.metadata())
-    if (key.rfind(p, 0) == 0 && !known_arch_keys(ouro).count(key.substr(p.size())))
+    if (key.rfind(p, 0) == 0 && !known_arch_keys(architecture).count(key.substr(p.size())))
       unknown.push_back(key);
   if (!unknown.empty()) {
     return unimplemented(
@@ -180,7 +197,7 @@ Result<GgufModelInfo> read_gguf_model_info(const GgufFile& f) {
   GgufModelInfo info;
   ModelConfig& c = info.config;
   c.model_type = arch;
-  c.architecture = ouro ? Architecture::kOuro : Architecture::kLlama;
+  c.architecture = architecture;
   RLT_ASSIGN_OR_RETURN(c.hidden_size, required_int(f, p + "embedding_length"));
   RLT_ASSIGN_OR_RETURN(c.intermediate_size, required_int(f, p + "feed_forward_length"));
   RLT_ASSIGN_OR_RETURN(c.num_layers, required_int(f, p + "block_count"));
@@ -292,6 +309,15 @@ Result<GgufModelInfo> read_gguf_model_info(const GgufFile& f) {
           "and exit thresholds have no effect",
           c.total_ut_steps));
     }
+  } else if (architecture == Architecture::kNanbeige) {
+    RLT_ASSIGN_OR_RETURN(c.total_ut_steps, optional_int(f, p + "num_loops", 1));
+    RLT_ASSIGN_OR_RETURN(auto skip, f.get_bool(p + "skip_loop_final_norm"));
+    if (skip && *skip)
+      return unimplemented(fmt::format(
+          "{}: {}skip_loop_final_norm = true (no norm between loops) is not supported: rlt applies "
+          "output_norm after every loop, as the released Nanbeige4.2 checkpoints do",
+          path, p));
+    c.exit_gate = false;
   } else {
     c.total_ut_steps = 1;
   }

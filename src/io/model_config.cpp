@@ -105,6 +105,23 @@ const std::set<std::string>& ouro_known_fields() {
   return kFields;
 }
 
+// Fields of a Nanbeige4.2 config.json (its remote-code NanbeigeConfig, as released): a Llama's
+// fields plus the loop count (num_loops; vllm-rlt writes total_ut_steps beside it), the final
+// norm's placement and training-only loss weights.
+const std::set<std::string>& nanbeige_known_fields() {
+  static const std::set<std::string> kFields = {
+      "architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size",
+      "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "kv_channels",
+      "hidden_act", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling",
+      "rope_parameters", "attention_bias", "attention_dropout", "mlp_bias", "pretraining_tp",
+      "bos_token_id", "eos_token_id", "pad_token_id", "tie_word_embeddings", "initializer_range",
+      "num_loops", "total_ut_steps", "skip_loop_final_norm", "loop_loss_weights",
+      "early_exit_threshold",
+      // metadata
+      "auto_map", "use_cache"};
+  return kFields;
+}
+
 // Fields of a Llama config.json (transformers LlamaConfig).
 const std::set<std::string>& llama_known_fields() {
   static const std::set<std::string> kFields = {
@@ -260,15 +277,58 @@ Status check_common_semantics(const FieldReader& r, const json& j, const ModelCo
   return {};
 }
 
-Status check_llama_semantics(const FieldReader& r, const json& j) {
-  if (r.has("architectures") && j["architectures"] != json::array({"LlamaForCausalLM"}))
-    return r.unsupported("architectures", j["architectures"], "[\"LlamaForCausalLM\"]");
+// Llama's fields, as Llama and Nanbeige (a looped Llama) share them; `causal_lm` is the class
+// config.json's architectures must name.
+Status check_llama_semantics(const FieldReader& r, const json& j, const char* causal_lm = "LlamaForCausalLM") {
+  if (r.has("architectures") && j["architectures"] != json::array({causal_lm}))
+    return r.unsupported("architectures", j["architectures"], fmt::format("[\"{}\"]", causal_lm));
   for (const char* f : {"attention_bias", "mlp_bias"})
     if (r.has(f) && j[f] != false) return r.unsupported(f, j[f], "false (no projection biases)");
   if (r.has("pretraining_tp") && j["pretraining_tp"] != 1)
     return r.unsupported("pretraining_tp", j["pretraining_tp"], "1");
   if (r.has("tie_word_embeddings") && !j["tie_word_embeddings"].is_boolean())
     return r.error("tie_word_embeddings", "must be true or false");
+  return {};
+}
+
+// Nanbeige's loop fields: num_loops (the released config) or total_ut_steps (vllm-rlt's), equal
+// when both are given; model.norm after every loop (skip_loop_final_norm false).
+Status parse_nanbeige_loops(const FieldReader& r, const json& j, ModelConfig& c) {
+  std::optional<int64_t> loops, steps;
+  if (r.has("num_loops")) {
+    RLT_ASSIGN_OR_RETURN(int64_t n, r.positive_int("num_loops"));
+    loops = n;
+  }
+  if (r.has("total_ut_steps")) {
+    RLT_ASSIGN_OR_RETURN(int64_t n, r.positive_int("total_ut_steps"));
+    steps = n;
+  }
+  if (loops && steps && *loops != *steps) {
+    return r.error("total_ut_steps", fmt::format("({}) disagrees with num_loops ({}); keep one of them",
+                                                 *steps, *loops));
+  }
+  if (!loops && !steps) return r.error("num_loops", "is required (how many times the layer stack runs)");
+  c.total_ut_steps = loops ? *loops : *steps;
+  if (r.has("skip_loop_final_norm")) {
+    if (!j["skip_loop_final_norm"].is_boolean()) return r.error("skip_loop_final_norm", "must be true or false");
+    if (j["skip_loop_final_norm"] == true) {
+      return r.unsupported("skip_loop_final_norm", j["skip_loop_final_norm"],
+                           "false: model.norm after every loop, as the released Nanbeige4.2 checkpoints");
+    }
+  }
+  if (r.has("loop_loss_weights") && !j["loop_loss_weights"].is_array())
+    return r.error("loop_loss_weights", "must be a list (training-only loss weights; no effect on inference)");
+  return {};
+}
+
+Status check_nanbeige_semantics(const FieldReader& r, const json& j, const ModelConfig& c) {
+  RLT_RETURN_IF_ERROR(check_llama_semantics(r, j, "NanbeigeForCausalLM"));
+  if (r.has("kv_channels") && !(j["kv_channels"].is_number_integer() && j["kv_channels"].get<int64_t>() == c.head_dim)) {
+    return r.error("kv_channels", fmt::format("({}) must equal head_dim ({}): rlt's K/V heads are head_dim wide",
+                                              j["kv_channels"].dump(), c.head_dim));
+  }
+  if (c.early_exit_threshold < 0 || c.early_exit_threshold > 1)
+    return r.error("early_exit_threshold", fmt::format("must be in [0, 1], got {}", c.early_exit_threshold));
   return {};
 }
 
@@ -321,6 +381,18 @@ Status check_config_limits(const ModelConfig& c, const std::string& source) {
   return {};
 }
 
+const char* architecture_name(Architecture a) {
+  switch (a) {
+    case Architecture::kOuro:
+      return "ouro";
+    case Architecture::kLlama:
+      return "llama";
+    case Architecture::kNanbeige:
+      return "nanbeige";
+  }
+  return "?";
+}
+
 int64_t ModelConfig::params_per_layer() const {
   int64_t h = hidden_size;
   int64_t attn = h * q_dim() + 2 * h * kv_dim() + q_dim() * h;
@@ -346,15 +418,21 @@ Result<ModelConfig> parse_model_config(std::string_view json_text, const std::st
     c.architecture = Architecture::kOuro;
   } else if (c.model_type == "llama") {
     c.architecture = Architecture::kLlama;
+  } else if (c.model_type == "nanbeige") {
+    c.architecture = Architecture::kNanbeige;
   } else {
-    return r.unsupported("model_type", j["model_type"], "\"ouro\", \"llama\"");
+    return r.unsupported("model_type", j["model_type"], "\"ouro\", \"llama\", \"nanbeige\"");
   }
   const bool llama = c.architecture == Architecture::kLlama;
+  const bool nanbeige = c.architecture == Architecture::kNanbeige;
+  const std::set<std::string>& known = llama      ? llama_known_fields()
+                                       : nanbeige ? nanbeige_known_fields()
+                                                  : ouro_known_fields();
   std::vector<std::string> unknown;
   for (const auto& [key, _] : j.items()) {
     const bool neutral_only = std::any_of(neutral_only_fields().begin(), neutral_only_fields().end(),
                                           [&](const NeutralField& f) { return key == f.name; });
-    if (!(llama ? llama_known_fields() : ouro_known_fields()).count(key) && !pretrained_config_fields().count(key) &&
+    if (!known.count(key) && !pretrained_config_fields().count(key) &&
         !neutral_only)
       unknown.push_back(key);
   }
@@ -381,17 +459,22 @@ Result<ModelConfig> parse_model_config(std::string_view json_text, const std::st
   }
   if (r.has("head_dim")) {
     RLT_ASSIGN_OR_RETURN(c.head_dim, r.positive_int("head_dim"));
+  } else if (nanbeige && r.has("kv_channels")) {
+    RLT_ASSIGN_OR_RETURN(c.head_dim, r.positive_int("kv_channels"));
   } else {
     if (c.hidden_size % c.num_heads != 0)
       return r.error("head_dim", "is absent and hidden_size is not divisible by num_attention_heads");
     c.head_dim = c.hidden_size / c.num_heads;
   }
   RLT_ASSIGN_OR_RETURN(c.max_position_embeddings, r.positive_int("max_position_embeddings"));
-  if (llama) {
-    // transformers' LlamaConfig defaults for the optional fields.
+  if (llama || nanbeige) {
+    // Llama: transformers' LlamaConfig defaults for the optional fields. Nanbeige: no defaults
+    // guessed (its remote code's are not transformers').
     c.total_ut_steps = 1;
-    RLT_ASSIGN_OR_RETURN(c.rms_norm_eps, r.positive_number("rms_norm_eps", 1e-6));
-    RLT_ASSIGN_OR_RETURN(Rope rope, parse_rope(r, j, 10000.0));
+    if (nanbeige) RLT_RETURN_IF_ERROR(parse_nanbeige_loops(r, j, c));
+    RLT_ASSIGN_OR_RETURN(c.rms_norm_eps,
+                         r.positive_number("rms_norm_eps", llama ? std::optional<double>(1e-6) : std::nullopt));
+    RLT_ASSIGN_OR_RETURN(Rope rope, parse_rope(r, j, llama ? std::optional<double>(10000.0) : std::nullopt));
     c.rope_theta = rope.theta;
     c.rope_scaling = rope.scaling;
     c.tie_word_embeddings = r.has("tie_word_embeddings") && j["tie_word_embeddings"] == true;
@@ -415,7 +498,9 @@ Result<ModelConfig> parse_model_config(std::string_view json_text, const std::st
     if (r.has(f) && j[f].is_string()) c.torch_dtype = j[f].get<std::string>();
   RLT_RETURN_IF_ERROR(check_config_limits(c, source));
   RLT_RETURN_IF_ERROR(check_common_semantics(r, j, c));
-  RLT_RETURN_IF_ERROR(llama ? check_llama_semantics(r, j) : check_ouro_semantics(r, j, c));
+  RLT_RETURN_IF_ERROR(llama      ? check_llama_semantics(r, j)
+                      : nanbeige ? check_nanbeige_semantics(r, j, c)
+                                 : check_ouro_semantics(r, j, c));
   for (int64_t id : c.eos_token_ids) {
     if (id >= c.vocab_size)
       return r.error("eos_token_id", fmt::format("{} is outside the vocabulary ({})", id, c.vocab_size));

@@ -14,8 +14,13 @@
 namespace rlt::io {
 
 // Which forward the checkpoint needs. Plain Llama is the one-loop case of the same core: pre-norm
-// layers (no sandwich norms), one final norm, no exit gate, total_ut_steps = 1.
-enum class Architecture { kOuro, kLlama };
+// layers (no sandwich norms), one final norm, no exit gate, total_ut_steps = 1. Nanbeige is a
+// looped Llama: the whole pre-norm stack runs num_loops times with model.norm after every loop,
+// no exit gate (every token runs every loop).
+enum class Architecture { kOuro, kLlama, kNanbeige };
+
+// The architecture's name as config.json's model_type and GGUF's general.architecture spell it.
+const char* architecture_name(Architecture a);
 
 // Hugging Face `rope_scaling`: how the rotary inverse frequencies are adjusted.
 struct RopeScaling {
@@ -31,7 +36,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string model_type;  // "ouro" or "llama"
+  std::string model_type;  // "ouro", "llama" or "nanbeige"
   Architecture architecture = Architecture::kOuro;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;

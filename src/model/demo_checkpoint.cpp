@@ -28,7 +28,8 @@ constexpr RandomCheckpointShape kDemoShape{.vocab = 3 + 256,
                                            .head_dim = 32,
                                            .loops = 4,
                                            .max_positions = 4096,
-                                           .seed = 20261129};
+                                           .seed = 20261129,
+                                           .byte_tokenizer = true};
 
 const char* const kSpecialTokens[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
 
@@ -63,12 +64,47 @@ io::TensorToWrite bf16_tensor(const std::string& name, std::vector<int64_t> shap
   return t;
 }
 
+// config.json of a Nanbeige4.2 checkpoint (the released file's fields) or a Llama one.
+ordered_json llama_family_config(const RandomCheckpointShape& s) {
+  const bool nanbeige = s.architecture == io::Architecture::kNanbeige;
+  ordered_json c;
+  c["architectures"] = {nanbeige ? "NanbeigeForCausalLM" : "LlamaForCausalLM"};
+  c["model_type"] = io::architecture_name(s.architecture);
+  c["vocab_size"] = s.vocab;
+  c["hidden_size"] = s.hidden;
+  c["intermediate_size"] = s.intermediate;
+  c["num_hidden_layers"] = s.layers;
+  c["num_attention_heads"] = s.heads;
+  c["num_key_value_heads"] = s.kv_heads;
+  c["head_dim"] = s.head_dim;
+  c["hidden_act"] = "silu";
+  c["max_position_embeddings"] = s.max_positions;
+  c["rope_theta"] = s.rope_theta;
+  c["rope_scaling"] = nullptr;
+  c["attention_bias"] = false;
+  c["attention_dropout"] = 0.0;
+  c["rms_norm_eps"] = s.rms_norm_eps;
+  if (nanbeige) {
+    c["num_loops"] = s.loops;
+    c["skip_loop_final_norm"] = false;
+  }
+  c["pretraining_tp"] = 1;
+  c["tie_word_embeddings"] = false;
+  c["bos_token_id"] = s.bos_token_id;
+  c["eos_token_id"] = s.eos_token_id;
+  c["pad_token_id"] = 0;
+  c["torch_dtype"] = "bfloat16";
+  c["use_cache"] = true;
+  return c;
+}
+
 ordered_json demo_config(const RandomCheckpointShape& s) {
+  if (s.architecture != io::Architecture::kOuro) return llama_family_config(s);
   ordered_json c;
   c["architectures"] = {"OuroForCausalLM"};
   c["attention_dropout"] = 0.0;
-  c["bos_token_id"] = 0;
-  c["eos_token_id"] = 0;
+  c["bos_token_id"] = s.bos_token_id;
+  c["eos_token_id"] = s.eos_token_id;
   c["pad_token_id"] = 0;
   c["head_dim"] = s.head_dim;
   c["hidden_act"] = "silu";
@@ -82,9 +118,9 @@ ordered_json demo_config(const RandomCheckpointShape& s) {
   c["num_attention_heads"] = s.heads;
   c["num_hidden_layers"] = s.layers;
   c["num_key_value_heads"] = s.kv_heads;
-  c["rms_norm_eps"] = 1e-6;
+  c["rms_norm_eps"] = s.rms_norm_eps;
   c["rope_scaling"] = nullptr;
-  c["rope_theta"] = 1000000.0;
+  c["rope_theta"] = s.rope_theta;
   c["sliding_window"] = nullptr;
   c["tie_word_embeddings"] = false;
   c["torch_dtype"] = "bfloat16";
@@ -177,24 +213,74 @@ Status write_json(const fs::path& path, const ordered_json& j) {
 
 }  // namespace
 
+const std::vector<RandomCheckpointPreset>& random_checkpoint_presets() {
+  static const std::vector<RandomCheckpointPreset> kPresets = {
+      {"demo", "the embedded default model (Ouro, 4 loops, byte-level tokenizer)"},
+      {"ouro-1.4b", "Ouro-1.4B's shape: 24 layers x 4 loops, hidden 2048"},
+      {"ouro-2.6b", "Ouro-2.6B's shape: 48 layers x 4 loops, hidden 2048"},
+      {"nanbeige-tiny", "a small Nanbeige (3 layers x 2 loops, GQA 6:2, byte-level tokenizer)"},
+      {"nanbeige-4.2-3b", "Nanbeige4.2-3B's shape: 22 layers x 2 loops, hidden 3072, GQA 48:8"},
+  };
+  return kPresets;
+}
+
 Result<RandomCheckpointShape> random_checkpoint_preset(const std::string& name) {
   if (name == "demo") return kDemoShape;
-  if (name == "ouro-1.4b") {
-    RandomCheckpointShape s{.vocab = 49152,
-                            .hidden = 2048,
-                            .intermediate = 5632,
-                            .layers = 24,
-                            .heads = 16,
-                            .kv_heads = 16,
-                            .head_dim = 128,
-                            .loops = 4,
-                            .max_positions = 65536};
-    // Uniform in ±sqrt(3 / fan_in) has variance 1 / fan_in: unit-variance outputs.
+  // Uniform in ±sqrt(3 / fan_in) has variance 1 / fan_in: unit-variance outputs.
+  auto unit_variance = [](RandomCheckpointShape s) {
     s.projection = s.head = std::sqrt(3.0 / static_cast<double>(s.hidden));
     return s;
+  };
+  if (name == "ouro-1.4b" || name == "ouro-2.6b") {
+    return unit_variance({.vocab = 49152,
+                          .hidden = 2048,
+                          .intermediate = 5632,
+                          .layers = name == "ouro-1.4b" ? 24 : 48,
+                          .heads = 16,
+                          .kv_heads = 16,
+                          .head_dim = 128,
+                          .loops = 4,
+                          .max_positions = 65536});
   }
-  return invalid_argument(
-      fmt::format("unknown checkpoint preset '{}': expected demo or ouro-1.4b", name));
+  if (name == "nanbeige-4.2-3b") {
+    return unit_variance({.architecture = io::Architecture::kNanbeige,
+                          .vocab = 166144,
+                          .hidden = 3072,
+                          .intermediate = 10752,
+                          .layers = 22,
+                          .heads = 48,
+                          .kv_heads = 8,
+                          .head_dim = 128,
+                          .loops = 2,
+                          .max_positions = 262144,
+                          .rope_theta = 7e7,
+                          .rms_norm_eps = 1e-5,
+                          .bos_token_id = 166100,
+                          .eos_token_id = 166101});
+  }
+  if (name == "nanbeige-tiny") {
+    // Query heads wider than the hidden size (6 x 48 = 288 > 192), as Nanbeige4.2's 48 x 128 >
+    // 3072; the demo's vocabulary, so its tokenizer applies.
+    return RandomCheckpointShape{.architecture = io::Architecture::kNanbeige,
+                                 .vocab = kDemoShape.vocab,
+                                 .hidden = 192,
+                                 .intermediate = 512,
+                                 .layers = 3,
+                                 .heads = 6,
+                                 .kv_heads = 2,
+                                 .head_dim = 48,
+                                 .loops = 2,
+                                 .max_positions = 4096,
+                                 .rope_theta = 7e7,
+                                 .rms_norm_eps = 1e-5,
+                                 .eos_token_id = 2,
+                                 .seed = 20261205,
+                                 .byte_tokenizer = true};
+  }
+  std::string names;
+  for (const RandomCheckpointPreset& p : random_checkpoint_presets())
+    names += (names.empty() ? "" : ", ") + std::string(p.name);
+  return invalid_argument(fmt::format("unknown checkpoint preset '{}': expected one of {}", name, names));
 }
 
 Status write_random_checkpoint(const std::string& dir_str, const RandomCheckpointShape& s,
@@ -216,25 +302,34 @@ Status write_random_checkpoint(const std::string& dir_str, const RandomCheckpoin
     tensors.push_back(bf16_tensor(name("mlp.gate_proj.weight"), {s.intermediate, s.hidden}, rng, 0, p));
     tensors.push_back(bf16_tensor(name("mlp.up_proj.weight"), {s.intermediate, s.hidden}, rng, 0, p));
     tensors.push_back(bf16_tensor(name("mlp.down_proj.weight"), {s.hidden, s.intermediate}, rng, 0, p));
+    const bool ouro = s.architecture == io::Architecture::kOuro;
     for (const char* norm : {"input_layernorm.weight", "input_layernorm_2.weight",
-                             "post_attention_layernorm.weight", "post_attention_layernorm_2.weight"})
-      tensors.push_back(bf16_tensor(name(norm), {s.hidden}, rng, 1.0, 0.2));
+                             "post_attention_layernorm.weight", "post_attention_layernorm_2.weight"}) {
+      const bool sandwich_only = std::string_view(norm).ends_with("_2.weight");
+      if (ouro || !sandwich_only) tensors.push_back(bf16_tensor(name(norm), {s.hidden}, rng, 1.0, 0.2));
+    }
   }
   tensors.push_back(bf16_tensor("model.norm.weight", {s.hidden}, rng, 1.0, 0.2));
-  tensors.push_back(bf16_tensor("model.early_exit_gate.weight", {1, s.hidden}, rng, 0.0, 0.15));
-  tensors.push_back(bf16_tensor("model.early_exit_gate.bias", {1}, rng, -1.5, 0.0));
+  if (s.architecture == io::Architecture::kOuro) {
+    tensors.push_back(bf16_tensor("model.early_exit_gate.weight", {1, s.hidden}, rng, 0.0, 0.15));
+    tensors.push_back(bf16_tensor("model.early_exit_gate.bias", {1}, rng, -1.5, 0.0));
+  }
   tensors.push_back(bf16_tensor("lm_head.weight", {s.vocab, s.hidden}, rng, 0.0, s.head));
   RLT_RETURN_IF_ERROR(io::write_safetensors((dir / "model.safetensors").string(), std::move(tensors)));
   RLT_RETURN_IF_ERROR(write_json(dir / "config.json", demo_config(s)));
-  return write_json(dir / "generation_config.json", ordered_json{{"bos_token_id", 0}, {"eos_token_id", 0}});
+  RLT_RETURN_IF_ERROR(write_json(dir / "generation_config.json",
+                                 ordered_json{{"bos_token_id", s.bos_token_id}, {"eos_token_id", s.eos_token_id}}));
+  if (!s.byte_tokenizer) return {};
+  if (s.vocab != kDemoShape.vocab)
+    return invalid_argument(fmt::format("the byte-level tokenizer needs a vocabulary of {}", kDemoShape.vocab));
+  RLT_RETURN_IF_ERROR(write_json(dir / "tokenizer.json", demo_tokenizer()));
+  return write_json(dir / "tokenizer_config.json", demo_tokenizer_config());
 }
 
 Status write_demo_checkpoint(const std::string& dir) {
   // The preset's scales: ±0.1 projections (std ≈ 0.058), norms around 1 so they are not the
   // identity, and a gate wide enough that exit probabilities vary from token to token.
-  RLT_RETURN_IF_ERROR(write_random_checkpoint(dir, kDemoShape, kDemoShape.seed));
-  RLT_RETURN_IF_ERROR(write_json(fs::path(dir) / "tokenizer.json", demo_tokenizer()));
-  return write_json(fs::path(dir) / "tokenizer_config.json", demo_tokenizer_config());
+  return write_random_checkpoint(dir, kDemoShape, kDemoShape.seed);
 }
 
 Result<std::string> rlt_cache_dir() {

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "io/model_config.h"
 #include "rlt/status.h"
 
 namespace rlt::model {
@@ -17,18 +19,34 @@ inline constexpr const char* kDemoModelName = "rlt-demo-ouro-v1";
 // tokenizer_config.json into `dir` (created if needed). The same call always writes the same bytes.
 Status write_demo_checkpoint(const std::string& dir);
 
-// An Ouro-architecture shape that write_random_checkpoint fills with deterministic random bf16
-// weights, uniform in: ±projection (q/k/v/o, gate/up/down), ±embedding, ±head (lm head), 1 ± 0.2
-// (norms), ±0.15 (exit gate, bias -1.5).
+// A shape that write_random_checkpoint fills with deterministic random bf16 weights, uniform in:
+// ±projection (q/k/v/o, gate/up/down), ±embedding, ±head (lm head), 1 ± 0.2 (norms), ±0.15 (exit
+// gate, bias -1.5). Ouro: sandwich norms and the exit gate; Nanbeige: a looped Llama (pre-norms,
+// no gate); Llama: one loop.
 struct RandomCheckpointShape {
+  io::Architecture architecture = io::Architecture::kOuro;
   int64_t vocab = 0, hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0,
           head_dim = 0, loops = 0, max_positions = 0;
+  double rope_theta = 1e6, rms_norm_eps = 1e-6;
+  int64_t bos_token_id = 0, eos_token_id = 0;
   double projection = 0.1, embedding = 1.0, head = 0.2;
   uint64_t seed = 1;  // the preset's weights (write_random_checkpoint's seed when none is given)
+  // Also write the demo's byte-level tokenizer and ChatML template (needs vocab = 3 + 256), so
+  // that text prompts, chat and the server work on the checkpoint.
+  bool byte_tokenizer = false;
 };
 
-// Named shapes: "demo" (the embedded default model) and "ouro-1.4b" (the released model's shape,
-// weights scaled to unit-variance activations: for speed measurements without a download).
+// The named shapes, for `rlt make-model`, tests and benchmarks.
+struct RandomCheckpointPreset {
+  const char* name;
+  const char* description;
+};
+const std::vector<RandomCheckpointPreset>& random_checkpoint_presets();
+
+// A shape by name (random_checkpoint_presets): "demo" (the embedded default model), the released
+// models' shapes ("ouro-1.4b", "ouro-2.6b", "nanbeige-4.2-3b": weights scaled to unit-variance
+// activations, for speed measurements without a download) and small ones for tests
+// ("nanbeige-tiny").
 Result<RandomCheckpointShape> random_checkpoint_preset(const std::string& name);
 
 // Writes config.json, generation_config.json and model.safetensors (bf16) for `shape` into `dir`

@@ -24,6 +24,7 @@ struct TokenPiece {
   int32_t exit_depth = 0;
   std::optional<TokenLogprobs> logprobs;
   std::string text;           // text released with this token (may be empty)
+  std::string reasoning;      // chat with a reasoning parser: thinking released with it (text: the answer's part)
   size_t text_offset = 0;     // where `text` starts in the choice's whole output (bytes)
   bool last = false;          // the choice ends with this piece
   std::string finish_reason;  // on the last piece: "stop", "length" or "abort"

@@ -54,6 +54,7 @@ struct StreamState {
   std::vector<GenerationSession::Event> first_events;  // taken before the headers went out
   std::vector<bool> prompt_sent;  // per choice: its prompt chunk went out (echo, prompt_logprobs)
   std::vector<ToolCallParser> tool_parsers;  // per choice, with tools: text -> content + calls
+  std::vector<ReasoningSplitter> reasoning;  // per choice, with a reasoning parser: text -> thinking + answer
   bool started = false;
   bool finished = false;
 };
@@ -67,15 +68,22 @@ void append_events(StreamState& st, const std::vector<GenerationSession::Event>&
         *out += sse_event(prompt_chunk(st.meta, e.choice, st.session->choices()[e.choice], *st.model.tokenizer));
       }
     }
+    TokenPiece piece = e.piece;
+    if (st.meta.reasoning != ReasoningFormat::kNone) {
+      // The thinking streams as reasoning_content; only the answer goes on (to the tool parser).
+      st.reasoning.resize(st.session->choices().size(), ReasoningSplitter(st.meta.reasoning));
+      ReasoningSplitter::Delta r = st.reasoning[e.choice].push(piece.text, piece.last);
+      piece.reasoning = std::move(r.reasoning);
+      piece.text = std::move(r.content);
+    }
     if (!st.meta.tool_calls) {
-      *out += sse_event(token_chunk(st.meta, e.choice, e.piece, *st.model.tokenizer));
+      *out += sse_event(token_chunk(st.meta, e.choice, piece, *st.model.tokenizer));
       continue;
     }
     // With tools the text goes through the choice's parser: content streams as it comes, a
     // call goes out whole once its block closes, and the finish says "tool_calls" after calls.
     st.tool_parsers.resize(st.session->choices().size());
     ToolCallParser& parser = st.tool_parsers[e.choice];
-    TokenPiece piece = e.piece;
     ToolCallParser::Delta d = parser.push(piece.text, piece.last);
     piece.text = std::move(d.content);
     const size_t first_call = parser.calls() - d.calls.size();
@@ -234,6 +242,7 @@ void handle_generation(ServingState& s, Endpoint endpoint, const httplib::Reques
   meta.copies = request.copies();
   meta.include_usage = request.include_usage;
   meta.tool_calls = request.tools.active();
+  if (endpoint == Endpoint::kChat) meta.reasoning = s.options.reasoning_parser;
   if (request.stream) return respond_streaming(s, std::move(session), meta, model, res);
   respond_blocking(*session, meta, model, res);
 }

@@ -138,15 +138,34 @@ json tool_call_json(const ParsedToolCall& call) {
 
 // The assistant message of a chat choice; with tools, its <tool_call> blocks become tool_calls
 // (content null when nothing else was said) and a "stop" finish becomes "tool_calls".
-json chat_message(const ResponseMeta& meta, const std::string& text, std::string* finish) {
-  if (!meta.tool_calls) return {{"role", "assistant"}, {"content", text}};
+// With a reasoning parser, the <think> block goes to reasoning_content first (null content when
+// the model never got past it), and tool calls are looked for in the rest.
+json chat_message(const ResponseMeta& meta, const std::string& whole, std::string* finish) {
+  json message = {{"role", "assistant"}};
+  std::string text = whole;
+  bool reasoned = false;
+  if (meta.reasoning != ReasoningFormat::kNone) {
+    ReasoningSplitter splitter(meta.reasoning);
+    ReasoningSplitter::Delta split = splitter.push(whole, /*last=*/true);
+    reasoned = splitter.reasoned();
+    message["reasoning_content"] = reasoned ? json(split.reasoning) : json();
+    text = std::move(split.content);
+  }
+  if (!meta.tool_calls) {
+    message["content"] = reasoned && text.empty() ? json() : json(text);
+    return message;
+  }
   ParsedOutput parsed = parse_tool_calls(text);
-  if (parsed.calls.empty()) return {{"role", "assistant"}, {"content", parsed.content}};
+  if (parsed.calls.empty()) {
+    message["content"] = parsed.content;
+    return message;
+  }
   json calls = json::array();
   for (const ParsedToolCall& call : parsed.calls) calls.push_back(tool_call_json(call));
   if (*finish == "stop") *finish = "tool_calls";
-  return {{"role", "assistant"}, {"content", parsed.content.empty() ? json() : json(parsed.content)},
-          {"tool_calls", std::move(calls)}};
+  message["content"] = parsed.content.empty() ? json() : json(parsed.content);
+  message["tool_calls"] = std::move(calls);
+  return message;
 }
 
 }  // namespace
@@ -264,7 +283,10 @@ json token_chunk(const ResponseMeta& meta, size_t index, const TokenPiece& piece
   choice["index"] = index;
   const bool has_token = piece.token >= 0;
   if (chat) {
-    choice["delta"] = (has_token || !piece.text.empty()) ? json{{"content", piece.text}} : json::object();
+    json delta = json::object();
+    if (!piece.reasoning.empty()) delta["reasoning_content"] = piece.reasoning;
+    if (!piece.text.empty() || (has_token && piece.reasoning.empty())) delta["content"] = piece.text;
+    choice["delta"] = std::move(delta);
   } else {
     choice["text"] = piece.text;
   }

@@ -12,6 +12,7 @@
 #include "server/choice_decoder.h"
 #include "server/tool_call_parser.h"
 #include "server/generation_request.h"
+#include "server/reasoning_parser.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rlt::server {
@@ -41,6 +42,8 @@ struct ResponseMeta {
   std::optional<int> prompt_logprobs;
   // Chat with tools: outputs are parsed for <tool_call> blocks (tool_call_parser.h).
   bool tool_calls = false;
+  // Chat: the <think> block of an output becomes reasoning_content (reasoning_parser.h).
+  ReasoningFormat reasoning = ReasoningFormat::kNone;
 
   bool echo() const { return !echoes.empty(); }
   // Whether a choice's first output comes with a prompt chunk (streaming).

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "server/reasoning_parser.h"
+
 namespace rlt::server {
 
 struct ServerOptions {
@@ -15,6 +17,9 @@ struct ServerOptions {
   int port = 8000;                 // 0: any free port (the chosen one is printed at startup)
   std::string api_key;             // empty: no authentication; else `Authorization: Bearer KEY`
   std::string served_model_name;   // empty: the model folder's name
+  // Chat outputs split into reasoning_content and content at <think> ... </think>
+  // (reasoning_parser.h; vLLM's --reasoning-parser); kNone: all content.
+  ReasoningFormat reasoning_parser = ReasoningFormat::kNone;
 
   // Engine requests (one per prompt) queued or running at once; beyond it: 429 + Retry-After.
   // Separate from the engine's --max-num-seqs, which bounds the requests in one batch; 0: room for

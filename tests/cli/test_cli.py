@@ -68,7 +68,8 @@ class Cli(unittest.TestCase):
             (["generate", "--prompt-ids", "1", "--top-p", "0"], "top_p"),
             (["generate", "--prompt-ids", "1", "--max-tokens", "5000"], "max_position_embeddings"),
             (["generate", "--prompt-ids", "1", "--pdl"], "use --device cuda or drop --pdl"),
-            (["make-model", "--preset", "ouro-7b", "--out", "/tmp/unused"], "expected demo or ouro-1.4b"),
+            (["make-model", "--preset", "ouro-7b", "--out", "/tmp/unused"],
+             "expected one of demo, ouro-1.4b, ouro-2.6b, nanbeige-tiny, nanbeige-4.2-3b"),
             (["make-model", "--preset", "demo", "--out", "/proc/rlt"], "cannot create '/proc/rlt'"),
             (["make-model", "--out", "/tmp/unused", "--seed", "-1"], "--seed"),
         ]
@@ -85,12 +86,13 @@ class Cli(unittest.TestCase):
 
         self.assertEqual(rlt("info", env=self.env).returncode, 0)  # creates the demo
         demo = os.path.join(self.cache, "rlt-demo-ouro-v1")
-        # The demo preset at its own seed is the demo (weights and config, no tokenizer).
+        # The demo preset at its own seed is the demo (weights, config and tokenizer).
         same = os.path.join(self.cache, "made-demo")
         out = rlt("make-model", "--preset", "demo", "--out", same)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(sorted(os.listdir(same)),
-                         ["config.json", "generation_config.json", "model.safetensors"])
+                         ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                          "tokenizer_config.json"])
         self.assertEqual(weights(same), weights(demo))
         other = os.path.join(self.cache, "made-seed-5")
         out = rlt("make-model", "--preset", "demo", "--out", other, "--seed", "5")
@@ -101,6 +103,33 @@ class Cli(unittest.TestCase):
                   "--ignore-eos")
         self.assertEqual(gen.returncode, 0, gen.stderr)
         self.assertEqual(len(json.loads(gen.stdout)["tokens"]), 3)
+
+    def test_nanbeige_runs_through_make_model_info_generate_and_chat(self):
+        folder = os.path.join(self.cache, "nanbeige-tiny")
+        out = rlt("make-model", "--preset", "nanbeige-tiny", "--out", folder)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("byte-level tokenizer", out.stderr)
+        info = json.loads(rlt("info", "--model", folder, "--json").stdout)
+        self.assertEqual((info["model_type"], info["total_ut_steps"], info["exit_gate"]), ("nanbeige", 2, False))
+        self.assertFalse(info["capabilities"]["adaptive exit"]["supported"])
+        self.assertTrue(info["capabilities"]["speculative self"]["supported"])
+        text = rlt("info", "--model", folder).stdout
+        self.assertIn("not supported  adaptive exit (nanbeige has no exit gate", text)
+        # Every token runs both loops; the engine and the dense reference agree.
+        engine = rlt("generate", "--model", folder, "--prompt", "Hello there", "--max-tokens", "6", "--ignore-eos",
+                     "--kv-dtype", "f32", "--attention-backend", "cpu_reference")
+        self.assertEqual(engine.returncode, 0, engine.stderr)
+        got = json.loads(engine.stdout)
+        self.assertEqual(got["exit_depths"], [2] * 6)
+        ref = rlt("generate", "--model", folder, "--prompt", "Hello there", "--max-tokens", "6", "--ignore-eos",
+                  "--reference")
+        self.assertEqual(ref.returncode, 0, ref.stderr)
+        self.assertEqual(json.loads(ref.stdout)["tokens"], got["tokens"])
+        # Speculative decoding: self drafts run one of the two loops; the output is plain decoding's.
+        spec = rlt("generate", "--model", folder, "--prompt", "Hello there", "--max-tokens", "6", "--ignore-eos",
+                   "--kv-dtype", "f32", "--attention-backend", "cpu_reference", "--speculative-method", "self")
+        self.assertEqual(spec.returncode, 0, spec.stderr)
+        self.assertEqual(json.loads(spec.stdout)["tokens"], got["tokens"])
 
     def test_engine_matches_reference_and_reads_jsonl(self):
         prompt = "7,8,9,10,11"

@@ -22,20 +22,39 @@
 namespace rlt {
 namespace {
 
-const std::string& demo_dir() {
-  static const std::string dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("rlt_engine_test_" + std::to_string(::getpid()));
-    if (!model::write_demo_checkpoint(d.string()).ok()) throw std::runtime_error("cannot write demo checkpoint");
-    return d.string();
-  }();
-  return dir;
-}
+// A checkpoint under test and its loaded model (f32 activations, and bf16 where asked).
+struct TestModel {
+  std::string dir;
+  std::shared_ptr<const model::OuroModel> f32;
+  std::shared_ptr<const model::OuroModel> bf16;
 
-std::shared_ptr<const model::OuroModel> demo_model(bool bf16_activations = false) {
-  static auto m = *model::load_ouro_model(demo_dir());
-  if (!bf16_activations) return m;
-  static auto bf16 = *model::load_ouro_model(demo_dir(), {.bf16_activations = true});
-  return bf16;
+  static TestModel write(const std::string& preset) {
+    auto d = std::filesystem::temp_directory_path() / ("rlt_engine_test_" + preset + "_" + std::to_string(::getpid()));
+    auto shape = model::random_checkpoint_preset(preset);
+    if (!shape.ok() || !model::write_random_checkpoint(d.string(), *shape, shape->seed).ok())
+      throw std::runtime_error("cannot write the " + preset + " checkpoint");
+    TestModel m;
+    m.dir = d.string();
+    m.f32 = *model::load_ouro_model(m.dir);
+    return m;
+  }
+  std::shared_ptr<const model::OuroModel> loaded(bool bf16_activations) {
+    if (!bf16_activations) return f32;
+    if (!bf16) bf16 = *model::load_ouro_model(dir, {.bf16_activations = true});
+    return bf16;
+  }
+  int64_t loops() const { return f32->config.total_ut_steps; }
+};
+
+// The demo (Ouro: sandwich norms, exit gate, 4 loops) and nanbeige-tiny (a looped Llama: pre-norm
+// layers, 2 loops, no gate, query heads wider than the hidden size).
+TestModel& demo() {
+  static TestModel m = TestModel::write("demo");
+  return m;
+}
+TestModel& nanbeige() {
+  static TestModel m = TestModel::write("nanbeige-tiny");
+  return m;
 }
 
 struct Expected {
@@ -43,9 +62,9 @@ struct Expected {
   std::vector<int64_t> depths;
 };
 
-Expected reference(const std::vector<int32_t>& prompt, const SamplingParams& p, model::KvSemantics semantics,
-                   bool bf16_activations) {
-  model::ReferenceModel ref(demo_model(bf16_activations), semantics);
+Expected reference(TestModel& m, const std::vector<int32_t>& prompt, const SamplingParams& p,
+                   model::KvSemantics semantics, bool bf16_activations) {
+  model::ReferenceModel ref(m.loaded(bf16_activations), semantics);
   auto r = ref.generate(prompt, p.max_tokens, {p.min_loops, p.max_loops, p.exit_threshold}, p.ignore_eos);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   return {r->tokens, r->exit_depths};
@@ -54,14 +73,14 @@ Expected reference(const std::vector<int32_t>& prompt, const SamplingParams& p, 
 // Prompt logprobs come from the engine's prefill rows: each must equal, bit for bit, the same
 // scoring of the reference model's row logits (its prompt computed whole, as the engine's must
 // be even where a prefix cache holds part of it).
-void check_prompt_logprobs(const std::vector<int32_t>& prompt, const SamplingParams& p, const RequestResult& o,
-                           model::KvSemantics semantics, bool bf16_activations) {
+void check_prompt_logprobs(TestModel& m, const std::vector<int32_t>& prompt, const SamplingParams& p,
+                           const RequestResult& o, model::KvSemantics semantics, bool bf16_activations) {
   if (!p.prompt_logprobs) {
     EXPECT_TRUE(o.prompt_logprobs.empty());
     return;
   }
   ASSERT_EQ(o.prompt_logprobs.size(), prompt.size() - 1);
-  model::ReferenceModel ref(demo_model(bf16_activations), semantics);
+  model::ReferenceModel ref(m.loaded(bf16_activations), semantics);
   auto step = ref.prefill(prompt, /*trace=*/false, /*every_row_logits=*/true);
   ASSERT_TRUE(step.ok()) << step.status().to_string();
   const size_t vocab = step->row_logits.size() / prompt.size();
@@ -83,6 +102,7 @@ void check_prompt_logprobs(const std::vector<int32_t>& prompt, const SamplingPar
 }
 
 struct Mix {
+  TestModel* model = &demo();
   EngineConfig config;
   int requests = 6;
   double abort_probability = 0.0;
@@ -117,7 +137,9 @@ EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantic
     const double thresholds[] = {1.0, 0.5, 0.7, 0.9};
     p.params.exit_threshold = thresholds[rng() % 4];
     p.params.min_loops = 1 + static_cast<int>(rng() % 2);
-    p.params.max_loops = rng() % 3 == 0 ? 3 : 4;
+    // Drawn for the demo's 4 loops; a model with fewer runs at most its own.
+    p.params.max_loops = static_cast<int>(std::min<int64_t>(rng() % 3 == 0 ? 3 : 4, mix.model->loops()));
+    p.params.min_loops = std::min(p.params.min_loops, p.params.max_loops);
     p.params.ignore_eos = rng() % 2 == 0;
     p.params.priority = static_cast<int>(rng() % 3);
     p.arrival_step = static_cast<int>(rng() % 12);
@@ -164,20 +186,21 @@ EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantic
       EXPECT_EQ(o.finish_reason, "abort");
       continue;
     }
-    const Expected e = reference(p.prompt, p.params, semantics,
+    const Expected e = reference(*mix.model, p.prompt, p.params, semantics,
                                  mix.config.activation_dtype == ActivationDType::kBF16);
     EXPECT_EQ(o.token_ids, e.tokens);
     std::vector<int64_t> depths(o.exit_depths.begin(), o.exit_depths.end());
     EXPECT_EQ(depths, e.depths);
     EXPECT_EQ(o.finish_reason, static_cast<int64_t>(e.tokens.size()) < p.params.max_tokens ? "stop" : "length");
-    check_prompt_logprobs(p.prompt, p.params, o, semantics, mix.config.activation_dtype == ActivationDType::kBF16);
+    check_prompt_logprobs(*mix.model, p.prompt, p.params, o, semantics,
+                          mix.config.activation_dtype == ActivationDType::kBF16);
   }
   return (*engine)->metrics();
 }
 
-EngineConfig base_config() {
+EngineConfig base_config(const TestModel& m = demo()) {
   EngineConfig c;
-  c.model = demo_dir();
+  c.model = m.dir;
   c.kv_dtype = KVDType::kF32;
   c.attention_backend = "cpu_reference";
   c.block_size = 4;
@@ -275,6 +298,50 @@ TEST(EngineEquivalence, CpuFlashGivesTheSameGreedyTokensOnTheDemoModel) {
   mix.config = base_config();
   mix.config.attention_backend = "cpu_flash";
   run_mix(mix, 4000, model::KvSemantics::kLastExited);
+}
+
+// Nanbeige (every token through both loops of the whole stack, model.norm after each): random
+// mixes under the scheduling knobs, preemption, and the shared layout, exactly the reference's.
+TEST(EngineEquivalence, NanbeigeRandomMixesPreemptionAndBothLayouts) {
+  for (uint32_t seed = 0; seed < 6; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    std::mt19937 rng(seed * 104729 + 3);
+    Mix mix;
+    mix.model = &nanbeige();
+    mix.config = base_config(nanbeige());
+    const int chunks[] = {1, 3, 8, 128};
+    mix.config.prefill_chunk_size = chunks[rng() % 4];
+    const int seqs[] = {1, 2, 8};
+    mix.config.max_num_seqs = seqs[rng() % 3];
+    mix.config.max_num_batched_tokens = seed % 2 ? 16 : 128;
+    mix.config.enable_prefix_caching = seed % 3 == 0;
+    mix.shared_prefixes = true;
+    mix.requests = 6;
+    run_mix(mix, 6000 + seed, model::KvSemantics::kLastExited);
+  }
+  int64_t preemptions = 0;
+  for (uint32_t seed = 0; seed < 3; ++seed) {
+    Mix mix;
+    mix.model = &nanbeige();
+    mix.config = base_config(nanbeige());
+    mix.config.block_size = 4;
+    mix.config.num_kv_blocks = 80;  // a few requests' worth of two planes: growth must preempt
+    mix.config.enable_preemption = true;
+    mix.config.incremental_kv = true;
+    mix.config.watermark = 0.0;
+    mix.config.max_num_seqs = 8;
+    mix.requests = 8;
+    preemptions += run_mix(mix, 7000 + seed, model::KvSemantics::kLastExited).preemptions;
+  }
+  EXPECT_GT(preemptions, 0) << "the pool is small enough that growth must preempt";
+  for (uint32_t seed = 0; seed < 2; ++seed) {
+    Mix mix;
+    mix.model = &nanbeige();
+    mix.config = base_config(nanbeige());
+    mix.config.kv_layout = KVLayout::kShared;
+    mix.config.prefill_chunk_size = seed % 2 ? 5 : 128;
+    run_mix(mix, 8000 + seed, model::KvSemantics::kShared);
+  }
 }
 
 }  // namespace

@@ -57,6 +57,23 @@ TEST(GgufModel, OuroWithoutTheExitGateRunsFullDepthAndSaysWhy) {
   EXPECT_TRUE(gated->config.has_exit_gate());
 }
 
+// llama.cpp's nanbeige: block_count physical layers, num_loops passes, no gate.
+TEST(GgufModel, ReadsNanbeigeAsALoopedLlama) {
+  auto info = read_gguf_model_info(*open_bytes(testing::tiny_gguf({.nanbeige = true})));
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->config.architecture, Architecture::kNanbeige);
+  EXPECT_EQ(info->config.model_type, "nanbeige");
+  EXPECT_EQ(info->config.num_layers, 1);
+  EXPECT_EQ(info->config.total_ut_steps, 2);
+  EXPECT_FALSE(info->config.has_exit_gate());
+  EXPECT_FALSE(info->config.sandwich_norms());
+  auto refused = read_gguf_model_info(
+      *open_bytes(testing::tiny_gguf({.nanbeige = true, .skip_loop_final_norm = true})));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("skip_loop_final_norm = true"), std::string::npos)
+      << refused.status().to_string();
+}
+
 TEST(GgufModel, TensorsBindUnderTheirHuggingFaceNames) {
   for (bool ouro : {false, true}) {
     SCOPED_TRACE(ouro ? "ouro" : "llama");

@@ -18,6 +18,8 @@ namespace rlt::io::testing {
 
 struct TinyGguf {
   bool ouro = false;
+  bool nanbeige = false;  // llama.cpp's nanbeige: llama tensors, nanbeige.num_loops = 2
+  bool skip_loop_final_norm = false;  // nanbeige only
   bool exit_gate = false;  // ouro only: rlt's exit_gate tensors
   bool tied = true;        // no output.weight
   int64_t hidden = 32, heads = 2, kv_heads = 1, intermediate = 64, layers = 1, vocab = 32;
@@ -52,7 +54,7 @@ inline std::vector<uint8_t> random_tensor_bytes(quant::GgmlType type, int64_t ro
 inline GgufWriter tiny_gguf_writer(const TinyGguf& m, uint32_t seed = 7) {
   std::mt19937 rng(seed);
   GgufWriter w;
-  const std::string arch = m.ouro ? "ouro" : "llama";
+  const std::string arch = m.ouro ? "ouro" : m.nanbeige ? "nanbeige" : "llama";
   w.add_string("general.architecture", arch);
   w.add_string("general.name", "tiny");
   w.add_u32(arch + ".context_length", 256);
@@ -65,6 +67,10 @@ inline GgufWriter tiny_gguf_writer(const TinyGguf& m, uint32_t seed = 7) {
   w.add_f32(arch + ".rope.freq_base", 10000.0f);
   w.add_u32(arch + ".rope.dimension_count", static_cast<uint32_t>(m.hidden / m.heads));
   if (m.ouro) w.add_u32("ouro.num_loops", 3);
+  if (m.nanbeige) {
+    w.add_u32("nanbeige.num_loops", 2);
+    w.add_bool("nanbeige.skip_loop_final_norm", m.skip_loop_final_norm);
+  }
   // A byte-pair vocabulary: two specials, the letters, the space marker, two merges, padding.
   std::vector<std::string> tokens = {"<s>", "</s>"};
   for (char c = 'a'; c <= 'z'; ++c) tokens.emplace_back(1, c);

@@ -63,7 +63,7 @@ TEST(ModelConfig, RefusesOtherModelTypes) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), ErrorCode::kUnimplemented);
   EXPECT_NE(r.status().message().find("field 'model_type' is \"qwen2\""), std::string::npos);
-  EXPECT_NE(r.status().message().find("accepted: \"ouro\", \"llama\""), std::string::npos);
+  EXPECT_NE(r.status().message().find("accepted: \"ouro\", \"llama\", \"nanbeige\""), std::string::npos);
 }
 
 // meta-llama/Llama-3.2-1B's config.json (values as published).
@@ -90,6 +90,82 @@ TEST(ModelConfig, ParsesARealLlamaConfigAsTheOneLoopCase) {
   EXPECT_EQ(r->rope_scaling.kind, RopeScaling::Kind::kLlama3);
   EXPECT_EQ(r->rope_scaling.original_max_position_embeddings, 8192);
   EXPECT_EQ(r->parameter_count(), 1235814400);  // the published 1.24B
+}
+
+// Nanbeige/Nanbeige4.2-3B's config.json (the released values; auto_map points at its remote code).
+nlohmann::json nanbeige42_config() {
+  return {{"architectures", {"NanbeigeForCausalLM"}},
+          {"auto_map", {{"AutoConfig", "configuration_nanbeige.NanbeigeConfig"},
+                        {"AutoModelForCausalLM", "modeling_nanbeige.NanbeigeForCausalLM"}}},
+          {"model_type", "nanbeige"}, {"vocab_size", 166144}, {"hidden_size", 3072},
+          {"intermediate_size", 10752}, {"num_hidden_layers", 22}, {"num_attention_heads", 48},
+          {"num_key_value_heads", 8}, {"head_dim", 128}, {"kv_channels", 128}, {"hidden_act", "silu"},
+          {"max_position_embeddings", 262144}, {"rope_theta", 70000000}, {"rope_scaling", nullptr},
+          {"attention_bias", false}, {"attention_dropout", 0.0}, {"rms_norm_eps", 1e-5}, {"num_loops", 2},
+          {"loop_loss_weights", nlohmann::json::array()}, {"skip_loop_final_norm", false},
+          {"pretraining_tp", 1}, {"tie_word_embeddings", false}, {"pad_token_id", 0},
+          {"bos_token_id", 166100}, {"eos_token_id", 166101}, {"torch_dtype", "bfloat16"}};
+}
+
+TEST(ModelConfig, ParsesTheNanbeigeConfigAsALoopedLlama) {
+  auto r = parse(nanbeige42_config());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->architecture, Architecture::kNanbeige);
+  EXPECT_STREQ(architecture_name(r->architecture), "nanbeige");
+  EXPECT_EQ(r->total_ut_steps, 2);
+  EXPECT_FALSE(r->has_exit_gate());
+  EXPECT_FALSE(r->sandwich_norms());
+  EXPECT_EQ(r->q_dim(), 6144);
+  EXPECT_EQ(r->kv_dim(), 1024);
+  EXPECT_EQ(r->rope_theta, 7e7);
+  EXPECT_EQ(r->rms_norm_eps, 1e-5);
+  EXPECT_EQ(r->eos_token_ids, std::vector<int64_t>{166101});
+  // 22 layers of (q 3072x6144, k/v 3072x1024, o 6144x3072, 3 x 3072x10752, 2 norms), embedding and
+  // untied head 166144x3072, final norm.
+  const int64_t layer = 3072 * 6144 * 2 + 3072 * 1024 * 2 + 3 * 3072 * 10752 + 2 * 3072;
+  EXPECT_EQ(r->parameter_count(), 22 * layer + 2 * 166144LL * 3072 + 3072);
+
+  // vllm-rlt's spelling of the loop count, alone or beside num_loops (they must agree).
+  auto j = nanbeige42_config();
+  j["total_ut_steps"] = 2;
+  EXPECT_TRUE(parse(j).ok());
+  j.erase("num_loops");
+  ASSERT_TRUE(parse(j).ok());
+  EXPECT_EQ(parse(j)->total_ut_steps, 2);
+  j["num_loops"] = 3;
+  expect_error(j, "disagrees with num_loops");
+  j.erase("num_loops");
+  j.erase("total_ut_steps");
+  expect_error(j, "field 'num_loops' is required");
+  // head_dim from kv_channels when absent; a kv_channels other than head_dim is refused.
+  j = nanbeige42_config();
+  j.erase("head_dim");
+  ASSERT_TRUE(parse(j).ok());
+  EXPECT_EQ(parse(j)->head_dim, 128);
+  j = nanbeige42_config();
+  j["kv_channels"] = 64;
+  expect_error(j, "field 'kv_channels' (64) must equal head_dim (128)");
+}
+
+TEST(ModelConfig, NanbeigeRefusals) {
+  auto j = nanbeige42_config();
+  j["skip_loop_final_norm"] = true;
+  expect_error(j, "field 'skip_loop_final_norm' is true, which rlt does not support");
+  j = nanbeige42_config();
+  j["architectures"] = {"LlamaForCausalLM"};
+  expect_error(j, "[\"NanbeigeForCausalLM\"]");
+  j = nanbeige42_config();
+  j["mlp_bias"] = true;
+  expect_error(j, "field 'mlp_bias' is true");
+  j = nanbeige42_config();
+  j.erase("rms_norm_eps");
+  expect_error(j, "field 'rms_norm_eps' is required");
+  j = nanbeige42_config();
+  j["enable_double_loop_split"] = true;  // an option of the remote code rlt does not implement
+  expect_error(j, "unknown field 'enable_double_loop_split' for model_type nanbeige");
+  j = nanbeige42_config();
+  j["num_loops"] = 0;
+  expect_error(j, "field 'num_loops' must be positive");
 }
 
 TEST(ModelConfig, LlamaDefaultsAndRefusals) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <unistd.h>
@@ -144,7 +145,8 @@ void load_everything(const std::vector<uint8_t>& bytes, Outcome& out, bool mater
 
 TEST(GgufMutation, CorruptedFilesGiveCleanErrors) {
   const std::vector<std::vector<uint8_t>> bases = {
-      testing::tiny_gguf(), testing::tiny_gguf({.ouro = true, .exit_gate = true, .tied = false})};
+      testing::tiny_gguf(), testing::tiny_gguf({.ouro = true, .exit_gate = true, .tied = false}),
+      testing::tiny_gguf({.nanbeige = true, .tied = false})};
   for (const auto& base : bases) {
     Outcome unmutated;
     load_everything(base, unmutated, true);
@@ -178,6 +180,12 @@ TEST(ConfigMutation, CorruptedConfigsGiveCleanErrors) {
           "intermediate_size": 5632, "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
           "max_position_embeddings": 65536, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "total_ut_steps": 4,
           "early_exit_threshold": 1.0, "layer_types": ["full_attention"], "rope_scaling": null})",
+      R"({"architectures": ["NanbeigeForCausalLM"], "model_type": "nanbeige", "vocab_size": 166144,
+          "hidden_size": 3072, "intermediate_size": 10752, "num_hidden_layers": 22, "num_attention_heads": 48,
+          "num_key_value_heads": 8, "head_dim": 128, "kv_channels": 128, "hidden_act": "silu",
+          "max_position_embeddings": 262144, "rope_theta": 70000000, "rope_scaling": null, "rms_norm_eps": 1e-05,
+          "num_loops": 2, "loop_loss_weights": [], "skip_loop_final_norm": false, "tie_word_embeddings": false,
+          "bos_token_id": 166100, "eos_token_id": 166101})",
   };
   for (const auto& b : bases)
     ASSERT_TRUE(parse_model_config(b, "config.json").ok() ||
@@ -189,7 +197,7 @@ TEST(ConfigMutation, CorruptedConfigsGiveCleanErrors) {
   int errors = 0, parsed = 0;
   const int n = cases(10000);
   for (int i = 0; i < n; ++i) {
-    std::string s = bases[static_cast<size_t>(i) % 2];
+    std::string s = bases[static_cast<size_t>(i) % std::size(bases)];
     const int edits = 1 + static_cast<int>(rng() % 3);
     for (int e = 0; e < edits && !s.empty(); ++e) {
       const size_t at = static_cast<size_t>(rng() % s.size());

@@ -33,16 +33,16 @@ TEST(DemoCheckpoint, IsByteIdenticalEveryTime) {
   fs::remove_all(other);
 }
 
-// `rlt make-model --preset demo` writes the demo's weights and config (not its tokenizer).
+// `rlt make-model --preset demo` writes the demo, tokenizer included.
 TEST(RandomCheckpoint, TheDemoPresetIsTheDemo) {
   auto shape = random_checkpoint_preset("demo");
   ASSERT_TRUE(shape.ok());
   auto dir = fs::temp_directory_path() / ("rlt_random_demo_" + std::to_string(::getpid()));
   ASSERT_TRUE(write_random_checkpoint(dir.string(), *shape, shape->seed).ok());
-  for (const char* f : {"model.safetensors", "config.json", "generation_config.json"}) {
+  for (const char* f : {"model.safetensors", "config.json", "generation_config.json", "tokenizer.json",
+                        "tokenizer_config.json"}) {
     EXPECT_EQ(slurp(fs::path(testing::demo_dir()) / f), slurp(dir / f)) << f;
   }
-  EXPECT_FALSE(fs::exists(dir / "tokenizer.json"));
   ASSERT_TRUE(write_random_checkpoint(dir.string(), *shape, 7).ok());
   EXPECT_NE(slurp(fs::path(testing::demo_dir()) / "model.safetensors"),
             slurp(dir / "model.safetensors"))
@@ -60,7 +60,38 @@ TEST(RandomCheckpoint, PresetsAndUnknownNames) {
   EXPECT_DOUBLE_EQ(big->projection * big->projection, 3.0 / 2048) << "unit-variance outputs";
   auto bad = random_checkpoint_preset("ouro-7b");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("expected demo or ouro-1.4b"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("expected one of demo, ouro-1.4b, ouro-2.6b"), std::string::npos);
+  auto big2 = random_checkpoint_preset("ouro-2.6b");
+  ASSERT_TRUE(big2.ok());
+  EXPECT_EQ(big2->layers, 48);
+  EXPECT_EQ(big2->hidden, 2048);
+  auto nanbeige = random_checkpoint_preset("nanbeige-4.2-3b");
+  ASSERT_TRUE(nanbeige.ok());
+  EXPECT_EQ(nanbeige->architecture, io::Architecture::kNanbeige);
+  EXPECT_EQ(nanbeige->heads * nanbeige->head_dim, 6144) << "query heads wider than the hidden size";
+  EXPECT_EQ(nanbeige->vocab, 166144);
+  EXPECT_EQ(nanbeige->loops, 2);
+  for (const RandomCheckpointPreset& p : random_checkpoint_presets())
+    EXPECT_TRUE(random_checkpoint_preset(p.name).ok()) << p.name;
+}
+
+// nanbeige-tiny writes a Nanbeige checkpoint (no sandwich norms, no gate, num_loops) that loads,
+// with the byte-level tokenizer.
+TEST(RandomCheckpoint, NanbeigeTinyLoadsAsANanbeigeModel) {
+  auto shape = random_checkpoint_preset("nanbeige-tiny");
+  ASSERT_TRUE(shape.ok());
+  auto dir = fs::temp_directory_path() / ("rlt_random_nanbeige_" + std::to_string(::getpid()));
+  ASSERT_TRUE(write_random_checkpoint(dir.string(), *shape, shape->seed).ok());
+  EXPECT_TRUE(fs::exists(dir / "tokenizer.json"));
+  auto m = load_ouro_model(dir.string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ((*m)->config.architecture, io::Architecture::kNanbeige);
+  EXPECT_EQ((*m)->config.total_ut_steps, 2);
+  EXPECT_FALSE((*m)->config.has_exit_gate());
+  EXPECT_FALSE((*m)->config.sandwich_norms());
+  EXPECT_EQ((*m)->config.q_dim(), 288);
+  EXPECT_TRUE((*m)->weights.exit_gate_weight.empty());
+  fs::remove_all(dir);
 }
 
 // Any shape writes a checkpoint that loads and validates as an Ouro model.

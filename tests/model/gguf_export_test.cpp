@@ -62,13 +62,13 @@ class GgufExport : public ::testing::Test {
     return report.ok() ? *report : io::GgufExportReport{};
   }
 
-  static GenerateResult run(const std::string& path, LoadOptions options = {}) {
+  static GenerateResult run(const std::string& path, LoadOptions options = {}, int64_t max_loops = 3) {
     auto model = load_ouro_model(path, options);
     EXPECT_TRUE(model.ok()) << model.status().to_string();
     ReferenceModel m(*model);
     // An exit threshold the random gate crosses at different depths.
     auto out =
-        m.generate(std::vector<int32_t>{3, 14, 15, 92, 65, 35, 89, 79}, 8, {1, 3, 0.5}, true, true);
+        m.generate(std::vector<int32_t>{3, 14, 15, 92, 65, 35, 89, 79}, 8, {1, max_loops, 0.5}, true, true);
     EXPECT_TRUE(out.ok()) << out.status().to_string();
     return *out;
   }
@@ -128,6 +128,37 @@ TEST_F(GgufExport, ReexportInTheSameTypeKeepsTheBlocks) {
   auto arch = (*b)->get_string("general.architecture");
   ASSERT_TRUE(arch.ok() && arch->has_value());
   EXPECT_EQ(**arch, "ouro");
+}
+
+// A Nanbeige checkpoint becomes llama.cpp's `nanbeige` GGUF (block_count = the physical layers,
+// nanbeige.num_loops, no exit gate) that rlt reads back as the same model, in bf16 and in Q8_0.
+TEST_F(GgufExport, NanbeigeFileIsLlamaCppsNanbeigeArchitecture) {
+  auto shape = random_checkpoint_preset("nanbeige-tiny");
+  ASSERT_TRUE(shape.ok());
+  const std::string nanbeige = file("nanbeige");
+  ASSERT_TRUE(write_random_checkpoint(nanbeige, *shape, 4).ok());
+  const std::string bf16_out = file("nanbeige.gguf"), q8_out = file("nanbeige-q8.gguf");
+  convert(nanbeige, quant::GgmlType::kBF16, bf16_out);
+  auto gguf = io::GgufFile::open(bf16_out);
+  ASSERT_TRUE(gguf.ok()) << gguf.status().to_string();
+  auto arch = (*gguf)->get_string("general.architecture");
+  ASSERT_TRUE(arch.ok() && arch->has_value());
+  EXPECT_EQ(**arch, "nanbeige");
+  auto loops = (*gguf)->get_int("nanbeige.num_loops");
+  auto blocks = (*gguf)->get_int("nanbeige.block_count");
+  ASSERT_TRUE(loops.ok() && loops->has_value() && blocks.ok() && blocks->has_value());
+  EXPECT_EQ(**loops, 2);
+  EXPECT_EQ(**blocks, 3);
+  EXPECT_EQ((*gguf)->find_tensor("exit_gate.weight"), nullptr);
+  LoadOptions bf16;
+  bf16.quantized = WeightDType::kBF16;
+  const GenerateResult folder_run = run(nanbeige, {}, 2);
+  EXPECT_EQ(folder_run.exit_depths, std::vector<int64_t>(folder_run.exit_depths.size(), 2)) << "no gate: 2 loops";
+  expect_same(run(bf16_out, bf16, 2), folder_run);
+  convert(nanbeige, quant::GgmlType::kQ8_0, q8_out);
+  LoadOptions quantized;
+  quantized.quantize = QuantizeType::kQ8_0;
+  expect_same(run(q8_out, {}, 2), run(nanbeige, quantized, 2));
 }
 
 // The demo model's 688-wide down projections: no block of 32 or 256 divides them, so they are

@@ -9,15 +9,17 @@ and the oracle on the same prompt, and compares:
     itself is on a knife edge (top-2 logit gap or exit-probability margin below what f32
     rounding can move), and comparison stops at that step.
 
-Plain Llama checkpoints (make_model --arch llama) are the one-loop case without an exit gate. The
-trace contract for a model without a gate: steps[0]["hidden"] has exactly one entry (the prompt's
-hidden states after model.norm, [P*H]); "gate_logits" is an empty list in every step; every exit
-depth is 1. The oracle's gate arrays are NaN for such a model and are not compared.
+Plain Llama checkpoints (make_model --arch llama) are the one-loop case without an exit gate;
+Nanbeige checkpoints (--arch nanbeige) loop the whole stack without one. The trace contract for a
+model without a gate: steps[0]["hidden"] has one entry per loop (the prompt's hidden states after
+model.norm, [P*H]); "gate_logits" is an empty list in every step; every exit depth is T. The
+oracle's gate arrays are NaN for such a model and are not compared.
 
 Needs RLT_BIN (the rlt binary); ctest sets it.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,7 +68,9 @@ def run_rlt(model_dir, prompt, max_tokens, threshold, min_loops, max_loops, trac
     return result, trace["steps"]
 
 
-class CppMatchesNumpyOracle(unittest.TestCase):
+class OracleHarness(unittest.TestCase):
+    """Writes checkpoints into a temporary folder and compares rlt with the oracle on them."""
+
     @classmethod
     def setUpClass(cls):
         if "RLT_BIN" not in os.environ:
@@ -80,14 +84,14 @@ class CppMatchesNumpyOracle(unittest.TestCase):
               ", ".join(f"{k} {v:.2e}" for k, v in sorted(WORST.items())), file=sys.stderr)
 
     def check_case(self, name, spec, prompt_len, max_tokens, threshold, min_loops=2,
-                   max_loops=None, shards=1, seed=0, exit_flags=True):
+                   max_loops=None, shards=1, seed=0, exit_flags=True, lazy=False):
         model_dir = os.path.join(self.tmp.name, name)
         make_model.make_model(model_dir, spec, shards=shards)
         rng = np.random.default_rng(seed)
         prompt = [int(x) for x in rng.integers(0, spec.vocab_size, size=prompt_len)]
         max_loops = max_loops or spec.loops
         min_loops = min(min_loops, max_loops)
-        model = reference_ouro.load_model(model_dir)
+        model = reference_ouro.load_model(model_dir, lazy=lazy)
         ref = reference_ouro.generate(model, prompt, max_tokens=max_tokens, exit_threshold=threshold,
                                       min_loops=min_loops, max_loops=max_loops)
         result, steps = run_rlt(model_dir, prompt, max_tokens, threshold, min_loops, max_loops,
@@ -95,12 +99,11 @@ class CppMatchesNumpyOracle(unittest.TestCase):
         T, H = spec.loops, spec.hidden_size
         has_gate = spec.has_gate
         if not has_gate:
-            # No exit gate: one pass, nothing to exit early from, no gate logits anywhere.
-            self.assertEqual(T, 1)
+            # No exit gate: every token runs all T loops, no gate logits anywhere.
             threshold = 1.0
             for n, step in enumerate(steps):
                 self.assertEqual(step["gate_logits"], [], f"{name}: gate logits of gateless step {n}")
-            self.assertEqual(list(result["exit_depths"]), [1] * max_tokens, f"{name}: exit depths")
+            self.assertEqual(list(result["exit_depths"]), [T] * max_tokens, f"{name}: exit depths")
         # Prefill: every loop's hidden state and gate logit for every prompt position.
         prefill = steps[0]
         self.assertEqual(len(prefill["hidden"]), T)
@@ -143,8 +146,11 @@ class CppMatchesNumpyOracle(unittest.TestCase):
                 break
             self.assertEqual(result["tokens"][n], int(ref["tokens"][n]), f"{name}: token of step {n}")
         self.assertGreater(compared, 0, f"{name}: nothing was compared")
+        self.last_case = (model_dir, prompt, compared)
         return ref, result
 
+
+class CppMatchesNumpyOracle(OracleHarness):
     def test_tiny_gqa_f32_full_depth(self):
         spec = make_model.ModelSpec("tiny", dtype="f32", seed=1)
         for prompt_len in (1, 7, 64):
@@ -212,6 +218,65 @@ class CppMatchesNumpyOracle(unittest.TestCase):
                                     intermediate_size=72, num_heads=5, num_kv_heads=1, head_dim=8,
                                     vocab_size=97)
         self.check_case("llama_odd_sizes", spec, 33, 8, 1.0)
+
+    # ---- Nanbeige (model_type "nanbeige"): a looped Llama, no exit gate -----------------------
+
+    def test_nanbeige_tiny_f32(self):
+        spec = make_model.ModelSpec("nanbeige-tiny", dtype="f32", seed=31)
+        self.assertEqual((spec.arch, spec.loops), ("nanbeige", 2))
+        for prompt_len in (1, 9, 40):
+            self.check_case(f"nanbeige_tiny_{prompt_len}", spec, prompt_len, 8, 1.0, seed=prompt_len)
+
+    def test_nanbeige_three_loops_bf16_default_flags(self):
+        spec = make_model.ModelSpec("nanbeige-tiny", dtype="bf16", seed=32, loops=3)
+        self.check_case("nanbeige_three_loops", spec, 17, 8, 1.0, exit_flags=False, shards=2)
+
+    def test_nanbeige_tied_odd_sizes(self):
+        spec = make_model.ModelSpec("nanbeige-tiny", dtype="f32", seed=33, hidden_size=40,
+                                    intermediate_size=72, num_heads=5, num_kv_heads=1, head_dim=10,
+                                    vocab_size=97, tie_word_embeddings=True)
+        self.check_case("nanbeige_tied_odd", spec, 21, 8, 1.0)
+
+
+
+@unittest.skipUnless(os.environ.get("RLT_REAL_SHAPES"),
+                     "set RLT_REAL_SHAPES=nanbeige-4.2-3b,ouro-2.6b (or 1 for both) to check the released "
+                     "models' shapes (bf16 checkpoints of 5-9 GB, minutes each; not run in CI)")
+class RealShapes(OracleHarness):
+    """The released models' shapes with random bf16 weights: the dense reference against the
+    float64 oracle (widening one layer at a time), and the engine, with the request in a batch
+    beside two others, against the dense reference (f32 K/V, cpu_reference: the same arithmetic,
+    so the same tokens and exit depths)."""
+
+    CASES = {"nanbeige-4.2-3b": dict(threshold=1.0, min_loops=2),
+             "ouro-2.6b": dict(threshold=0.5, min_loops=1)}
+
+    def test_real_shapes(self):
+        wanted = os.environ["RLT_REAL_SHAPES"]
+        presets = list(self.CASES) if wanted == "1" else wanted.split(",")
+        for preset in presets:
+            with self.subTest(preset=preset):
+                case = self.CASES[preset]
+                spec = make_model.ModelSpec(preset, dtype="bf16", seed=41)
+                _, dense = self.check_case(preset, spec, 6, 4, case["threshold"], min_loops=case["min_loops"],
+                                           seed=41, lazy=True)
+                model_dir, prompt, compared = self.last_case
+                cmd = [os.environ["RLT_BIN"], "--log-level", "warn", "generate", "--model", model_dir,
+                       "--kv-dtype", "f32", "--attention-backend", "cpu_reference", "--max-tokens", "4",
+                       "--ignore-eos", "--exit-threshold", repr(case["threshold"]),
+                       "--min-loops", str(case["min_loops"])]
+                for p in (prompt, prompt[:3] + [7, 8, 9, 10], [11] * 9):
+                    cmd += ["--prompt-ids", ",".join(str(t) for t in p)]
+                out = subprocess.run(cmd, capture_output=True, text=True)
+                self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+                # One JSON line per request, in the order they finished.
+                first = next(r for r in map(json.loads, out.stdout.splitlines()) if r["id"] == 0)
+                self.assertEqual(first["tokens"], dense["tokens"], f"{preset}: engine vs dense reference")
+                self.assertEqual(first["exit_depths"], dense["exit_depths"], f"{preset}: engine exit depths")
+                shutil.rmtree(model_dir)
+                print(f"\n{preset}: oracle = dense reference for {compared} of 4 tokens, engine = dense "
+                      f"reference (tokens {first['tokens']}, exit depths {first['exit_depths']})",
+                      file=sys.stderr)
 
 
 class DemoCheckpoint(unittest.TestCase):

@@ -9,6 +9,10 @@
 #include <type_traits>
 #include <utility>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "common/page_buffer.h"
 #include "kernels/cpu/linear_bf16.h"
 #include "kernels/cpu/linear_quant_int8.h"
@@ -43,6 +47,53 @@ void scatter_row(const WeightMatrix& w, int64_t r, T* dst, int64_t stride, int f
   }
 }
 
+#if defined(__SSE2__)
+// 16-bit rows into a panel (dst[c * 64 + slot] = row_slot[c]) by 8 × 8 transposes in registers:
+// eight 16-byte loads and stores where the element loop makes 64 of each. Packing a model is
+// most of a first start's time, and this loop most of packing.
+void transpose_panel_u16(const RowRef* rows, int64_t cols, uint16_t* dst) {
+  constexpr int64_t kWidth = PackedMatrix::kPanelWidth, kBlock = 128;
+  const uint16_t* src[kWidth];
+  for (int64_t slot = 0; slot < kWidth; ++slot) {
+    const RowRef& r = rows[slot];
+    src[slot] = r.matrix == nullptr ? nullptr
+                                    : static_cast<const uint16_t*>(r.matrix->data) + r.row * cols;
+  }
+  const int64_t whole = cols / 8 * 8;
+  // Blocks of columns, so that a block's destination (128 columns × 64 outputs, 16 KiB) and its
+  // sources stay in L1 while the eight groups of rows pass through it.
+  for (int64_t c0 = 0; c0 < whole; c0 += kBlock) {
+    const int64_t c1 = std::min(whole, c0 + kBlock);
+    for (int64_t group = 0; group < kWidth; group += 8) {
+      const uint16_t* const* g = src + group;
+      for (int64_t c = c0; c < c1; c += 8) {
+        __m128i v[8];
+        for (int i = 0; i < 8; ++i)
+          v[i] = g[i] == nullptr ? _mm_setzero_si128()
+                                 : _mm_loadu_si128(reinterpret_cast<const __m128i*>(g[i] + c));
+        const __m128i a0 = _mm_unpacklo_epi16(v[0], v[1]), a1 = _mm_unpackhi_epi16(v[0], v[1]);
+        const __m128i a2 = _mm_unpacklo_epi16(v[2], v[3]), a3 = _mm_unpackhi_epi16(v[2], v[3]);
+        const __m128i a4 = _mm_unpacklo_epi16(v[4], v[5]), a5 = _mm_unpackhi_epi16(v[4], v[5]);
+        const __m128i a6 = _mm_unpacklo_epi16(v[6], v[7]), a7 = _mm_unpackhi_epi16(v[6], v[7]);
+        const __m128i b0 = _mm_unpacklo_epi32(a0, a2), b1 = _mm_unpackhi_epi32(a0, a2);
+        const __m128i b2 = _mm_unpacklo_epi32(a1, a3), b3 = _mm_unpackhi_epi32(a1, a3);
+        const __m128i b4 = _mm_unpacklo_epi32(a4, a6), b5 = _mm_unpackhi_epi32(a4, a6);
+        const __m128i b6 = _mm_unpacklo_epi32(a5, a7), b7 = _mm_unpackhi_epi32(a5, a7);
+        const __m128i out[8] = {_mm_unpacklo_epi64(b0, b4), _mm_unpackhi_epi64(b0, b4),
+                                _mm_unpacklo_epi64(b1, b5), _mm_unpackhi_epi64(b1, b5),
+                                _mm_unpacklo_epi64(b2, b6), _mm_unpackhi_epi64(b2, b6),
+                                _mm_unpacklo_epi64(b3, b7), _mm_unpackhi_epi64(b3, b7)};
+        for (int k = 0; k < 8; ++k)
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (c + k) * kWidth + group), out[k]);
+      }
+    }
+  }
+  for (int64_t c = whole; c < cols; ++c)
+    for (int64_t slot = 0; slot < kWidth; ++slot)
+      if (src[slot] != nullptr) dst[c * kWidth + slot] = src[slot][c];
+}
+#endif
+
 // One kPanels panel whose source rows are all stored in the packed dtype: copied in blocks of
 // columns, so that a block's destination (kBlock columns × the panel's 64 outputs) stays in L1
 // while the 64 source rows stream through it, instead of each row's scatter sweeping the whole
@@ -59,6 +110,12 @@ bool copy_panel_blocked(DType dtype, int64_t panel, int64_t cols, void* raw, int
   }
   auto copy = [&](auto* dst) {
     using T = std::remove_pointer_t<decltype(dst)>;
+#if defined(__SSE2__)
+    if constexpr (sizeof(T) == 2) {
+      transpose_panel_u16(rows, cols, reinterpret_cast<uint16_t*>(dst));
+      return;
+    }
+#endif
     for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
       const int64_t c1 = std::min(cols, c0 + kBlock);
       for (int64_t slot = 0; slot < kWidth; ++slot) {

@@ -1,0 +1,75 @@
+#include "server/reasoning_parser.h"
+
+#include <fmt/format.h>
+
+namespace rlt::server {
+namespace {
+
+constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+
+// How many bytes at the end of `s` could be the start of `tag` (held back until more text comes).
+size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
+  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
+    if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
+  return 0;
+}
+
+}  // namespace
+
+Result<ReasoningFormat> parse_reasoning_format(std::string_view name) {
+  if (name == "none" || name.empty()) return ReasoningFormat::kNone;
+  if (name == "deepseek_r1") return ReasoningFormat::kDeepSeekR1;
+  if (name == "qwen3") return ReasoningFormat::kQwen3;
+  return invalid_argument(
+      fmt::format("unknown reasoning parser '{}' (accepted: none, deepseek_r1, qwen3)", name));
+}
+
+const char* reasoning_format_name(ReasoningFormat f) {
+  switch (f) {
+    case ReasoningFormat::kNone:
+      return "none";
+    case ReasoningFormat::kDeepSeekR1:
+      return "deepseek_r1";
+    case ReasoningFormat::kQwen3:
+      return "qwen3";
+  }
+  return "?";
+}
+
+ReasoningSplitter::ReasoningSplitter(ReasoningFormat format)
+    : format_(format), state_(format == ReasoningFormat::kNone ? State::kContent : State::kStart) {}
+
+ReasoningSplitter::Delta ReasoningSplitter::push(std::string_view text, bool last) {
+  Delta out;
+  pending_.append(text);
+  if (state_ == State::kStart) {
+    // Undecided until the output shows whether it opens with <think> (or cannot any more).
+    if (pending_.size() < kOpen.size() && kOpen.substr(0, pending_.size()) == pending_ && !last) return out;
+    const bool opens = pending_.compare(0, kOpen.size(), kOpen) == 0;
+    if (opens) pending_.erase(0, kOpen.size());
+    state_ = opens || format_ == ReasoningFormat::kDeepSeekR1 ? State::kReasoning : State::kContent;
+  }
+  if (state_ == State::kReasoning) {
+    reasoned_ = true;
+    const size_t close = pending_.find(kClose);
+    if (close == std::string::npos) {
+      const size_t keep = last ? 0 : partial_tag_suffix(pending_, kClose);
+      out.reasoning = pending_.substr(0, pending_.size() - keep);
+      pending_.erase(0, pending_.size() - keep);
+      return out;
+    }
+    out.reasoning = pending_.substr(0, close);
+    pending_.erase(0, close + kClose.size());
+    state_ = State::kContent;
+  }
+  out.content = std::move(pending_);
+  pending_.clear();
+  return out;
+}
+
+ReasoningSplitter::Delta split_reasoning(ReasoningFormat format, std::string_view text) {
+  ReasoningSplitter s(format);
+  return s.push(text, /*last=*/true);
+}
+
+}  // namespace rlt::server

@@ -1,0 +1,53 @@
+// Reasoning models (Ouro-Thinking, Nanbeige4, DeepSeek-R1, Qwen3) think in a <think> ... </think>
+// block before they answer. With `rlt serve --reasoning-parser`, a chat output is split there, as
+// vLLM's parsers of the same names split it: the thinking goes to the message's
+// `reasoning_content` (streamed as `delta.reasoning_content`), the answer to `content` (where tool
+// calls are then parsed).
+//
+//   deepseek_r1  the output starts inside the block (the chat template opened it; a leading
+//                <think> is dropped): reasoning until </think>, all reasoning if it never closes
+//   qwen3        reasoning only when the output opens the block itself with <think>; without
+//                it, everything is content
+//
+// Fed piece by piece (streaming) or whole: a tag split across pieces is held back until it can be
+// told apart from text, so the concatenated deltas equal the whole-text split.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "rlt/status.h"
+
+namespace rlt::server {
+
+enum class ReasoningFormat { kNone, kDeepSeekR1, kQwen3 };
+
+// "none", "deepseek_r1", "qwen3".
+Result<ReasoningFormat> parse_reasoning_format(std::string_view name);
+const char* reasoning_format_name(ReasoningFormat f);
+
+class ReasoningSplitter {
+ public:
+  explicit ReasoningSplitter(ReasoningFormat format = ReasoningFormat::kNone);
+
+  struct Delta {
+    std::string reasoning;  // thinking released by this piece
+    std::string content;    // answer released by this piece
+  };
+  // The next piece of output; `last`: the output ends with it (anything held back is released).
+  Delta push(std::string_view text, bool last = false);
+  // Whether any reasoning has been seen (the message then carries reasoning_content).
+  bool reasoned() const { return reasoned_; }
+
+ private:
+  enum class State { kStart, kReasoning, kContent };
+  ReasoningFormat format_;
+  State state_;
+  std::string pending_;  // text whose place is not decided yet (a possible partial tag)
+  bool reasoned_ = false;
+};
+
+// A whole output at once.
+ReasoningSplitter::Delta split_reasoning(ReasoningFormat format, std::string_view text);
+
+}  // namespace rlt::server
