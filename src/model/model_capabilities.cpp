@@ -39,19 +39,21 @@ ModelCapabilities model_capabilities(const io::ModelConfig& c) {
   const int64_t loops = c.total_ut_steps;
   add(ModelFeature::kLastExitedLayout, true);
   add(ModelFeature::kSharedLayout, true,
-      loops > 1 ? "one K/V plane: a later loop's K/V replaces an earlier one's (other outputs than last_exited)"
+      loops > 1 ? "one K/V plane: a later loop's K/V replaces an earlier one's (other outputs than "
+                  "last_exited)"
                 : "the same cache as last_exited for a one-loop model");
   add(ModelFeature::kPrefixCaching, true);
   add(ModelFeature::kAsyncScheduling, true, "with --exit-policy ouro_delayed or trace");
   if (c.has_exit_gate()) {
-    add(ModelFeature::kAdaptiveExit, true, "the exit gate, per request (exit_threshold, min/max loops)");
+    add(ModelFeature::kAdaptiveExit, true,
+        "the exit gate, per request (exit_threshold, min/max loops)");
   } else if (c.architecture == io::Architecture::kOuro) {
     add(ModelFeature::kAdaptiveExit, false,
         "the file has no exit gate (llama.cpp's converter drops it): every token runs all loops");
   } else {
     add(ModelFeature::kAdaptiveExit, false,
-        loops > 1 ? fmt::format("{} has no exit gate: every token runs all {} loops (or max_loops)", caps.architecture,
-                                loops)
+        loops > 1 ? fmt::format("{} has no exit gate: every token runs all {} loops (or max_loops)",
+                                caps.architecture, loops)
                   : "one loop: nothing to exit early from");
   }
   add(ModelFeature::kSpeculativeNgram, true);
@@ -65,26 +67,30 @@ ModelCapabilities model_capabilities(const io::ModelConfig& c) {
 }
 
 Status check_model_capabilities(const ModelCapabilities& caps, const EngineConfig& config) {
-  auto refuse = [&](ModelFeature f, const std::string& setting, const std::string& change) -> Status {
+  auto refuse = [&](ModelFeature f, const std::string& setting,
+                    const std::string& change) -> Status {
     const ModelCapability& cap = caps.get(f);
     if (cap.supported) return {};
-    return unimplemented(fmt::format("{}: this {} model does not support {} ({}); {}", setting, caps.architecture,
-                                     feature_name(f), cap.why, change));
+    return unimplemented(fmt::format("{}: this {} model does not support {} ({}); {}", setting,
+                                     caps.architecture, feature_name(f), cap.why, change));
   };
-  RLT_RETURN_IF_ERROR(config.kv_layout == KVLayout::kShared
-                          ? refuse(ModelFeature::kSharedLayout, "--kv-layout shared", "use --kv-layout last_exited")
-                          : refuse(ModelFeature::kLastExitedLayout, "--kv-layout last_exited",
-                                   "use --kv-layout shared"));
+  RLT_RETURN_IF_ERROR(
+      config.kv_layout == KVLayout::kShared
+          ? refuse(ModelFeature::kSharedLayout, "--kv-layout shared", "use --kv-layout last_exited")
+          : refuse(ModelFeature::kLastExitedLayout, "--kv-layout last_exited",
+                   "use --kv-layout shared"));
   if (config.enable_prefix_caching)
     RLT_RETURN_IF_ERROR(refuse(ModelFeature::kPrefixCaching, "--enable-prefix-caching", "drop it"));
   if (config.async_scheduling)
     RLT_RETURN_IF_ERROR(refuse(ModelFeature::kAsyncScheduling, "--async-scheduling", "drop it"));
   if (config.speculative.method == SpeculativeMethod::kNgram)
-    RLT_RETURN_IF_ERROR(refuse(ModelFeature::kSpeculativeNgram, "--speculative-method ngram", "drop it"));
+    RLT_RETURN_IF_ERROR(
+        refuse(ModelFeature::kSpeculativeNgram, "--speculative-method ngram", "drop it"));
   if (config.speculative.method == SpeculativeMethod::kSelf)
     RLT_RETURN_IF_ERROR(refuse(ModelFeature::kSpeculativeSelf, "--speculative-method self",
-                               caps.supports(ModelFeature::kSpeculativeNgram) ? "use --speculative-method ngram"
-                                                                              : "drop it"));
+                               caps.supports(ModelFeature::kSpeculativeNgram)
+                                   ? "use --speculative-method ngram"
+                                   : "drop it"));
   return {};
 }
 

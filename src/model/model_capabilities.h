@@ -33,7 +33,7 @@ struct ModelCapability {
 };
 
 struct ModelCapabilities {
-  std::string architecture;  // io::architecture_name
+  std::string architecture;               // io::architecture_name
   std::vector<ModelCapability> features;  // every ModelFeature, in enum order
 
   const ModelCapability& get(ModelFeature f) const;

@@ -44,7 +44,8 @@ ReasoningSplitter::Delta ReasoningSplitter::push(std::string_view text, bool las
   pending_.append(text);
   if (state_ == State::kStart) {
     // Undecided until the output shows whether it opens with <think> (or cannot any more).
-    if (pending_.size() < kOpen.size() && kOpen.substr(0, pending_.size()) == pending_ && !last) return out;
+    if (pending_.size() < kOpen.size() && kOpen.substr(0, pending_.size()) == pending_ && !last)
+      return out;
     const bool opens = pending_.compare(0, kOpen.size(), kOpen) == 0;
     if (opens) pending_.erase(0, kOpen.size());
     state_ = opens || format_ == ReasoningFormat::kDeepSeekR1 ? State::kReasoning : State::kContent;

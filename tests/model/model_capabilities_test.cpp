@@ -21,21 +21,24 @@ TEST(ModelCapabilities, EveryFeatureIsDeclaredInOrder) {
   ASSERT_EQ(caps.features.size(), 8u);
   for (size_t i = 0; i < caps.features.size(); ++i)
     EXPECT_EQ(static_cast<size_t>(caps.features[i].feature), i);
-  for (const ModelCapability& f : caps.features) EXPECT_TRUE(f.supported) << feature_name(f.feature);
+  for (const ModelCapability& f : caps.features)
+    EXPECT_TRUE(f.supported) << feature_name(f.feature);
 }
 
 TEST(ModelCapabilities, WhatEachArchitectureLacks) {
   const auto nanbeige = model_capabilities(config(io::Architecture::kNanbeige, 2, false));
   EXPECT_EQ(nanbeige.architecture, "nanbeige");
   EXPECT_FALSE(nanbeige.supports(ModelFeature::kAdaptiveExit));
-  EXPECT_NE(nanbeige.get(ModelFeature::kAdaptiveExit).why.find("runs all 2 loops"), std::string::npos);
+  EXPECT_NE(nanbeige.get(ModelFeature::kAdaptiveExit).why.find("runs all 2 loops"),
+            std::string::npos);
   EXPECT_TRUE(nanbeige.supports(ModelFeature::kSpeculativeSelf)) << "two loops: drafts run one";
   const auto llama = model_capabilities(config(io::Architecture::kLlama, 1, false));
   EXPECT_FALSE(llama.supports(ModelFeature::kSpeculativeSelf));
   EXPECT_TRUE(llama.supports(ModelFeature::kSpeculativeNgram));
   const auto gateless_ouro = model_capabilities(config(io::Architecture::kOuro, 4, false));
   EXPECT_FALSE(gateless_ouro.supports(ModelFeature::kAdaptiveExit));
-  EXPECT_NE(gateless_ouro.get(ModelFeature::kAdaptiveExit).why.find("no exit gate"), std::string::npos);
+  EXPECT_NE(gateless_ouro.get(ModelFeature::kAdaptiveExit).why.find("no exit gate"),
+            std::string::npos);
 }
 
 TEST(ModelCapabilities, EngineSettingsTheModelLacksAreRefusedWithWhatToChange) {
@@ -46,7 +49,8 @@ TEST(ModelCapabilities, EngineSettingsTheModelLacksAreRefusedWithWhatToChange) {
   const Status s = check_model_capabilities(llama, c);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), ErrorCode::kUnimplemented);
-  EXPECT_NE(s.message().find("--speculative-method self: this llama model does not support speculative self"),
+  EXPECT_NE(s.message().find(
+                "--speculative-method self: this llama model does not support speculative self"),
             std::string::npos)
       << s.message();
   EXPECT_NE(s.message().find("use --speculative-method ngram"), std::string::npos) << s.message();

@@ -45,7 +45,8 @@ TEST(ReasoningSplitter, SplitsAtTheThinkBlock) {
 
 TEST(ReasoningSplitter, AnySplitIntoPiecesGivesTheWholeTextSplit) {
   const std::string texts[] = {"<think>step one, <then> two</think>\n\nThe answer: 4. </think>",
-                               "thinking </thin k> still</think>done", "<th", "</think>", "<think></think>"};
+                               "thinking </thin k> still</think>done", "<th", "</think>",
+                               "<think></think>"};
   std::mt19937 rng(7);
   for (ReasoningFormat f : {ReasoningFormat::kDeepSeekR1, ReasoningFormat::kQwen3}) {
     for (const std::string& text : texts) {
@@ -56,7 +57,8 @@ TEST(ReasoningSplitter, AnySplitIntoPiecesGivesTheWholeTextSplit) {
         size_t at = 0;
         while (at < text.size()) {
           const size_t n = std::min(text.size() - at, size_t{1} + rng() % 4);
-          ReasoningSplitter::Delta d = s.push(std::string_view(text).substr(at, n), at + n == text.size());
+          ReasoningSplitter::Delta d =
+              s.push(std::string_view(text).substr(at, n), at + n == text.size());
           reasoning += d.reasoning;
           content += d.content;
           at += n;
