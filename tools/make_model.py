@@ -44,7 +44,7 @@ after every loop: the next loop starts from the normalized state) and skip_loop_
 
 Usage:
     make_model.py OUT_DIR [--preset tiny|small|ouro-1.4b|ouro-2.6b|llama-1.4b|nanbeige-tiny|
-                           nanbeige-4.2-3b] [--arch ouro|llama|nanbeige]
+                           nanbeige-4.2-3b|huginn-tiny|huginn-0125] [--arch ouro|llama|nanbeige|huginn]
         [--tie-word-embeddings] [--rope-scaling llama3:FACTOR:ORIGINAL_MAX|linear:FACTOR]
         [--vocab-size N] [--hidden-size N]
         [--intermediate-size N] [--num-layers N] [--num-heads N] [--num-kv-heads N]
@@ -105,12 +105,21 @@ PRESETS = {
     "nanbeige-4.2-3b": dict(vocab_size=166144, hidden_size=3072, intermediate_size=10752,
                             num_layers=22, num_heads=48, num_kv_heads=8, head_dim=128, loops=2,
                             max_positions=262144, rope_theta=7e7, rms_norm_eps=1e-5),
+    # Huginn (huginn_raven): num_layers counts the recurrent block's layers, loops its mean
+    # recurrence; prelude and coda blocks around it (tools/reference_huginn.py).
+    "huginn-tiny": dict(vocab_size=259, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4,
+                        num_kv_heads=4, head_dim=16, loops=8, max_positions=512, rope_theta=5e4,
+                        rms_norm_eps=1e-6, prelude_layers=1, coda_layers=1),
+    "huginn-0125": dict(vocab_size=65536, hidden_size=5280, intermediate_size=17920, num_layers=4,
+                        num_heads=55, num_kv_heads=55, head_dim=96, loops=32, max_positions=4096,
+                        rope_theta=5e4, rms_norm_eps=1e-6, prelude_layers=2, coda_layers=2),
 }
 
 # Architecture a preset implies when --arch is not given (everything else: ouro).
-PRESET_ARCH = {"llama-1.4b": "llama", "nanbeige-tiny": "nanbeige", "nanbeige-4.2-3b": "nanbeige"}
+PRESET_ARCH = {"llama-1.4b": "llama", "nanbeige-tiny": "nanbeige", "nanbeige-4.2-3b": "nanbeige",
+               "huginn-tiny": "huginn", "huginn-0125": "huginn"}
 
-ARCHS = ("ouro", "llama", "nanbeige")
+ARCHS = ("ouro", "llama", "nanbeige", "huginn")
 
 # CLI dtype -> (safetensors dtype, config torch_dtype)
 DTYPES = {"f32": ("F32", "float32"), "bf16": ("BF16", "bfloat16"), "f16": ("F16", "float16")}
@@ -124,7 +133,8 @@ class ModelSpec:
     """All shape/config knobs of one synthetic checkpoint (preset values overridden by flags)."""
 
     FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
-              "num_kv_heads", "head_dim", "loops", "max_positions", "rope_theta", "rms_norm_eps")
+              "num_kv_heads", "head_dim", "loops", "max_positions", "rope_theta", "rms_norm_eps",
+              "prelude_layers", "coda_layers")
 
     def __init__(self, preset="tiny", dtype="f32", seed=0, init_std=None, gate_bias=0.0,
                  eos_token_id=0, arch=None, tie_word_embeddings=False, rope_scaling=None,
@@ -133,6 +143,8 @@ class ModelSpec:
         if self.arch not in ARCHS:
             raise ValueError(f"arch must be one of {list(ARCHS)}")
         base = dict(PRESETS[preset])
+        base.setdefault("prelude_layers", 0)
+        base.setdefault("coda_layers", 0)
         if self.arch == "llama":
             base["loops"] = 1  # a plain Llama is the one-loop case
         for key, value in overrides.items():
@@ -176,6 +188,11 @@ class ModelSpec:
                 raise ValueError("rope_scaling is for llama and nanbeige (Ouro uses default RoPE)")
         elif self.arch == "llama" and self.loops != 1:
             raise ValueError("a llama checkpoint has exactly one pass (loops must be 1)")
+        if self.arch == "huginn":
+            if self.num_kv_heads != self.num_heads or self.head_dim * self.num_heads != self.hidden_size:
+                raise ValueError("huginn: as many K/V heads as heads, and heads x head_dim = hidden_size")
+            if self.prelude_layers < 1 or self.coda_layers < 1:
+                raise ValueError("huginn: at least one prelude and one coda block")
 
     @property
     def has_gate(self):
@@ -225,6 +242,24 @@ def parse_rope_scaling(value):
     return {k: d[k] for k in sorted(d)}
 
 
+def huginn_tensor_specs(spec):
+    """Huginn's tensors (raven_modeling_minimal's names): every block a sandwich with four norms,
+    fused Wqkv with a q/k bias, fused gate/up fc; the adapter; ln_f; the head tied to wte."""
+    H, I, nh, hd = spec.hidden_size, spec.intermediate_size, spec.num_heads, spec.head_dim
+    out = [("transformer.wte.weight", (spec.vocab_size, H), "linear"),
+           ("transformer.adapter.weight", (H, 2 * H), "adapter"),
+           ("transformer.ln_f.weight", (H,), "norm")]
+    blocks = [f"transformer.prelude.{i}." for i in range(spec.prelude_layers)]
+    blocks += [f"transformer.core_block.{i}." for i in range(spec.num_layers)]
+    blocks += [f"transformer.coda.{i}." for i in range(spec.coda_layers)]
+    for p in blocks:
+        out += [(p + f"norm_{k}.weight", (H,), "norm") for k in (1, 2, 3, 4)]
+        out += [(p + "attn.Wqkv.weight", (3 * H, H), "linear"), (p + "attn.qk_bias", (2, 1, nh, hd), "offset"),
+                (p + "attn.proj.weight", (H, H), "linear"), (p + "mlp.fc.weight", (2 * I, H), "linear"),
+                (p + "mlp.proj.weight", (H, I), "linear")]
+    return out
+
+
 def tensor_specs(spec):
     """Every tensor of the checkpoint (notes section 2): list of (name, shape, kind).
 
@@ -232,6 +267,8 @@ def tensor_specs(spec):
     "linear_out" (llama o_proj/down_proj: normal(0, std / sqrt(2 L)), see the module doc),
     "norm" (1 + normal(0, 0.1)), "bias" (constant --gate-bias).
     """
+    if spec.arch == "huginn":
+        return huginn_tensor_specs(spec)
     llama = spec.pre_norm  # llama, nanbeige: no sandwich norms, no exit gate, lm_head absent when tied
     out_kind = "linear_out" if llama else "linear"
     H, I = spec.hidden_size, spec.intermediate_size
@@ -284,6 +321,16 @@ def make_tensor_f32(spec, name, shape, kind):
         noise *= np.float32(NORM_WEIGHT_NOISE)
         noise += np.float32(1.0)
         return noise
+    if kind == "adapter":
+        # Huginn's adapter [H, 2H] over concat[state, input]: the state's columns 5x smaller
+        # than the input's, so that the recurrence contracts towards a fixed point as a trained
+        # model's does (random weights otherwise keep it chaotic, and no token would ever exit).
+        noise *= np.float32(spec.init_std)
+        noise[:, : shape[0]] *= np.float32(0.2)
+        return noise
+    if kind == "offset":  # Huginn's q/k bias: N(0, 0.5), of the order of the q/k entries
+        noise *= np.float32(0.5)
+        return noise
     raise ValueError(kind)
 
 
@@ -304,6 +351,8 @@ def config_dict(spec):
         return llama_config_dict(spec)
     if spec.arch == "nanbeige":
         return nanbeige_config_dict(spec)
+    if spec.arch == "huginn":
+        return huginn_config_dict(spec)
     L = spec.num_layers
     return {
         "architectures": ["OuroForCausalLM"],
@@ -396,6 +445,41 @@ def nanbeige_config_dict(spec):
     return dict(sorted(d.items()))
 
 
+def huginn_config_dict(spec):
+    """Huginn-0125's config.json fields (RavenConfig; keys sorted). The initial state's std is
+    sqrt(2 / (5 n_embd)) scaled by sqrt(n_embd), as the released model derives it."""
+    H = spec.hidden_size
+    std = math.sqrt(2.0 / (5.0 * H))
+    return {
+        "architectures": ["RavenForCausalLM"],
+        "bias": False,
+        "block_size": spec.max_positions,
+        "effective_expected_depth": spec.prelude_layers + spec.coda_layers + spec.num_layers * spec.loops,
+        "init_values": {"embed_scale": math.sqrt(H), "embedding": std, "std": std,
+                        "out_proj": std / math.sqrt(2 * (spec.prelude_layers + spec.coda_layers +
+                                                         spec.num_layers * spec.loops))},
+        "injection_type": "linear",
+        "intermediate_size": spec.intermediate_size,
+        "mean_recurrence": spec.loops,
+        "model_type": "huginn_raven",
+        "n_embd": H,
+        "n_heads": spec.num_heads,
+        "n_layers": spec.prelude_layers + spec.num_layers + spec.coda_layers,
+        "n_layers_in_coda": spec.coda_layers,
+        "n_layers_in_prelude": spec.prelude_layers,
+        "n_layers_in_recurrent_block": spec.num_layers,
+        "norm_eps": float(spec.rms_norm_eps),
+        "num_key_value_heads": spec.num_heads,
+        "padded_vocab_size": spec.vocab_size,
+        "qk_bias": True,
+        "rope_base": float(spec.rope_theta),
+        "state_init": "like-init",
+        "tie_embeddings": True,
+        "torch_dtype": DTYPES[spec.dtype][1],
+        "vocab_size": spec.vocab_size,
+    }
+
+
 def _split_into_shards(entries, nbytes, n_shards):
     """Split name-sorted entries into n_shards contiguous, non-empty groups of similar byte size
     (HF fills shards in order up to a size limit; we aim for total/n per shard)."""
@@ -476,8 +560,8 @@ def main(argv=None):
     ap.add_argument("out_dir")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     ap.add_argument("--arch", choices=ARCHS, default=None,
-                    help="ouro (default), llama (default for the llama-* presets) or nanbeige "
-                         "(default for the nanbeige-* presets)")
+                    help="ouro (default), llama, nanbeige or huginn (each the default for its "
+                         "presets)")
     ap.add_argument("--tie-word-embeddings", action="store_true",
                     help="llama: no lm_head.weight, the head reuses embed_tokens")
     ap.add_argument("--rope-scaling", default=None,
@@ -489,7 +573,9 @@ def main(argv=None):
     ap.add_argument("--num-heads", type=int)
     ap.add_argument("--num-kv-heads", type=int)
     ap.add_argument("--head-dim", type=int)
-    ap.add_argument("--loops", type=int, help="total_ut_steps T")
+    ap.add_argument("--loops", type=int, help="total_ut_steps T (huginn: mean_recurrence)")
+    ap.add_argument("--prelude-layers", type=int, help="huginn: blocks before the recurrence")
+    ap.add_argument("--coda-layers", type=int, help="huginn: blocks after it")
     ap.add_argument("--max-positions", type=int)
     ap.add_argument("--rope-theta", type=float)
     ap.add_argument("--rms-norm-eps", type=float)
@@ -514,6 +600,7 @@ def main(argv=None):
             hidden_size=a.hidden_size, intermediate_size=a.intermediate_size,
             num_layers=a.num_layers, num_heads=a.num_heads, num_kv_heads=a.num_kv_heads,
             head_dim=a.head_dim, loops=a.loops, max_positions=a.max_positions,
+            prelude_layers=a.prelude_layers, coda_layers=a.coda_layers,
             rope_theta=a.rope_theta, rms_norm_eps=a.rms_norm_eps)
         files = make_model(a.out_dir, spec, shards=a.shards, verbose=a.verbose)
     except ValueError as e:

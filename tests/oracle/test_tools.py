@@ -685,5 +685,102 @@ class LlamaForwardTests(unittest.TestCase):
             np.testing.assert_array_equal(z[k], r[k], err_msg=k)
 
 
+class HuginnOracleTests(TempDirCase):
+    """tools/reference_huginn.py on make_model's huginn-tiny: its own invariants (the oracle for
+    rlt's Huginn support)."""
+
+    def setUp(self):
+        super().setUp()
+        import reference_huginn
+        self.rh = reference_huginn
+        self.dir = self.make("huginn", preset="huginn-tiny", seed=3)
+        self.model = reference_huginn.load_model(self.dir)
+        rng = np.random.default_rng(11)
+        self.states = {}
+
+        def init_state(position):
+            if position not in self.states:
+                self.states[position] = reference_huginn.truncated_normal_state(rng, self.model.cfg, 1)[0]
+            return self.states[position]
+        self.init_state = init_state
+
+    def test_checkpoint_layout(self):
+        with open(os.path.join(self.dir, "config.json")) as f:
+            cfg = json.load(f)
+        self.assertEqual((cfg["model_type"], cfg["architectures"]), ("huginn_raven", ["RavenForCausalLM"]))
+        self.assertEqual((cfg["n_layers_in_prelude"], cfg["n_layers_in_recurrent_block"], cfg["n_layers_in_coda"]),
+                         (1, 2, 1))
+        names = {n for n, _, _ in mm.tensor_specs(mm.ModelSpec(preset="huginn-tiny"))}
+        self.assertIn("transformer.core_block.1.attn.qk_bias", names)
+        self.assertNotIn("lm_head.weight", names)  # tied to wte
+        real = mm.tensor_specs(mm.ModelSpec(preset="huginn-0125"))
+        params = sum(int(np.prod(s)) for _, s, _ in real)
+        # 8 blocks of (Wqkv 3H^2 + qk bias 2H + proj H^2 + fc 2IH + proj IH + 4 norms), the
+        # adapter 2H^2, ln_f, the tied embedding.
+        H, I = 5280, 17920
+        self.assertEqual(params, 8 * (4 * H * H + 2 * H + 3 * I * H + 4 * H) + 2 * H * H + H + 65536 * H)
+        with self.assertRaises(ValueError):
+            self.rh.HuginnConfig(dict(cfg, qk_bias=False))
+        with self.assertRaises(ValueError):
+            self.rh.HuginnConfig(dict(cfg, tie_embeddings=False))
+
+    def test_initial_state_is_a_truncated_normal_of_std_sqrt_0_4(self):
+        s = self.rh.truncated_normal_state(np.random.default_rng(0), self.model.cfg, 4000)
+        std = math.sqrt(0.4)
+        self.assertAlmostEqual(self.model.cfg.state_std, std, places=12)
+        self.assertLessEqual(float(np.abs(s).max()), 3 * std)
+        # A normal cut at 3 sigma keeps 98.7 % of its variance.
+        self.assertAlmostEqual(float(s.std()), std * math.sqrt(0.9733), delta=0.01)
+
+    def test_adjacent_pair_rope_is_split_half_rope_on_permuted_rows(self):
+        # What lets an engine with split-half RoPE run Huginn: reorder each head's q/k rows
+        # (2i, 2i+1) -> (i, i + d/2); the scores are unchanged.
+        rng = np.random.default_rng(5)
+        d, heads, positions = 16, 3, np.array([0, 7, 300])
+        q, k = rng.standard_normal((3, heads, d)), rng.standard_normal((3, heads, d))
+        adjacent = np.einsum("qhd,khd->hqk", self.rh.rope_adjacent(q, positions, 5e4),
+                             self.rh.rope_adjacent(k, positions, 5e4))
+        perm = np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])
+        cos, sin = ro.rope_cos_sin(positions, d, 5e4)
+        half = [ro.apply_rope(x[..., perm], cos, sin) for x in (q, k)]
+        np.testing.assert_allclose(np.einsum("qhd,khd->hqk", *half), adjacent, rtol=1e-12, atol=1e-12)
+
+    def test_incremental_decode_equals_full_recompute(self):
+        prompt = [5, 9, 2, 250, 17]
+        res = self.rh.generate(self.model, prompt, 5, self.init_state)
+        self.assertEqual(res["exit_depths"].tolist(), [8] * 5)
+        # The whole sequence as one prompt, every token at full depth from the same initial
+        # states: the last position's logits are the last decode step's.
+        full = prompt + res["tokens"][:-1].tolist()
+        again = self.rh.generate(self.model, full, 1, self.init_state)
+        np.testing.assert_allclose(again["step_logits"][0], res["step_logits"][-1], rtol=1e-10, atol=1e-10)
+
+    def test_exit_criteria_stop_tokens_at_different_depths(self):
+        depths = {}
+        for criterion, threshold in (("latent-diff", 0.03), ("kl", 5e-4), ("entropy-diff", 1e-3),
+                                     ("argmax-stability", 2)):
+            self.states.clear()
+            res = self.rh.generate(self.model, [1, 2, 3, 4, 5], 10, self.init_state, criterion, threshold)
+            d = res["exit_depths"].tolist()
+            self.assertEqual(d[0], 8, "the prompt runs every step")
+            self.assertTrue(all(1 <= x <= 8 for x in d))
+            depths[criterion] = d[1:]
+        self.assertTrue(any(x < 8 for x in depths["latent-diff"]), depths)
+        self.assertGreater(len({x for d in depths.values() for x in d}), 1, depths)
+        with self.assertRaises(ValueError):
+            self.rh.generate(self.model, [1], 2, self.init_state, "perplexity")
+
+    def test_an_early_exit_token_lends_its_last_step_to_deeper_ones(self):
+        # A token that exited at step e is read, at deeper steps, at its step-e K/V; the cache
+        # raises rather than invent anything else.
+        cache = self.rh.KVCache()
+        k = np.ones((1, 4, 16))
+        cache.write(("core", 2, 0), [0], k, 2 * k)
+        keys, values = cache.read(("core", 5, 0), 1)
+        np.testing.assert_array_equal(values[0], 2 * k[0])
+        with self.assertRaises(ValueError):
+            cache.read(("core", 5, 1), 1)
+
+
 if __name__ == "__main__":
     unittest.main()
