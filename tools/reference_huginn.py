@@ -42,7 +42,8 @@ Exit criteria (decode tokens only; `criterion` of generate()), checked after eve
     argmax-stability  the argmax equal to the previous one `thr` times in a row (5)
     none              all R steps
 where p_t = softmax of the readout (ln_f, coda, ln_f, head) of s_t: every criterion but
-latent-diff computes the coda at every step; the token's coda K/V is that of its exit step.
+latent-diff and none computes the coda at every step; the token's coda K/V is that of its exit
+step.
 
 Usage:
     reference_huginn.py --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--criterion C]
@@ -89,7 +90,7 @@ class HuginnConfig:
         self.loops = int(d.get("mean_recurrence", 32))
         self.max_positions = int(d.get("block_size", 4096))
         for key, want in (("qk_bias", True), ("bias", False), ("tie_embeddings", True),
-                          ("injection_type", "linear")):
+                          ("injection_type", "linear"), ("test_time_noise", 0)):
             if d.get(key, want) != want:
                 raise ValueError(f"{key} must be {want!r} (the released model's), got {d.get(key)!r}")
         self.embed_scale = math.sqrt(self.hidden_size)
@@ -116,8 +117,27 @@ def expected_shapes(cfg):
     return shapes
 
 
-# Stored by some exports (the tied head, the RoPE table buffer); checked, never read.
+# Stored by some exports (the tied head, the RoPE table buffer): checked against what the model
+# computes (the head equal to wte; the table equal to cos/sin of the config's rope_base, which is
+# how a real checkpoint settles that base), never used.
 OPTIONAL = ("lm_head.weight", "freqs_cis")
+
+
+def check_optional(cfg, name, dtype, raw, weights):
+    values = raw_to_float64(dtype, raw) if dtype != "F64" else np.asarray(raw, dtype=np.float64)
+    if name == "lm_head.weight":
+        if values.shape != (cfg.vocab_size, cfg.hidden_size):
+            raise ValueError(f"lm_head.weight: shape {values.shape}, expected the embedding's")
+        weights["__lm_head"] = values  # compared with wte once both are read
+        return
+    # freqs_cis [1, positions, 1, d/2, 2]: (cos, sin) of position * rope_base^(-2i/d).
+    d = cfg.head_dim
+    table = values.reshape(-1, d // 2, 2)
+    inv_freq = 1.0 / np.power(cfg.rope_theta, np.arange(0, d, 2, dtype=np.float64) / d)
+    angle = np.arange(table.shape[0], dtype=np.float64)[:, None] * inv_freq[None, :]
+    want = np.stack([np.cos(angle), np.sin(angle)], axis=-1)
+    if not np.allclose(table, want, atol=1e-3):
+        raise ValueError(f"freqs_cis does not match RoPE with rope_base {cfg.rope_theta}")
 
 
 class HuginnModel:
@@ -140,15 +160,19 @@ def load_model(model_dir):
     for fname in files:
         for name, (dtype, raw) in read_safetensors(os.path.join(model_dir, fname)).items():
             if name in OPTIONAL:
+                check_optional(cfg, name, dtype, raw, weights)
                 continue
             if name not in expected:
                 raise ValueError(f"unexpected tensor {name}")
             if tuple(raw.shape) != expected[name]:
                 raise ValueError(f"{name}: shape {tuple(raw.shape)}, expected {expected[name]}")
             weights[name] = raw_to_float64(dtype, raw)
+    head = weights.pop("__lm_head", None)
     missing = sorted(set(expected) - set(weights))
     if missing:
         raise ValueError(f"missing tensors: {missing[:5]}")
+    if head is not None and not np.array_equal(head, weights["transformer.wte.weight"]):
+        raise ValueError("lm_head.weight differs from transformer.wte.weight (the head must be tied)")
     return HuginnModel(cfg, weights)
 
 

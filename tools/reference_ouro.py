@@ -29,8 +29,8 @@ Plain Llama (model_type "llama"; loaded by the same load_model):
     logits = lm_head(h)                      # embed_tokens when tie_word_embeddings
 RoPE as Ouro (split-half rotate_half) with HF rope_scaling "llama3" or "linear" applied to
 inv_freq (rope_inv_freq). There is no exit gate: gate-logit arrays keep their shapes ([T, P] and
-[N, T]) but hold NaN, step_exit_prob is NaN, and every exit depth is T. The exit arguments
-(threshold, min/max loops) are ignored for such a model.
+[N, T]) but hold NaN, step_exit_prob is NaN, and every decode token runs max_loops loops (default
+T; the threshold and min_loops are ignored for such a model).
 
 Nanbeige4.2 (model_type "nanbeige"): the Llama layers, the whole stack T = num_loops times:
     h = E[token]
@@ -158,6 +158,13 @@ class NanbeigeConfig(LlamaConfig):
     def __init__(self, d):
         if d.get("model_type") != "nanbeige":
             raise ValueError(f"model_type must be 'nanbeige', got {d.get('model_type')!r}")
+        for key in ("rms_norm_eps", "rope_theta"):  # no Llama defaults guessed
+            if d.get(key) is None:
+                raise ValueError(f"{key} is required")
+        if d.get("head_dim") is None and d.get("kv_channels") is not None:
+            d = dict(d, head_dim=d["kv_channels"])
+        if d.get("kv_channels") is not None and int(d["kv_channels"]) != int(d["head_dim"]):
+            raise ValueError("kv_channels must equal head_dim")
         super().__init__(dict(d, model_type="llama"))
         loops = d.get("num_loops", d.get("total_ut_steps"))
         if loops is None or int(loops) < 1:
@@ -167,8 +174,6 @@ class NanbeigeConfig(LlamaConfig):
         if d.get("skip_loop_final_norm", False):
             raise ValueError("skip_loop_final_norm must be false (model.norm after every loop)")
         self.loops = int(loops)
-        if d.get("head_dim") is None and d.get("kv_channels") is not None:
-            self.head_dim = int(d["kv_channels"])
 
 
 def check_rope_scaling(rs):
@@ -602,15 +607,15 @@ def generate(model, prompt_ids, max_tokens=0, exit_threshold=1.0, min_loops=2, m
     rule; its K/V is then finalized `last_exited` style. Returns a dict with the npz arrays
     (see module doc) plus "cache".
 
-    A model without an exit gate (Llama, Nanbeige) ignores exit_threshold/min_loops/max_loops:
-    every token runs all T loops (T = 1 for a Llama).
+    A model without an exit gate (Llama, Nanbeige) ignores exit_threshold and min_loops: every
+    decode token runs max_loops loops (default T; T = 1 for a Llama), the prompt all T.
     """
     cfg = model.cfg
     T, H, V = cfg.loops, cfg.hidden_size, cfg.vocab_size
-    if not cfg.has_gate:
-        exit_threshold, min_loops, max_loops = 1.0, T, T
     if max_loops is None:
         max_loops = T
+    if not cfg.has_gate:
+        exit_threshold, min_loops = 1.0, 1  # nothing to exit on: every token runs max_loops
     if not 1 <= min_loops <= max_loops <= T:
         raise ValueError(f"need 1 <= min_loops <= max_loops <= T = {T}")
     OuroExitState(exit_threshold, min_loops, max_loops)  # validates the threshold
@@ -647,9 +652,9 @@ def generate(model, prompt_ids, max_tokens=0, exit_threshold=1.0, min_loops=2, m
         for t in range(T):  # max_loops <= T guarantees an exit inside this loop
             h, g = run_loop(model, h, [pos], cache, t)
             step_gates[n, t] = g[0]
-            if cfg.has_gate and state.step(ouro_hazard(g[0])):
-                break  # without a gate every token runs all T loops
-        depth = state.loops if cfg.has_gate else T
+            if state.step(ouro_hazard(g[0]) if cfg.has_gate else 0.0):
+                break  # without a gate: at max_loops
+        depth = state.loops
         cache.finalize_last_exited(pos, depth)
         logits = lm_head(model, h[0])
         tokens[n] = int(np.argmax(logits))

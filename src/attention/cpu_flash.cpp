@@ -35,6 +35,7 @@ namespace rlt::attention::flash {
 constexpr int64_t kTile = 32;           // keys per online-softmax step
 constexpr int64_t kSplitTokens = 512;   // single-query contexts longer than this are split
 constexpr int64_t kQueryBlock = 4;      // packed-prefill query rows sharing each K/V load
+constexpr int64_t kFewRows = 8;         // a sequence with at most this many rows: one task per row
 
 struct Task {
   int64_t seq = 0;
@@ -286,19 +287,22 @@ class CpuFlashBackend final : public AttentionBackend {
           tasks_.push_back({s, k * flash::kSplitTokens, std::min(len, (k + 1) * flash::kSplitTokens), begin, end, splits++});
         }
       } else {
-        for (int64_t r = begin; r < end; r += flash::kQueryBlock) {
-          tasks_.push_back({s, 0, len, r, std::min(end, r + flash::kQueryBlock), -1});
-        }
+        // A few rows (a speculative verification's K + 1, decode rows of one sequence) go one
+        // task each, so that they spread over the threads; prefill chunks share each K/V load
+        // between kQueryBlock rows. Rows are independent inside a task: no result changes.
+        const int64_t block = end - begin <= flash::kFewRows ? 1 : flash::kQueryBlock;
+        for (int64_t r = begin; r < end; r += block) tasks_.push_back({s, 0, len, r, std::min(end, r + block), -1});
       }
     }
     const int64_t pair_stride = d + 2;
     const int64_t stride = p.num_q_heads * pair_stride;  // one split's partial states
     partials_.resize(static_cast<size_t>(splits * stride));
     scratch_.resize(static_cast<size_t>(omp_get_max_threads()));
-    // Small batches run on the calling thread: a parallel region costs more than it saves there.
+    // Small batches run on the calling thread: a parallel region (a few microseconds) costs more
+    // than it saves below ~2^18 multiply-adds of scores (~30 µs on one core).
     int64_t work = 0;
     for (int64_t s = 0; s < p.num_seqs; ++s) work += (p.seq_end(s) - p.seq_begin(s)) * int64_t{p.context_lengths[s]};
-    const bool parallel = work * p.num_q_heads * d >= (int64_t{1} << 20);
+    const bool parallel = tasks_.size() > 1 && work * p.num_q_heads * d >= (int64_t{1} << 18);
     HWY_DYNAMIC_DISPATCH(RunFlash)(p, tasks_, partials_.data(), stride, scratch_, parallel);
     // Merge split partial states in split order: exact log-sum-exp combination.
     for (const Merge& m : merges_) {

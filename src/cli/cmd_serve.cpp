@@ -104,9 +104,9 @@ void add_serve_command(CLI::App& app, int* exit_code) {
            if (!f.ok()) throw CLI::ValidationError("--reasoning-parser", f.status().message());
            s.reasoning_parser = *f;
          },
-         "Chat outputs of reasoning models: the <think> block goes to reasoning_content, the rest to content "
-         "(deepseek_r1: the output starts inside the block, as when the template opens it; qwen3: only when "
-         "the output opens it; none: off, the default)");
+         "Chat outputs of reasoning models: deepseek_r1 puts the <think> block (which the output starts in, "
+         "as when the template opens it) into reasoning_content and the rest into content; none (the "
+         "default): the text as generated");
   cmd->add_option("--max-requests", s.max_requests,
                   "Requests queued or running at once; more get 429 (0: 2 x --max-num-seqs within 64..4096)")
       ->capture_default_str()->check(CLI::Range(0, 4096));

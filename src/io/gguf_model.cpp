@@ -135,6 +135,26 @@ Result<int64_t> optional_int(const GgufFile& f, const std::string& key, int64_t 
   return *v;
 }
 
+// The loop keys llama.cpp's looped architectures share: `num_loops` (the passes over the
+// block_count physical layers) and `skip_loop_final_norm` (only false: output_norm after every
+// loop, as Ouro and the released Nanbeige4.2 compute).
+Result<int64_t> loop_count(const GgufFile& f, const std::string& p, bool required) {
+  int64_t loops = 1;
+  if (required) {
+    RLT_ASSIGN_OR_RETURN(loops, required_int(f, p + "num_loops"));
+  } else {
+    RLT_ASSIGN_OR_RETURN(loops, optional_int(f, p + "num_loops", 1));
+  }
+  RLT_ASSIGN_OR_RETURN(auto skip, f.get_bool(p + "skip_loop_final_norm"));
+  if (skip && *skip) {
+    return unimplemented(fmt::format(
+        "{}: {}skip_loop_final_norm = true (no norm between loops) is not supported: rlt applies "
+        "output_norm after every loop, as Ouro and the released Nanbeige4.2 checkpoints do",
+        f.path(), p));
+  }
+  return loops;
+}
+
 Status token_id(const GgufFile& f, const std::string& key, int64_t vocab,
                 std::optional<int64_t>* out) {
   RLT_ASSIGN_OR_RETURN(auto v, f.get_int(key));
@@ -290,13 +310,7 @@ Result<GgufModelInfo> read_gguf_model_info(const GgufFile& f) {
   if (ouro) {
     if (c.tie_word_embeddings)
       info.notes.push_back("no output.weight: the lm head is tied to the embedding");
-    RLT_ASSIGN_OR_RETURN(c.total_ut_steps, optional_int(f, p + "num_loops", 1));
-    RLT_ASSIGN_OR_RETURN(auto skip, f.get_bool(p + "skip_loop_final_norm"));
-    if (skip && *skip)
-      return unimplemented(
-          fmt::format("{}: {}skip_loop_final_norm = true (no norm between loops) is not how Ouro "
-                      "computes",
-                      path, p));
+    RLT_ASSIGN_OR_RETURN(c.total_ut_steps, loop_count(f, p, /*required=*/false));
     RLT_ASSIGN_OR_RETURN(auto threshold, f.get_float(p + "early_exit_threshold"));
     c.early_exit_threshold = threshold.value_or(1.0);
     if (c.early_exit_threshold < 0 || c.early_exit_threshold > 1)
@@ -310,13 +324,8 @@ Result<GgufModelInfo> read_gguf_model_info(const GgufFile& f) {
           c.total_ut_steps));
     }
   } else if (architecture == Architecture::kNanbeige) {
-    RLT_ASSIGN_OR_RETURN(c.total_ut_steps, optional_int(f, p + "num_loops", 1));
-    RLT_ASSIGN_OR_RETURN(auto skip, f.get_bool(p + "skip_loop_final_norm"));
-    if (skip && *skip)
-      return unimplemented(fmt::format(
-          "{}: {}skip_loop_final_norm = true (no norm between loops) is not supported: rlt applies "
-          "output_norm after every loop, as the released Nanbeige4.2 checkpoints do",
-          path, p));
+    // Without num_loops a Nanbeige file would silently run its stack once.
+    RLT_ASSIGN_OR_RETURN(c.total_ut_steps, loop_count(f, p, /*required=*/true));
     c.exit_gate = false;
   } else {
     c.total_ut_steps = 1;

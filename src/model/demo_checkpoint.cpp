@@ -213,73 +213,76 @@ Status write_json(const fs::path& path, const ordered_json& j) {
 
 }  // namespace
 
+namespace {
+
+// Uniform in ±sqrt(3 / fan_in) has variance 1 / fan_in: unit-variance outputs.
+RandomCheckpointShape unit_variance(RandomCheckpointShape s) {
+  s.projection = s.head = std::sqrt(3.0 / static_cast<double>(s.hidden));
+  return s;
+}
+
+RandomCheckpointShape ouro_released(int64_t layers) {
+  return unit_variance({.vocab = 49152,
+                        .hidden = 2048,
+                        .intermediate = 5632,
+                        .layers = layers,
+                        .heads = 16,
+                        .kv_heads = 16,
+                        .head_dim = 128,
+                        .loops = 4,
+                        .max_positions = 65536});
+}
+
+}  // namespace
+
 const std::vector<RandomCheckpointPreset>& random_checkpoint_presets() {
   static const std::vector<RandomCheckpointPreset> kPresets = {
-      {"demo", "the embedded default model (Ouro, 4 loops, byte-level tokenizer)"},
-      {"ouro-1.4b", "Ouro-1.4B's shape: 24 layers x 4 loops, hidden 2048"},
-      {"ouro-2.6b", "Ouro-2.6B's shape: 48 layers x 4 loops, hidden 2048"},
-      {"nanbeige-tiny", "a small Nanbeige (3 layers x 2 loops, GQA 6:2, byte-level tokenizer)"},
-      {"nanbeige-4.2-3b", "Nanbeige4.2-3B's shape: 22 layers x 2 loops, hidden 3072, GQA 48:8"},
+      {"demo", "the embedded default model (Ouro, 4 loops, byte-level tokenizer)", kDemoShape},
+      {"ouro-1.4b", "Ouro-1.4B's shape: 24 layers x 4 loops, hidden 2048", ouro_released(24)},
+      {"ouro-2.6b", "Ouro-2.6B's shape: 48 layers x 4 loops, hidden 2048", ouro_released(48)},
+      // Query heads wider than the hidden size (6 x 48 = 288 > 192), as Nanbeige4.2's 48 x 128 >
+      // 3072; the demo's vocabulary, so its tokenizer applies.
+      {"nanbeige-tiny", "a small Nanbeige (3 layers x 2 loops, GQA 6:2, byte-level tokenizer)",
+       {.architecture = io::Architecture::kNanbeige,
+        .vocab = kDemoShape.vocab,
+        .hidden = 192,
+        .intermediate = 512,
+        .layers = 3,
+        .heads = 6,
+        .kv_heads = 2,
+        .head_dim = 48,
+        .loops = 2,
+        .max_positions = 4096,
+        .rope_theta = 7e7,
+        .rms_norm_eps = 1e-5,
+        .eos_token_id = 2,
+        .seed = 20261205,
+        .byte_tokenizer = true}},
+      {"nanbeige-4.2-3b", "Nanbeige4.2-3B's shape: 22 layers x 2 loops, hidden 3072, GQA 48:8",
+       unit_variance({.architecture = io::Architecture::kNanbeige,
+                      .vocab = 166144,
+                      .hidden = 3072,
+                      .intermediate = 10752,
+                      .layers = 22,
+                      .heads = 48,
+                      .kv_heads = 8,
+                      .head_dim = 128,
+                      .loops = 2,
+                      .max_positions = 262144,
+                      .rope_theta = 7e7,
+                      .rms_norm_eps = 1e-5,
+                      .bos_token_id = 166100,
+                      .eos_token_id = 166101})},
   };
   return kPresets;
 }
 
 Result<RandomCheckpointShape> random_checkpoint_preset(const std::string& name) {
-  if (name == "demo") return kDemoShape;
-  // Uniform in ±sqrt(3 / fan_in) has variance 1 / fan_in: unit-variance outputs.
-  auto unit_variance = [](RandomCheckpointShape s) {
-    s.projection = s.head = std::sqrt(3.0 / static_cast<double>(s.hidden));
-    return s;
-  };
-  if (name == "ouro-1.4b" || name == "ouro-2.6b") {
-    return unit_variance({.vocab = 49152,
-                          .hidden = 2048,
-                          .intermediate = 5632,
-                          .layers = name == "ouro-1.4b" ? 24 : 48,
-                          .heads = 16,
-                          .kv_heads = 16,
-                          .head_dim = 128,
-                          .loops = 4,
-                          .max_positions = 65536});
-  }
-  if (name == "nanbeige-4.2-3b") {
-    return unit_variance({.architecture = io::Architecture::kNanbeige,
-                          .vocab = 166144,
-                          .hidden = 3072,
-                          .intermediate = 10752,
-                          .layers = 22,
-                          .heads = 48,
-                          .kv_heads = 8,
-                          .head_dim = 128,
-                          .loops = 2,
-                          .max_positions = 262144,
-                          .rope_theta = 7e7,
-                          .rms_norm_eps = 1e-5,
-                          .bos_token_id = 166100,
-                          .eos_token_id = 166101});
-  }
-  if (name == "nanbeige-tiny") {
-    // Query heads wider than the hidden size (6 x 48 = 288 > 192), as Nanbeige4.2's 48 x 128 >
-    // 3072; the demo's vocabulary, so its tokenizer applies.
-    return RandomCheckpointShape{.architecture = io::Architecture::kNanbeige,
-                                 .vocab = kDemoShape.vocab,
-                                 .hidden = 192,
-                                 .intermediate = 512,
-                                 .layers = 3,
-                                 .heads = 6,
-                                 .kv_heads = 2,
-                                 .head_dim = 48,
-                                 .loops = 2,
-                                 .max_positions = 4096,
-                                 .rope_theta = 7e7,
-                                 .rms_norm_eps = 1e-5,
-                                 .eos_token_id = 2,
-                                 .seed = 20261205,
-                                 .byte_tokenizer = true};
-  }
   std::string names;
-  for (const RandomCheckpointPreset& p : random_checkpoint_presets())
+  for (const RandomCheckpointPreset& p : random_checkpoint_presets()) {
+    if (name == p.name) return p.shape;
     names += (names.empty() ? "" : ", ") + std::string(p.name);
+  }
   return invalid_argument(fmt::format("unknown checkpoint preset '{}': expected one of {}", name, names));
 }
 

@@ -61,7 +61,7 @@ ModelCapabilities model_capabilities(const io::ModelConfig& c) {
       loops > 1 ? "" : "self drafts run fewer loops than the model, which runs one");
   add(ModelFeature::kGguf, true,
       c.architecture == io::Architecture::kOuro
-          ? "rlt's own ouro GGUF keeps the exit gate; llama.cpp runs no ouro architecture"
+          ? "rlt's own ouro GGUF keeps the exit gate; llama.cpp's converter drops it"
           : fmt::format("llama.cpp's {} architecture", caps.architecture));
   return caps;
 }

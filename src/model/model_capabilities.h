@@ -43,7 +43,10 @@ struct ModelCapabilities {
 ModelCapabilities model_capabilities(const io::ModelConfig& config);
 
 // The engine-wide settings of `config` that need a feature the model lacks, refused with the
-// reason and what to change (per-request fields are checked where requests arrive).
+// reason and what to change. Per request, a model without adaptive exit ignores exit thresholds
+// (every token runs to its max_loops): clients send them to any model. A request's speculation is
+// the scheduler's to check (refused with the reason when the request asks for it, plain decoding
+// when it comes from the engine's default).
 Status check_model_capabilities(const ModelCapabilities& caps, const EngineConfig& config);
 
 }  // namespace rlt::model

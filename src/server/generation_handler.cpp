@@ -242,7 +242,12 @@ void handle_generation(ServingState& s, Endpoint endpoint, const httplib::Reques
   meta.copies = request.copies();
   meta.include_usage = request.include_usage;
   meta.tool_calls = request.tools.active();
-  if (endpoint == Endpoint::kChat) meta.reasoning = s.options.reasoning_parser;
+  // A constrained output (structured output, a forced tool call) has no reasoning phase: the
+  // grammar holds from its first token, so it is all answer.
+  const bool constrained = request.params.structured_outputs.has_value() ||
+                           request.tools.choice == ToolRequest::Choice::kRequired ||
+                           request.tools.choice == ToolRequest::Choice::kNamed;
+  if (endpoint == Endpoint::kChat && !constrained) meta.reasoning = s.options.reasoning_parser;
   if (request.stream) return respond_streaming(s, std::move(session), meta, model, res);
   respond_blocking(*session, meta, model, res);
 }

@@ -273,8 +273,10 @@ Status Server::run() {
   s.ready.store(true, std::memory_order_release);
   s.metrics.set_state(true, false);
   log_info(fmt::format(
-      "ready: serving '{}' on port {} (up to {} requests in flight, {} connection threads)",
-      s.model->name, impl_->port, s.options.max_requests, s.options.resolved_http_threads()));
+      "ready: serving '{}' on port {} (up to {} requests in flight, {} connection threads; reasoning parser "
+      "{})",
+      s.model->name, impl_->port, s.options.max_requests, s.options.resolved_http_threads(),
+      reasoning_format_name(s.options.reasoning_parser)));
   {
     std::unique_lock lock(impl_->mutex);
     impl_->cv.wait(lock, [&] { return impl_->shutdown_requests > 0; });

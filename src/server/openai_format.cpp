@@ -157,7 +157,7 @@ json chat_message(const ResponseMeta& meta, const std::string& whole, std::strin
   }
   ParsedOutput parsed = parse_tool_calls(text);
   if (parsed.calls.empty()) {
-    message["content"] = parsed.content;
+    message["content"] = reasoned && parsed.content.empty() ? json() : json(parsed.content);
     return message;
   }
   json calls = json::array();

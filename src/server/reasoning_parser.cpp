@@ -19,9 +19,8 @@ size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
 Result<ReasoningFormat> parse_reasoning_format(std::string_view name) {
   if (name == "none" || name.empty()) return ReasoningFormat::kNone;
   if (name == "deepseek_r1") return ReasoningFormat::kDeepSeekR1;
-  if (name == "qwen3") return ReasoningFormat::kQwen3;
   return invalid_argument(
-      fmt::format("unknown reasoning parser '{}' (accepted: none, deepseek_r1, qwen3)", name));
+      fmt::format("unknown reasoning parser '{}' (accepted: none, deepseek_r1)", name));
 }
 
 const char* reasoning_format_name(ReasoningFormat f) {
@@ -30,25 +29,23 @@ const char* reasoning_format_name(ReasoningFormat f) {
       return "none";
     case ReasoningFormat::kDeepSeekR1:
       return "deepseek_r1";
-    case ReasoningFormat::kQwen3:
-      return "qwen3";
   }
   return "?";
 }
 
 ReasoningSplitter::ReasoningSplitter(ReasoningFormat format)
-    : format_(format), state_(format == ReasoningFormat::kNone ? State::kContent : State::kStart) {}
+    : state_(format == ReasoningFormat::kNone ? State::kContent : State::kStart) {}
 
 ReasoningSplitter::Delta ReasoningSplitter::push(std::string_view text, bool last) {
   Delta out;
   pending_.append(text);
   if (state_ == State::kStart) {
-    // Undecided until the output shows whether it opens with <think> (or cannot any more).
+    // A leading <think> is dropped: undecided until the output shows whether it opens with one.
     if (pending_.size() < kOpen.size() && kOpen.substr(0, pending_.size()) == pending_ && !last)
       return out;
     const bool opens = pending_.compare(0, kOpen.size(), kOpen) == 0;
     if (opens) pending_.erase(0, kOpen.size());
-    state_ = opens || format_ == ReasoningFormat::kDeepSeekR1 ? State::kReasoning : State::kContent;
+    state_ = State::kReasoning;
   }
   if (state_ == State::kReasoning) {
     reasoned_ = true;

@@ -1,13 +1,10 @@
-// Reasoning models (Ouro-Thinking, Nanbeige4, DeepSeek-R1, Qwen3) think in a <think> ... </think>
-// block before they answer. With `rlt serve --reasoning-parser`, a chat output is split there, as
-// vLLM's parsers of the same names split it: the thinking goes to the message's
-// `reasoning_content` (streamed as `delta.reasoning_content`), the answer to `content` (where tool
-// calls are then parsed).
-//
-//   deepseek_r1  the output starts inside the block (the chat template opened it; a leading
-//                <think> is dropped): reasoning until </think>, all reasoning if it never closes
-//   qwen3        reasoning only when the output opens the block itself with <think>; without
-//                it, everything is content
+// Reasoning models (Ouro-Thinking, Nanbeige4, DeepSeek-R1, Qwen3 thinking) think in a
+// <think> ... </think> block before they answer. With `rlt serve --reasoning-parser deepseek_r1`
+// a chat output is split there as vLLM's parser of that name splits it: the thinking goes to the
+// message's `reasoning_content` (streamed as `delta.reasoning_content`), the answer to `content`
+// (where tool calls are then parsed). The output starts inside the block (the chat template opens
+// it; a leading <think> is dropped all the same): reasoning until the first </think>, all
+// reasoning if the block never closes.
 //
 // Fed piece by piece (streaming) or whole: a tag split across pieces is held back until it can be
 // told apart from text, so the concatenated deltas equal the whole-text split.
@@ -20,9 +17,9 @@
 
 namespace rlt::server {
 
-enum class ReasoningFormat { kNone, kDeepSeekR1, kQwen3 };
+enum class ReasoningFormat { kNone, kDeepSeekR1 };
 
-// "none", "deepseek_r1", "qwen3".
+// "none", "deepseek_r1".
 Result<ReasoningFormat> parse_reasoning_format(std::string_view name);
 const char* reasoning_format_name(ReasoningFormat f);
 
@@ -41,7 +38,6 @@ class ReasoningSplitter {
 
  private:
   enum class State { kStart, kReasoning, kContent };
-  ReasoningFormat format_;
   State state_;
   std::string pending_;  // text whose place is not decided yet (a possible partial tag)
   bool reasoned_ = false;

@@ -72,6 +72,10 @@ TEST(GgufModel, ReadsNanbeigeAsALoopedLlama) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("skip_loop_final_norm = true"), std::string::npos)
       << refused.status().to_string();
+  auto no_loops = read_gguf_model_info(*open_bytes(testing::tiny_gguf({.nanbeige = true, .loops = false})));
+  ASSERT_FALSE(no_loops.ok());
+  EXPECT_NE(no_loops.status().message().find("'nanbeige.num_loops' is required"), std::string::npos)
+      << no_loops.status().to_string();
 }
 
 TEST(GgufModel, TensorsBindUnderTheirHuggingFaceNames) {

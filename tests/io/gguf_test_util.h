@@ -20,6 +20,7 @@ struct TinyGguf {
   bool ouro = false;
   bool nanbeige = false;  // llama.cpp's nanbeige: llama tensors, nanbeige.num_loops = 2
   bool skip_loop_final_norm = false;  // nanbeige only
+  bool loops = true;                  // nanbeige only: write nanbeige.num_loops
   bool exit_gate = false;  // ouro only: rlt's exit_gate tensors
   bool tied = true;        // no output.weight
   int64_t hidden = 32, heads = 2, kv_heads = 1, intermediate = 64, layers = 1, vocab = 32;
@@ -68,7 +69,7 @@ inline GgufWriter tiny_gguf_writer(const TinyGguf& m, uint32_t seed = 7) {
   w.add_u32(arch + ".rope.dimension_count", static_cast<uint32_t>(m.hidden / m.heads));
   if (m.ouro) w.add_u32("ouro.num_loops", 3);
   if (m.nanbeige) {
-    w.add_u32("nanbeige.num_loops", 2);
+    if (m.loops) w.add_u32("nanbeige.num_loops", 2);
     w.add_bool("nanbeige.skip_loop_final_norm", m.skip_loop_final_norm);
   }
   // A byte-pair vocabulary: two specials, the letters, the space marker, two merges, padding.

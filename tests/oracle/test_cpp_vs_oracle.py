@@ -99,11 +99,13 @@ class OracleHarness(unittest.TestCase):
         T, H = spec.loops, spec.hidden_size
         has_gate = spec.has_gate
         if not has_gate:
-            # No exit gate: every token runs all T loops, no gate logits anywhere.
+            # No exit gate: the prompt runs all T loops, every decode token max_loops, no gate
+            # logits anywhere.
             threshold = 1.0
             for n, step in enumerate(steps):
                 self.assertEqual(step["gate_logits"], [], f"{name}: gate logits of gateless step {n}")
-            self.assertEqual(list(result["exit_depths"]), [T] * max_tokens, f"{name}: exit depths")
+            self.assertEqual(list(result["exit_depths"]), ([T] + [max_loops] * (max_tokens - 1))[:max_tokens],
+                             f"{name}: exit depths")
         # Prefill: every loop's hidden state and gate logit for every prompt position.
         prefill = steps[0]
         self.assertEqual(len(prefill["hidden"]), T)
@@ -230,6 +232,12 @@ class CppMatchesNumpyOracle(OracleHarness):
     def test_nanbeige_three_loops_bf16_default_flags(self):
         spec = make_model.ModelSpec("nanbeige-tiny", dtype="bf16", seed=32, loops=3)
         self.check_case("nanbeige_three_loops", spec, 17, 8, 1.0, exit_flags=False, shards=2)
+
+    def test_nanbeige_decode_at_fewer_loops(self):
+        # max_loops below num_loops: decode tokens run one of the three loops (a fixed shallower
+        # depth), reading the prompt's loop-1 K/V.
+        spec = make_model.ModelSpec("nanbeige-tiny", dtype="f32", seed=34, loops=3)
+        self.check_case("nanbeige_max_loops_1", spec, 11, 6, 1.0, min_loops=1, max_loops=1)
 
     def test_nanbeige_tied_odd_sizes(self):
         spec = make_model.ModelSpec("nanbeige-tiny", dtype="f32", seed=33, hidden_size=40,

@@ -729,8 +729,9 @@ class HuginnOracleTests(TempDirCase):
         std = math.sqrt(0.4)
         self.assertAlmostEqual(self.model.cfg.state_std, std, places=12)
         self.assertLessEqual(float(np.abs(s).max()), 3 * std)
-        # A normal cut at 3 sigma keeps 98.7 % of its variance.
-        self.assertAlmostEqual(float(s.std()), std * math.sqrt(0.9733), delta=0.01)
+        # A normal cut at 3 sigma keeps 97.3 % of its variance (98.7 % of its std); the
+        # uncut normal's std is 0.0085 above, well outside this bound (sampling error ~0.001).
+        self.assertAlmostEqual(float(s.std()), std * math.sqrt(0.9733), delta=0.003)
 
     def test_adjacent_pair_rope_is_split_half_rope_on_permuted_rows(self):
         # What lets an engine with split-half RoPE run Huginn: reorder each head's q/k rows
@@ -756,30 +757,50 @@ class HuginnOracleTests(TempDirCase):
         np.testing.assert_allclose(again["step_logits"][0], res["step_logits"][-1], rtol=1e-10, atol=1e-10)
 
     def test_exit_criteria_stop_tokens_at_different_depths(self):
-        depths = {}
         for criterion, threshold in (("latent-diff", 0.03), ("kl", 5e-4), ("entropy-diff", 1e-3),
-                                     ("argmax-stability", 2)):
+                                     ("argmax-stability", 2), ("minp-kl", 1e-4)):
             self.states.clear()
-            res = self.rh.generate(self.model, [1, 2, 3, 4, 5], 10, self.init_state, criterion, threshold)
+            res = self.rh.generate(self.model, [1, 2, 3, 4, 5], 12, self.init_state, criterion, threshold)
             d = res["exit_depths"].tolist()
             self.assertEqual(d[0], 8, "the prompt runs every step")
-            self.assertTrue(all(1 <= x <= 8 for x in d))
-            depths[criterion] = d[1:]
-        self.assertTrue(any(x < 8 for x in depths["latent-diff"]), depths)
-        self.assertGreater(len({x for d in depths.values() for x in d}), 1, depths)
+            self.assertTrue(all(1 <= x <= 8 for x in d), (criterion, d))
+            self.assertTrue(any(x < 8 for x in d[1:]), (criterion, d))
+            self.assertGreater(len(set(d[1:])), 1, (criterion, d))
         with self.assertRaises(ValueError):
             self.rh.generate(self.model, [1], 2, self.init_state, "perplexity")
 
     def test_an_early_exit_token_lends_its_last_step_to_deeper_ones(self):
-        # A token that exited at step e is read, at deeper steps, at its step-e K/V; the cache
-        # raises rather than invent anything else.
+        # A token that exited at step e is read, at deeper steps, at its step-e K/V (not an
+        # earlier one); the cache raises rather than invent anything else.
         cache = self.rh.KVCache()
         k = np.ones((1, 4, 16))
-        cache.write(("core", 2, 0), [0], k, 2 * k)
+        for step in range(3):
+            cache.write(("core", step, 0), [0], (step + 1) * k, (step + 10) * k)
         keys, values = cache.read(("core", 5, 0), 1)
-        np.testing.assert_array_equal(values[0], 2 * k[0])
+        np.testing.assert_array_equal(keys[0], 3 * k[0])
+        np.testing.assert_array_equal(values[0], 12 * k[0])
+        keys, _ = cache.read(("core", 1, 0), 1)
+        np.testing.assert_array_equal(keys[0], 2 * k[0])
         with self.assertRaises(ValueError):
             cache.read(("core", 5, 1), 1)
+
+    def test_stored_head_and_rope_table_are_checked(self):
+        from safetensors_io import read_safetensors, write_safetensors
+        path = os.path.join(self.dir, "model.safetensors")
+        # Copies: the file is rewritten below, under the mapping read_safetensors returns.
+        tensors = {n: (dt, np.array(v)) for n, (dt, v) in read_safetensors(path).items()}
+        wte = tensors["transformer.wte.weight"]
+        H, d, base = 64, 16, 5e4
+        inv = 1.0 / np.power(base, np.arange(0, d, 2) / d)
+        angle = np.arange(512)[:, None] * inv[None, :]
+        table = np.stack([np.cos(angle), np.sin(angle)], -1).reshape(1, 512, 1, d // 2, 2).astype(np.float32)
+        extra = dict(tensors, **{"lm_head.weight": wte, "freqs_cis": ("F32", table)})
+        write_safetensors(path, extra)
+        self.rh.load_model(self.dir)  # consistent: loads
+        bad = dict(extra, **{"freqs_cis": ("F32", table * 0.5)})
+        write_safetensors(path, bad)
+        with self.assertRaises(ValueError):
+            self.rh.load_model(self.dir)
 
 
 if __name__ == "__main__":

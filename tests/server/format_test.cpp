@@ -79,6 +79,44 @@ TEST(OpenAIFormat, ChunksCarryRoleFinishUsageAndExtensions) {
   EXPECT_EQ(lp["top_logprobs"][0]["B"], -1.0);
 }
 
+// A chat choice's text with --reasoning-parser deepseek_r1: thinking to reasoning_content, the
+// rest to content (null when empty), tool calls from the content only.
+TEST(OpenAIFormat, ReasoningIsSplitOffBeforeToolCalls) {
+  auto response = [](const std::string& text, bool tools, ReasoningFormat reasoning) {
+    ResponseMeta meta;
+    meta.endpoint = Endpoint::kChat;
+    meta.tool_calls = tools;
+    meta.reasoning = reasoning;
+    std::vector<ChoiceDecoder> choices;
+    choices.emplace_back(std::vector<std::string>{});
+    TokenBatch b;
+    b.tokens = {68};
+    b.exit_depths = {4};
+    b.texts = {text};
+    b.finished = true;
+    b.finish_reason = "stop";
+    choices.back().consume(b);
+    return final_response(meta, choices, demo_tokenizer())["choices"][0];
+  };
+  const auto r = ReasoningFormat::kDeepSeekR1;
+  json c = response("Two and two.</think>\n\nFour.", false, r);
+  EXPECT_EQ(c["message"]["reasoning_content"], "Two and two.");
+  EXPECT_EQ(c["message"]["content"], "\n\nFour.");
+  c = response("Still thinking", false, r);
+  EXPECT_EQ(c["message"]["reasoning_content"], "Still thinking");
+  EXPECT_TRUE(c["message"]["content"].is_null());
+  c = response("Hmm</think><tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", true, r);
+  EXPECT_EQ(c["message"]["reasoning_content"], "Hmm");
+  ASSERT_EQ(c["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(c["finish_reason"], "tool_calls");
+  c = response("Hmm, no call", true, r);
+  EXPECT_TRUE(c["message"]["content"].is_null());
+  c = response("a</think>b", false, ReasoningFormat::kNone);
+  EXPECT_FALSE(c["message"].contains("reasoning_content"));
+  EXPECT_EQ(c["message"]["content"], "a</think>b");
+}
+
 TEST(Metrics, PrometheusTextHasEveryFamily) {
   Metrics m;
   m.count_http("/v1/completions", 200);

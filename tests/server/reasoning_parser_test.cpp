@@ -1,5 +1,5 @@
 // The reasoning splitter: <think> ... </think> to reasoning, the rest to content, in vLLM's
-// deepseek_r1 and qwen3 conventions; any split of the output into pieces gives the same result.
+// deepseek_r1 convention; any split of the output into pieces gives the same result.
 #include "server/reasoning_parser.h"
 
 #include <gtest/gtest.h>
@@ -18,18 +18,14 @@ struct Case {
 TEST(ReasoningSplitter, SplitsAtTheThinkBlock) {
   using F = ReasoningFormat;
   const Case cases[] = {
-      // deepseek_r1: the template opened the block; a leading <think> is dropped all the same.
+      // The template opened the block; a leading <think> is dropped all the same.
       {F::kDeepSeekR1, "Let me see.</think>\n\nParis.", "Let me see.", "\n\nParis.", true},
       {F::kDeepSeekR1, "<think>Hmm</think>Yes", "Hmm", "Yes", true},
       {F::kDeepSeekR1, "never closes", "never closes", "", true},
       {F::kDeepSeekR1, "</think>", "", "", true},
       {F::kDeepSeekR1, "a</think>b</think>c", "a", "b</think>c", true},
+      {F::kDeepSeekR1, "<th", "<th", "", true},
       {F::kDeepSeekR1, "", "", "", true},
-      // qwen3: reasoning only when the output opens the block.
-      {F::kQwen3, "<think>Hmm</think>Yes", "Hmm", "Yes", true},
-      {F::kQwen3, "Plain answer</think>", "", "Plain answer</think>", false},
-      {F::kQwen3, "<thin", "", "<thin", false},
-      {F::kQwen3, "<think>open", "open", "", true},
       // off: everything is content.
       {F::kNone, "<think>x</think>y", "", "<think>x</think>y", false},
   };
@@ -48,7 +44,7 @@ TEST(ReasoningSplitter, AnySplitIntoPiecesGivesTheWholeTextSplit) {
                                "thinking </thin k> still</think>done", "<th", "</think>",
                                "<think></think>"};
   std::mt19937 rng(7);
-  for (ReasoningFormat f : {ReasoningFormat::kDeepSeekR1, ReasoningFormat::kQwen3}) {
+  for (ReasoningFormat f : {ReasoningFormat::kDeepSeekR1, ReasoningFormat::kNone}) {
     for (const std::string& text : texts) {
       const ReasoningSplitter::Delta whole = split_reasoning(f, text);
       for (int trial = 0; trial < 200; ++trial) {
@@ -73,11 +69,10 @@ TEST(ReasoningSplitter, AnySplitIntoPiecesGivesTheWholeTextSplit) {
 
 TEST(ReasoningSplitter, NamesAreVllms) {
   EXPECT_EQ(*parse_reasoning_format("deepseek_r1"), ReasoningFormat::kDeepSeekR1);
-  EXPECT_EQ(*parse_reasoning_format("qwen3"), ReasoningFormat::kQwen3);
   EXPECT_EQ(*parse_reasoning_format("none"), ReasoningFormat::kNone);
-  auto bad = parse_reasoning_format("granite");
+  auto bad = parse_reasoning_format("qwen3");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("accepted: none, deepseek_r1, qwen3"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("accepted: none, deepseek_r1"), std::string::npos);
 }
 
 }  // namespace

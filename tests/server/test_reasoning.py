@@ -1,9 +1,8 @@
-"""`rlt serve --reasoning-parser`: a chat output's <think> block becomes `reasoning_content`, the
-rest `content`, streamed and not, as vLLM's parsers of the same names split it.
+"""`rlt serve --reasoning-parser deepseek_r1`: a chat output's <think> block becomes
+`reasoning_content`, the rest `content`, streamed and not, as vLLM's parser of that name splits it.
 
-The demo model has random weights, so its output is forced with a regular expression (structured
-output) to a thinking model's shape: reasoning, `</think>`, an answer (the demo's ChatML template
-does not open the block, as an R1-style template would: the deepseek_r1 convention).
+The demo model has random weights: its output never closes a block, so it is all reasoning (the
+split at a `</think>` is unit-tested in rlt_server_tests). Constrained outputs are never split.
 """
 import unittest
 
@@ -11,7 +10,7 @@ import openai
 
 from serve_util import MODEL, CacheDir, Server
 
-THOUGHT = "First, 2 and 2.</think>\n\nFour."
+MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]
 
 
 class ReasoningParser(unittest.TestCase):
@@ -27,39 +26,35 @@ class ReasoningParser(unittest.TestCase):
         cls.cache.cleanup()
         assert code == 0, f"rlt serve exited with {code}"
 
-    def forced(self, text, **kw):
-        regex = "".join("\\" + c if c in ".+*?()[]{}|^$\\" else c for c in text)
-        return self.client.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "What is 2 + 2?"}], temperature=0, max_tokens=64,
-            extra_body={"structured_outputs": {"regex": regex}}, **kw)
+    def chat(self, **kw):
+        return self.client.chat.completions.create(model=MODEL, messages=MESSAGES, temperature=0, max_tokens=12, **kw)
 
-    def test_reasoning_and_content_are_split(self):
-        r = self.forced(THOUGHT)
-        message = r.choices[0].message
-        self.assertEqual(message.reasoning_content, "First, 2 and 2.")
-        self.assertEqual(message.content, "\n\nFour.")
-        self.assertEqual(r.choices[0].finish_reason, "stop")
-
-    def test_streamed_deltas_add_up_to_the_same_split(self):
-        reasoning, content = "", ""
-        for chunk in self.forced(THOUGHT, stream=True):
-            if not chunk.choices:
-                continue
-            delta = chunk.choices[0].delta
-            reasoning += getattr(delta, "reasoning_content", None) or ""
-            content += delta.content or ""
-        self.assertEqual(reasoning, "First, 2 and 2.")
-        self.assertEqual(content, "\n\nFour.")
-
-    def test_output_that_never_leaves_the_block_has_null_content(self):
-        message = self.forced("Still thinking").choices[0].message
-        self.assertEqual(message.reasoning_content, "Still thinking")
+    def test_an_unclosed_block_is_all_reasoning_streamed_or_not(self):
+        message = self.chat().choices[0].message
+        self.assertNotIn("</think>", message.reasoning_content)
+        self.assertGreater(len(message.reasoning_content), 0)
         self.assertIsNone(message.content)
+        reasoning, content = "", ""
+        for chunk in self.chat(stream=True):
+            if chunk.choices:
+                delta = chunk.choices[0].delta
+                reasoning += getattr(delta, "reasoning_content", None) or ""
+                content += delta.content or ""
+        self.assertEqual(reasoning, message.reasoning_content)
+        self.assertEqual(content, "")
+
+    def test_constrained_output_is_all_answer(self):
+        r = self.chat(extra_body={"structured_outputs": {"regex": "x</think>y"}})
+        self.assertEqual(r.choices[0].message.content, "x</think>y")
+        self.assertIsNone(getattr(r.choices[0].message, "reasoning_content", None))
 
     def test_completions_are_not_split(self):
         r = self.client.completions.create(model=MODEL, prompt="a", max_tokens=12, temperature=0,
                                            extra_body={"structured_outputs": {"regex": "x</think>y"}})
         self.assertEqual(r.choices[0].text, "x</think>y")
+
+    def test_startup_log_names_the_parser(self):
+        self.assertIn("reasoning parser deepseek_r1", self.server.logs())
 
 
 class ReasoningParserFlag(unittest.TestCase):
@@ -68,7 +63,7 @@ class ReasoningParserFlag(unittest.TestCase):
         try:
             with self.assertRaises(RuntimeError) as e:
                 Server("--reasoning-parser", "granite", cache_dir=cache.path, startup_timeout=20)
-            self.assertIn("accepted: none, deepseek_r1, qwen3", str(e.exception))
+            self.assertIn("accepted: none, deepseek_r1", str(e.exception))
         finally:
             cache.cleanup()
 
