@@ -113,13 +113,16 @@ class ChatPage(unittest.TestCase):
             self.assertEqual(server.stop(), 0)
             cache.cleanup()
 
-    def test_headless_browser_sends_a_message_and_sees_the_streamed_reply(self):
+    def chat_through_the_page(self, *server_args):
+        """Types a message into the page of a server started with `server_args`, presses Send and
+        waits for the streamed reply: (the page's thinking text, its reply text, the same request's
+        non-streamed message from the API)."""
         chromium = find_chromium()
         if not chromium:
             self.skipTest("no Chromium found (apt-get install chromium, or run scripts/setup.sh): "
                           "the browser test of the chat page is skipped")
         cache = CacheDir()
-        server = Server(cache_dir=cache.path)
+        server = Server(*server_args, cache_dir=cache.path)
         profile = tempfile.mkdtemp(prefix="rlt_chromium_")
         browser = DevTools(chromium, profile)
         try:
@@ -143,18 +146,32 @@ class ChatPage(unittest.TestCase):
             self.assertTrue(all(1 <= d <= 4 for d in depths), depths)
             self.assertIn("tokens", meta)
             self.assertIn("mean exit depth", meta)
-            # The reply the page shows is what the server streamed.
+            thinking = browser.evaluate(session, "document.querySelector('.assistant .thinking').textContent")
             reply = browser.evaluate(session, "document.querySelector('.assistant .reply').textContent")
             status, _, body = server.post("/v1/chat/completions", {
                 "model": MODEL, "messages": [{"role": "user", "content": "Hello, model!"}], "max_tokens": 12,
                 "temperature": 0})
             self.assertEqual(status, 200)
-            self.assertEqual(reply, body["choices"][0]["message"]["content"])
+            return thinking, reply, body["choices"][0]["message"]
         finally:
             browser.close()
             shutil.rmtree(profile, ignore_errors=True)
             self.assertEqual(server.stop(), 0)
             cache.cleanup()
+
+    def test_headless_browser_sends_a_message_and_sees_the_streamed_reply(self):
+        thinking, reply, message = self.chat_through_the_page()
+        # The reply the page shows is what the server streamed.
+        self.assertEqual(reply, message["content"])
+        self.assertEqual(thinking, "")
+
+    def test_a_reasoning_parser_shows_the_thinking_apart(self):
+        # The demo's output never closes a <think> block: with deepseek_r1 it is all reasoning.
+        thinking, reply, message = self.chat_through_the_page("--reasoning-parser", "deepseek_r1")
+        self.assertEqual(thinking, message["reasoning_content"])
+        self.assertGreater(len(thinking), 0)
+        self.assertEqual(reply, "")
+        self.assertIsNone(message["content"])
 
 
 if __name__ == "__main__":
