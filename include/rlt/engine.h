@@ -129,6 +129,9 @@ struct EngineMetrics {
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
   int64_t spec_verified_tokens = 0;
+  // The verify pass's measured cost, fitted as a + b · rows (a plain step is a one-row pass):
+  // what one more verified row costs next to a step. 0 until passes with several row counts ran.
+  double spec_verify_fixed_seconds = 0.0, spec_verify_row_seconds = 0.0;
   double spec_acceptance_rate() const {
     return spec_draft_tokens ? static_cast<double>(spec_accepted_tokens) / static_cast<double>(spec_draft_tokens) : 0.0;
   }

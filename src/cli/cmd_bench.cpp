@@ -110,6 +110,7 @@ struct RunStats {
   DeviceStageTimes device_time;       // GPU runs: device time by stage over the run
   // Speculative decoding over the run: verifications, drafts checked and accepted, tokens given.
   int64_t spec_verifications = 0, spec_drafts = 0, spec_accepted = 0, spec_tokens = 0;
+  double verify_fixed_seconds = 0, verify_row_seconds = 0;  // the engine's fit at the run's end
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
   double prefill_tokens_per_s() const { return prefill_seconds > 0 ? static_cast<double>(prefill_tokens) / prefill_seconds : 0; }
   double decode_tokens_per_s() const { return decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0; }
@@ -218,6 +219,8 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
   s.spec_drafts = m.spec_draft_tokens - before.spec_draft_tokens;
   s.spec_accepted = m.spec_accepted_tokens - before.spec_accepted_tokens;
   s.spec_tokens = m.spec_verified_tokens - before.spec_verified_tokens;
+  s.verify_fixed_seconds = m.spec_verify_fixed_seconds;
+  s.verify_row_seconds = m.spec_verify_row_seconds;
   s.device_time = {since(m.device_time.prefill, before.device_time.prefill),
                    since(m.device_time.prelude, before.device_time.prelude),
                    since(m.device_time.recurrent, before.device_time.recurrent),
@@ -367,6 +370,9 @@ int run_bench(const BenchOptions& opt) {
                           {"accepted_tokens", spec->spec_accepted},
                           {"acceptance_rate", acceptance},
                           {"mean_accepted_length", mean_length},
+                          // The verify pass's fitted cost a + b · rows (0: not fitted yet).
+                          {"verify_pass_fixed_ms", 1e3 * spec->verify_fixed_seconds},
+                          {"verify_pass_row_ms", 1e3 * spec->verify_row_seconds},
                           {"batches", spec->batches}};
     std::cerr << fmt::format("speculative ({}): {} tokens in {:.2f} s = {:.1f} tokens/s, speed-up {:.2f}x over plain "
                              "decoding (decode {:.2f}x); {} drafts, {:.1f}% accepted, {:.2f} tokens per "

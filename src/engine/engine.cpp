@@ -1043,6 +1043,10 @@ EngineMetrics Engine::metrics() const {
   x.spec_draft_tokens = c.draft_tokens;
   x.spec_accepted_tokens = c.accepted_tokens;
   x.spec_verified_tokens = c.verified_tokens;
+  if (const spec::VerifyCostModel& cost = m.scheduler->verify_cost(); !cost.needs_variation()) {
+    x.spec_verify_fixed_seconds = cost.fixed();
+    x.spec_verify_row_seconds = cost.per_row();
+  }
   return x;
 }
 

@@ -119,6 +119,8 @@ class Scheduler {
   // A VERIFY batch of `rows` rows took `seconds` in the runner: the cost model behind adaptive
   // draft counts (spec/draft_budget.h).
   void observe_verify_cost(int64_t rows, double seconds) { verify_cost_.observe(rows, seconds); }
+  // The fitted cost of a verify pass (seconds = a + b · rows), for metrics.
+  const spec::VerifyCostModel& verify_cost() const { return verify_cost_; }
 
   // Whether `token` ends request `r` (the model's EOS unless ignored, or one of its stop ids).
   bool stops(const Request& r, int32_t token) const;
