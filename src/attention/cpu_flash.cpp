@@ -47,6 +47,7 @@ struct Task {
 // Per-thread buffers: grow to the largest task seen, then reused.
 struct Scratch {
   std::vector<float> q, scores, acc, m, l;
+  std::vector<float> zeros;  // a zero key of head_dim elements, for blocks past a tile's end
   std::vector<float> parts;  // packed rows past kSplitTokens: [range][pair][m, l, acc]
 };
 
@@ -92,6 +93,33 @@ HWY_INLINE float Dot(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k, int64
   float sum = hn::GetLane(hn::SumOfLanes(df, acc));
   for (; i < d; ++i) sum += q[i] * WidenScalar(k[i]);
   return sum;
+}
+
+// Scores of one query vector against kLanes keys at once: one accumulator per key over the head
+// dimension, then the kLanes accumulators folded into one vector of kLanes sums (lane k = key k)
+// by log2(kLanes) rounds of pairwise adds. A horizontal sum per key costs ~2 log2(kLanes)
+// shuffles and adds; the fold costs ~3 per key in all. keys[k] points at key k's head vector.
+template <typename T>
+HWY_INLINE hn::Vec<hn::ScalableTag<float>> DotBlock(const float* HWY_RESTRICT q, const T* const* keys, int64_t d) {
+  const hn::ScalableTag<float> df;
+  using V = hn::Vec<decltype(df)>;
+  constexpr size_t kLanes = hn::MaxLanes(df);
+  V acc[kLanes];
+  for (size_t k = 0; k < kLanes; ++k) acc[k] = hn::Zero(df);
+  for (int64_t i = 0; i < d; i += static_cast<int64_t>(kLanes)) {
+    const V qv = hn::LoadU(df, q + i);
+    for (size_t k = 0; k < kLanes; ++k) acc[k] = hn::MulAdd(qv, LoadWidened(df, keys[k] + i), acc[k]);
+  }
+  // Each round: the lower half of P(a, b) holds a's adjacent-pair sums, the upper half b's, so
+  // after the last round lane k is the sum of acc[k].
+#if HWY_TARGET != HWY_SCALAR  // one lane: nothing to fold
+  for (size_t n = kLanes; n > 1; n /= 2) {
+    for (size_t k = 0; k < n / 2; ++k) {
+      acc[k] = hn::Add(hn::ConcatEven(df, acc[2 * k + 1], acc[2 * k]), hn::ConcatOdd(df, acc[2 * k + 1], acc[2 * k]));
+    }
+  }
+#endif
+  return acc[0];
 }
 
 // acc[0..d) *= alpha
@@ -173,17 +201,44 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
     ++ranges;
   };
   KeyCursor kc(p.k, table, task.key_begin), vc(p.v, table, task.key_begin);
+  // Blocked scores (DotBlock) where whole vectors tile the head and the tile; the per-key dot
+  // product otherwise. The choice depends on the shape only, so every row of a model takes the
+  // same one, alone or batched.
+  const bool blocked = d % lanes == 0 && kTile % lanes == 0 && lanes <= 16;
+  s.zeros.assign(static_cast<size_t>(d) * sizeof(T) / sizeof(float) + 1, 0.0f);
+  const T* zeros = reinterpret_cast<const T*>(s.zeros.data());
   for (int64_t t0 = task.key_begin; t0 < key_end; t0 += kTile) {
     if (ranged && t0 > task.key_begin && t0 % flash::kSplitTokens == 0) close_range();
     const int64_t tn = std::min(kTile, key_end - t0);
     // Scores. One token's K for every head is contiguous, so keys are read sequentially.
-    for (int64_t j = 0; j < tn; ++j, kc.advance()) {
-      const T* kj = kbase + kc.offset();
+    if (blocked) {
+      // kLanes keys at a time (past the tile's end: zero keys, masked below).
+      const T* keys[kTile];
+      for (int64_t j = 0; j < kTile; ++j) {
+        keys[j] = j < tn ? kbase + kc.offset() : zeros;
+        if (j < tn) kc.advance();
+      }
       for (int64_t pr = 0; pr < pairs; ++pr) {
         const int64_t limit = first_row_pos + pr / q_heads;  // last visible key of this row
-        const int64_t head = (pr % q_heads) / group;
-        s.scores[pr * kTile + j] =
-            (t0 + j <= limit) ? Dot(q + pr * d, kj + head * p.k.head_stride, d) * scale : -INFINITY;
+        const int64_t head_offset = (pr % q_heads) / group * p.k.head_stride;
+        float* sc = s.scores.data() + pr * kTile;
+        for (int64_t j0 = 0; j0 < kTile; j0 += lanes) {
+          const T* block[hn::MaxLanes(df)];
+          for (int64_t k = 0; k < lanes; ++k) block[k] = keys[j0 + k] == zeros ? zeros : keys[j0 + k] + head_offset;
+          hn::StoreU(hn::Mul(DotBlock(q + pr * d, block, d), hn::Set(df, scale)), df, sc + j0);
+        }
+        for (int64_t j = 0; j < tn; ++j)
+          if (t0 + j > limit) sc[j] = -INFINITY;
+      }
+    } else {
+      for (int64_t j = 0; j < tn; ++j, kc.advance()) {
+        const T* kj = kbase + kc.offset();
+        for (int64_t pr = 0; pr < pairs; ++pr) {
+          const int64_t limit = first_row_pos + pr / q_heads;  // last visible key of this row
+          const int64_t head = (pr % q_heads) / group;
+          s.scores[pr * kTile + j] =
+              (t0 + j <= limit) ? Dot(q + pr * d, kj + head * p.k.head_stride, d) * scale : -INFINITY;
+        }
       }
     }
     // Online softmax: one rescale per pair per tile.

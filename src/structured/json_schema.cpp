@@ -489,8 +489,14 @@ class Converter {
   Result<std::string> format_body(const std::string& format, const std::string& path) {
     const std::string time =
         R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))";
+    // A calendar date, as a validator checks it (RFC 3339 full-date): years 0001-9999, the days
+    // each month has, February 29 only in leap years (divisible by 4, centuries by 400).
     const std::string date =
-        R"([0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]))";
+        R"((([0-9]{3} [1-9] | [0-9]{2} [1-9] "0" | [0-9] [1-9] "00" | [1-9] "000") "-" )"
+        R"((("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | )"
+        R"(("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02-" ("0" [1-9] | "1" [0-9] | "2" [0-8])) | )"
+        R"(([0-9]{2} ("0" [48] | [2468] [048] | [13579] [26]) | ("0" [48] | [2468] [048] | [13579] [26]) "00") )"
+        R"("-02-29"))";
     if (format == "date") return "(" + date + ")";
     if (format == "time") return "(" + time + ")";
     if (format == "date-time") return "(" + date + " \"T\" " + time + ")";

@@ -2,6 +2,8 @@
 // backends run the same suite in tests/cuda).
 #include <gtest/gtest.h>
 
+#include <hwy/targets.h>
+
 #include "attention/backend.h"
 #include "attention/registry.h"
 #include "equivalence_suite.h"
@@ -18,6 +20,21 @@ TEST_P(BackendEquivalence, MatchesCpuReferenceOnRandomPagedBatches) {
   ASSERT_NE(entry, nullptr);
   auto backend = entry->create();
   testing::check_random_batches(entry->caps, *backend);
+}
+
+// cpu_flash on every SIMD target compiled in and supported here (AVX-512, AVX2, SSE4, ...), not
+// only the one dispatch picks: its blocked scores fold as many keys as the target has lanes.
+TEST(CpuFlash, EveryCompiledTargetMatchesTheReference) {
+  const BackendEntry* entry = find_backend("cpu_flash");
+  ASSERT_NE(entry, nullptr);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    SCOPED_TRACE(hwy::TargetName(target));
+    hwy::SetSupportedTargetsForTest(target);
+    auto backend = entry->create();
+    testing::check_random_batches(entry->caps, *backend);
+    testing::check_packed_equals_per_row(*backend);
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST_P(BackendEquivalence, LongPackedSequences) {

@@ -174,7 +174,7 @@ TEST(AsyncScheduler, WorkedExampleMatchesTheSynchronousDepths) {
              static_cast<int>(in_flight.size()) > (b->has_value() ? lookahead : 0)) {
         const SchedulerOutput& done = in_flight.front();
         RunnerOutput out{done.seq, done.stage, std::vector<float>(done.items.size(), g),
-                         std::vector<int32_t>(done.items.size(), 7)};
+                         std::vector<int32_t>(done.items.size(), 7), {}};
         auto u = s.update_from_output(done, out);
         ASSERT_TRUE(u.ok()) << u.status().to_string();
         ASSERT_TRUE(s.confirm_finalized(u->exited).ok());
@@ -234,7 +234,7 @@ TEST(AsyncScheduler, AbortWhileInFlightIsIgnoredOnArrival) {
   ASSERT_TRUE(s.on_submitted(**b).ok());
   ASSERT_TRUE(s.abort(1).ok());
   EXPECT_EQ(kv.num_used_blocks(), 0);
-  RunnerOutput out{(*b)->seq, (*b)->stage, {}, {}};
+  RunnerOutput out{(*b)->seq, (*b)->stage, {}, {}, {}};
   EXPECT_TRUE(s.update_from_output(**b, out).ok());
   EXPECT_FALSE(s.has_unfinished());
 }
