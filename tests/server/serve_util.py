@@ -199,6 +199,26 @@ class CacheDir:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+class DemoServerCase(unittest.TestCase):
+    """A test case with one `rlt serve` on the demo model for the whole class (extra flags in
+    SERVER_ARGS) and the official openai client as `cls.client`."""
+
+    SERVER_ARGS = ()
+
+    @classmethod
+    def setUpClass(cls):
+        import openai
+        cls.cache = CacheDir()
+        cls.server = Server(*cls.SERVER_ARGS, cache_dir=cls.cache.path)
+        cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        cls.cache.cleanup()
+        assert code == 0, f"rlt serve exited with {code}"
+
+
 class SmolLM2ServerCase(unittest.TestCase):
     """A test case with `rlt serve` on the real SmolLM2 GGUF (skipped without the file, which
     scripts/setup.sh fetches) and the official openai client as `cls.client`."""

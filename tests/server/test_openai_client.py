@@ -8,23 +8,12 @@ import unittest
 
 import openai
 
-from serve_util import MODEL, CacheDir, Server
+from serve_util import MODEL, DemoServerCase
 
 GREEDY = {"temperature": 0}
 
 
-class OpenAIClient(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.cache = CacheDir()
-        cls.server = Server(cache_dir=cls.cache.path)
-        cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="unused", max_retries=0, timeout=60)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop()
-        cls.cache.cleanup()
-        assert code == 0, f"rlt serve exited with {code}"
+class OpenAIClient(DemoServerCase):
 
     def completion(self, **kw):
         return self.client.completions.create(model=MODEL, **kw)

@@ -6,25 +6,13 @@ split at a `</think>` is unit-tested in rlt_server_tests). Constrained outputs a
 """
 import unittest
 
-import openai
-
-from serve_util import MODEL, CacheDir, Server
+from serve_util import MODEL, CacheDir, DemoServerCase, Server
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]
 
 
-class ReasoningParser(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.cache = CacheDir()
-        cls.server = Server("--reasoning-parser", "deepseek_r1", cache_dir=cls.cache.path)
-        cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="unused", max_retries=0, timeout=60)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop()
-        cls.cache.cleanup()
-        assert code == 0, f"rlt serve exited with {code}"
+class ReasoningParser(DemoServerCase):
+    SERVER_ARGS = ("--reasoning-parser", "deepseek_r1")
 
     def chat(self, **kw):
         return self.client.chat.completions.create(model=MODEL, messages=MESSAGES, temperature=0, max_tokens=12, **kw)
