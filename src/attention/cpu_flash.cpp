@@ -205,7 +205,8 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   // product otherwise. The choice depends on the shape only, so every row of a model takes the
   // same one, alone or batched.
   const bool blocked = d % lanes == 0 && kTile % lanes == 0 && lanes <= 16;
-  s.zeros.assign(static_cast<size_t>(d) * sizeof(T) / sizeof(float) + 1, 0.0f);
+  const size_t zero_floats = static_cast<size_t>(d) * sizeof(T) / sizeof(float) + 1;
+  if (s.zeros.size() < zero_floats) s.zeros.assign(zero_floats, 0.0f);  // never written: grown once
   const T* zeros = reinterpret_cast<const T*>(s.zeros.data());
   for (int64_t t0 = task.key_begin; t0 < key_end; t0 += kTile) {
     if (ranged && t0 > task.key_begin && t0 % flash::kSplitTokens == 0) close_range();

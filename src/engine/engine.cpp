@@ -68,11 +68,8 @@ int64_t max_logit_rows(const EngineConfig& c) {
 // --speculative-forced-acceptance: whether the draft at `position` of request `id` is kept, a
 // fixed function of both (splitmix64), true with probability `p`.
 bool forced_keep(uint64_t id, int64_t position, double p) {
-  uint64_t z = id * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(position) + 0x5851f42d4c957f2dull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return sampling::bits_to_unit_double(z) < p;
+  const uint64_t z = id * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(position) + 0x5851f42d4c957f2dull;
+  return sampling::bits_to_unit_double(sampling::mix64(z)) < p;
 }
 
 runner::GpuRunnerSettings gpu_runner_settings(const EngineConfig& c) {

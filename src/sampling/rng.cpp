@@ -15,13 +15,6 @@ void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
   lo = static_cast<uint32_t>(product);
 }
 
-// splitmix64's output function: a bijection on 64 bits with full avalanche.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 uint64_t fnv1a64(std::string_view bytes) {
   uint64_t h = 0xCBF29CE484222325ull;
   for (unsigned char c : bytes) {
@@ -32,6 +25,12 @@ uint64_t fnv1a64(std::string_view bytes) {
 }
 
 }  // namespace
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 PhiloxCounter philox4x32_10(PhiloxCounter c, PhiloxKey k) {
   for (int round = 0; round < 10; ++round) {

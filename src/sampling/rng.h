@@ -41,6 +41,10 @@ struct RngState {
   friend bool operator==(const RngState&, const RngState&) = default;
 };
 
+// splitmix64's output function: a bijection on 64 bits with full avalanche (hashing counters
+// into random bits).
+uint64_t mix64(uint64_t z);
+
 // Maps 64 random bits to [0, 1) with 53-bit resolution: (bits >> 11) * 2^-53.
 double bits_to_unit_double(uint64_t bits);
 

@@ -244,9 +244,7 @@ void handle_generation(ServingState& s, Endpoint endpoint, const httplib::Reques
   meta.tool_calls = request.tools.active();
   // A constrained output (structured output, a forced tool call) has no reasoning phase: the
   // grammar holds from its first token, so it is all answer.
-  const bool constrained = request.params.structured_outputs.has_value() ||
-                           request.tools.choice == ToolRequest::Choice::kRequired ||
-                           request.tools.choice == ToolRequest::Choice::kNamed;
+  const bool constrained = request.params.structured_outputs.has_value() || request.tools.forces_call();
   if (endpoint == Endpoint::kChat && !constrained) meta.reasoning = s.options.reasoning_parser;
   if (request.stream) return respond_streaming(s, std::move(session), meta, model, res);
   respond_blocking(*session, meta, model, res);

@@ -30,6 +30,8 @@ struct ToolRequest {
   bool parallel = true;           // parallel_tool_calls: several calls in one reply
   // Tools reach the prompt and outputs are parsed for calls.
   bool active() const { return choice != Choice::kNone; }
+  // A call is forced (required or named): the output is a call through the constraint engine.
+  bool forces_call() const { return choice == Choice::kRequired || choice == Choice::kNamed; }
 };
 
 struct GenerationRequest {

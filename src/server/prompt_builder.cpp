@@ -110,8 +110,7 @@ std::optional<ApiError> build_engine_inputs(const GenerationRequest& request, co
   if (request.echo && request.logprobs) out->params.prompt_logprobs = request.top_logprobs;
   if (request.prompt_logprobs)
     out->params.prompt_logprobs = std::max(out->params.prompt_logprobs.value_or(0), *request.prompt_logprobs);
-  using Choice = ToolRequest::Choice;
-  if (request.tools.choice == Choice::kRequired || request.tools.choice == Choice::kNamed) {
+  if (request.tools.forces_call()) {
     // A call is forced: its format and arguments through the constraint engine.
     if (out->params.structured_outputs)
       return invalid_request(fmt::format("'tool_choice' forces a tool call, and '{}' constrains the output too; send "

@@ -65,9 +65,4 @@ ReasoningSplitter::Delta ReasoningSplitter::push(std::string_view text, bool las
   return out;
 }
 
-ReasoningSplitter::Delta split_reasoning(ReasoningFormat format, std::string_view text) {
-  ReasoningSplitter s(format);
-  return s.push(text, /*last=*/true);
-}
-
 }  // namespace rlt::server

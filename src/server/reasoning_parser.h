@@ -43,7 +43,4 @@ class ReasoningSplitter {
   bool reasoned_ = false;
 };
 
-// A whole output at once.
-ReasoningSplitter::Delta split_reasoning(ReasoningFormat format, std::string_view text);
-
 }  // namespace rlt::server

@@ -46,7 +46,7 @@ TEST(ReasoningSplitter, AnySplitIntoPiecesGivesTheWholeTextSplit) {
   std::mt19937 rng(7);
   for (ReasoningFormat f : {ReasoningFormat::kDeepSeekR1, ReasoningFormat::kNone}) {
     for (const std::string& text : texts) {
-      const ReasoningSplitter::Delta whole = split_reasoning(f, text);
+      const ReasoningSplitter::Delta whole = ReasoningSplitter(f).push(text, /*last=*/true);
       for (int trial = 0; trial < 200; ++trial) {
         ReasoningSplitter s(f);
         std::string reasoning, content;
