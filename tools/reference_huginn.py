@@ -27,7 +27,9 @@ proj(silu(gate) * up). RMSNorm: w * x / sqrt(mean(x^2) + eps).
 The initial state: trunc_normal(0, std, a = -3 std, b = 3 std) with std = sqrt(2 / (5 H)), times
 sqrt(H) (std sqrt(0.4) whatever H). The official code draws it from torch's global generator;
 here the caller supplies it (`init_state(position) -> [H]`), so an engine's seeded draw can be
-replayed exactly; `truncated_normal_state` draws one from numpy for stand-alone use.
+replayed exactly: `seeded_state` is rlt's counter-based draw (the stream is specified in
+src/model/initial_state.h; this is its independent Python form), `truncated_normal_state` draws
+one from numpy for stand-alone use.
 
 K/V when a decode token exits early (at step e < R): later tokens that run deeper read, at core
 step t > e, the token's K/V of step e for the same core block (the official code's "latest-m4"
@@ -59,6 +61,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_ouro import LazyWeights  # noqa: E402
 from safetensors_io import raw_to_float64, read_safetensors  # noqa: E402
 
 CRITERIA = {"none": None, "latent-diff": 0.03, "entropy-diff": 1e-3, "kl": 5e-4, "minp-kl": 1e-6,
@@ -146,7 +149,9 @@ class HuginnModel:
         self.w = weights
 
 
-def load_model(model_dir):
+def load_model(model_dir, lazy=False):
+    """lazy: widen each tensor when it is used, from the memory-mapped file (the released shape's
+    3.5 billion weights do not fit in memory as float64; one block's do)."""
     with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
         cfg = HuginnConfig(json.load(f))
     index_path = os.path.join(model_dir, "model.safetensors.index.json")
@@ -166,11 +171,13 @@ def load_model(model_dir):
                 raise ValueError(f"unexpected tensor {name}")
             if tuple(raw.shape) != expected[name]:
                 raise ValueError(f"{name}: shape {tuple(raw.shape)}, expected {expected[name]}")
-            weights[name] = raw_to_float64(dtype, raw)
+            weights[name] = (dtype, raw) if lazy else raw_to_float64(dtype, raw)
     head = weights.pop("__lm_head", None)
     missing = sorted(set(expected) - set(weights))
     if missing:
         raise ValueError(f"missing tensors: {missing[:5]}")
+    if lazy:
+        weights = LazyWeights(weights)
     if head is not None and not np.array_equal(head, weights["transformer.wte.weight"]):
         raise ValueError("lm_head.weight differs from transformer.wte.weight (the head must be tied)")
     return HuginnModel(cfg, weights)
@@ -210,6 +217,34 @@ def truncated_normal_state(rng, cfg, n):
         out[bad] = rng.standard_normal(int(bad.sum())) * std
         bad = np.abs(out) > 3 * std
     return out
+
+
+_MASK = (1 << 64) - 1
+_PHI = 0x9E3779B97F4A7C15
+
+
+def _mix64(z):
+    """splitmix64's output function on 64-bit integers."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def seeded_state(seed, position, cfg):
+    """rlt's initial state of the token at `position` for a request seed: per element, Box-Muller
+    normals from splitmix64 counters, the first within +-3 kept (16 tries), times the state's std."""
+    base = _mix64((int(seed) + _PHI * (int(position) + 1)) & _MASK)
+    out = np.zeros(cfg.hidden_size)
+    for i in range(cfg.hidden_size):
+        for a in range(16):
+            n = 16 * i + a
+            u1 = ((_mix64((base + _PHI * (2 * n + 1)) & _MASK) >> 11) + 1) * 2.0 ** -53
+            u2 = (_mix64((base + _PHI * (2 * n + 2)) & _MASK) >> 11) * 2.0 ** -53
+            z = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+            if abs(z) <= 3.0:
+                out[i] = z
+                break
+    return out * cfg.state_std
 
 
 class KVCache:
@@ -268,7 +303,10 @@ def block(model, prefix, x, positions, cache, slot):
 
 
 def prelude(model, ids, positions, cache):
-    x = model.w["transformer.wte.weight"][np.asarray(ids)] * model.cfg.embed_scale
+    if isinstance(model.w, LazyWeights):
+        x = model.w.rows("transformer.wte.weight", ids) * model.cfg.embed_scale
+    else:
+        x = model.w["transformer.wte.weight"][np.asarray(ids)] * model.cfg.embed_scale
     for i in range(model.cfg.prelude_layers):
         x = block(model, f"transformer.prelude.{i}.", x, positions, cache, f"prelude {i}")
     return x
@@ -308,6 +346,7 @@ class ExitCriterion:
         self.prev_entropy = 100.0
         self.prev_logp = np.full(vocab, -math.log(vocab))
         self.prev_argmax, self.stable = -1, 0
+        self.value = None  # what the last check compared with the threshold
 
     needs_logits = property(lambda self: self.name not in ("none", "latent-diff"))
 
@@ -316,35 +355,39 @@ class ExitCriterion:
         if n == "none":
             return False
         if n == "latent-diff":
-            value = np.linalg.norm(s - self.prev_state) / np.linalg.norm(s)
+            self.value = np.linalg.norm(s - self.prev_state) / np.linalg.norm(s)
             self.prev_state = s
-            return value < self.threshold
+            return self.value < self.threshold
         logp = _log_softmax(logits)
         if n == "entropy-diff":
             p = np.exp(logp)
             entropy = float(-(p * np.log(p + 1e-10)).sum())
-            value, self.prev_entropy = abs(entropy - self.prev_entropy), entropy
-            return value < self.threshold
+            self.value, self.prev_entropy = abs(entropy - self.prev_entropy), entropy
+            return self.value < self.threshold
         if n == "argmax-stability":
             top = int(np.argmax(logits))
             self.stable = self.stable + 1 if top == self.prev_argmax else 0
             self.prev_argmax = top
+            self.value = self.stable
             return self.stable >= self.threshold
         if n == "minp-kl":
             p = np.exp(logp)
             p = np.where(p < 0.1 * p.max(), 1.0 / p.size, p)
             logp = np.log(p / p.sum())
-        value = float((np.exp(self.prev_logp) * (self.prev_logp - logp)).sum())  # KL(prev || cur)
+        self.value = float((np.exp(self.prev_logp) * (self.prev_logp - logp)).sum())  # KL(prev || cur)
         self.prev_logp = logp
-        return value < self.threshold
+        return self.value < self.threshold
 
 
-def generate(model, prompt_ids, max_tokens, init_state, criterion="none", threshold=None, steps=None):
+def generate(model, prompt_ids, max_tokens, init_state, criterion="none", threshold=None, steps=None,
+             min_steps=1):
     """Prefill at full depth, then greedy decode of exactly max_tokens tokens.
 
     init_state(position) -> [H]: the initial state of the token at `position` (the prompt's
-    positions during prefill). Returns tokens, exit depths (steps run; the first token comes from
-    the prefill: R), each token's logits and the hidden state before the readout.
+    positions during prefill). A criterion is checked after every step but stops a token only from
+    `min_steps` on. Returns tokens, exit depths (steps run; the first token comes from the
+    prefill: R), each token's logits, the hidden state before the readout and the criterion's
+    values, step by step (NaN for the prefill's token).
     """
     cfg = model.cfg
     R = steps or cfg.loops
@@ -362,16 +405,21 @@ def generate(model, prompt_ids, max_tokens, init_state, criterion="none", thresh
         s = core_step(model, s, e, positions, cache, t)
     logits = readout(model, s, positions, cache)[-1]
     tokens, depths, step_logits, states = [int(np.argmax(logits))], [R], [logits], [s[-1]]
+    values = [np.full(R, np.nan)]
     for n in range(1, max_tokens):
         pos = [P + n - 1]
         e = prelude(model, [tokens[-1]], pos, cache)
         s = init_state(pos[0])[None, :]
         test = ExitCriterion(criterion, threshold, s[0], cfg.vocab_size)
         logits = None
+        step_values = np.full(R, np.nan)
         for t in range(R):
             s = core_step(model, s, e, pos, cache, t)
             logits = readout(model, s, pos, cache)[0] if test.needs_logits else None
-            if test.check(s[0], logits) or t == R - 1:
+            stop = test.check(s[0], logits)
+            if test.value is not None:
+                step_values[t] = test.value
+            if (stop and t + 1 >= min_steps) or t == R - 1:
                 break
         if logits is None:
             logits = readout(model, s, pos, cache)[0]
@@ -379,8 +427,9 @@ def generate(model, prompt_ids, max_tokens, init_state, criterion="none", thresh
         depths.append(t + 1)
         step_logits.append(logits)
         states.append(s[0])
+        values.append(step_values)
     return {"tokens": np.array(tokens), "exit_depths": np.array(depths), "step_logits": np.stack(step_logits),
-            "step_hidden": np.stack(states)}
+            "step_hidden": np.stack(states), "criterion_values": np.stack(values)}
 
 
 def main(argv=None):
@@ -392,6 +441,9 @@ def main(argv=None):
     ap.add_argument("--threshold", type=float, default=None)
     ap.add_argument("--steps", type=int, default=None, help="recurrence steps (default mean_recurrence)")
     ap.add_argument("--seed", type=int, default=0, help="numpy seed of the initial states")
+    ap.add_argument("--state-seed", type=int, default=None,
+                    help="draw the initial states as rlt does for this request seed (seeded_state)")
+    ap.add_argument("--min-steps", type=int, default=1, help="steps before a criterion may stop a token")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     model = load_model(a.model)
@@ -400,11 +452,12 @@ def main(argv=None):
 
     def init_state(position):
         if position not in states:
-            states[position] = truncated_normal_state(rng, model.cfg, 1)[0]
+            states[position] = (seeded_state(a.state_seed, position, model.cfg) if a.state_seed is not None
+                                else truncated_normal_state(rng, model.cfg, 1)[0])
         return states[position]
 
     prompt = [int(x) for x in a.prompt_ids.split(",") if x.strip()]
-    res = generate(model, prompt, a.max_tokens, init_state, a.criterion, a.threshold, a.steps)
+    res = generate(model, prompt, a.max_tokens, init_state, a.criterion, a.threshold, a.steps, a.min_steps)
     np.savez(a.out, **res)
     print(f"wrote {a.out}: tokens={res['tokens'].tolist()} exit_depths={res['exit_depths'].tolist()}")
 

@@ -40,6 +40,11 @@ enum class QueuePolicy : uint8_t { kFcfs, kPriority };
 // ouro_delayed (the same decision applied one loop later, for asynchronous scheduling), trace
 // (depths given per request).
 enum class ExitPolicy : uint8_t { kOuro, kOuroDelayed, kTrace };
+// What decides a generated token's exit (a request's choice; docs/models.md): gate (the model's
+// exit gate with exit_threshold: Ouro; a model without a gate runs every loop), or one of
+// Huginn's per-token criteria (model/exit_criteria.h): none, latent-diff, entropy-diff, kl,
+// minp-kl, argmax-stability.
+enum class ExitCriterion : uint8_t { kGate, kNone, kLatentDiff, kEntropyDiff, kKl, kMinpKl, kArgmaxStability };
 // CUDA graphs for the recurrent core (GPU runs): kAuto captures per batch bucket and runs eagerly
 // if capture fails; kOn requires them (a graph-safe attention backend; a failed capture is an
 // error); kOff never captures.
@@ -59,6 +64,7 @@ Result<ActivationDType> parse_activation_dtype(std::string_view name);
 Result<BatchMode> parse_batch_mode(std::string_view name);
 Result<QueuePolicy> parse_queue_policy(std::string_view name);
 Result<ExitPolicy> parse_exit_policy(std::string_view name);
+Result<ExitCriterion> parse_exit_criterion(std::string_view name);
 Result<CudaGraphs> parse_cuda_graphs(std::string_view name);
 Result<SpeculativeMethod> parse_speculative_method(std::string_view name);
 std::string_view name(KVLayout v);
@@ -69,6 +75,7 @@ std::string_view name(ActivationDType v);
 std::string_view name(BatchMode v);
 std::string_view name(QueuePolicy v);
 std::string_view name(ExitPolicy v);
+std::string_view name(ExitCriterion v);
 std::string_view name(CudaGraphs v);
 std::string_view name(SpeculativeMethod v);
 

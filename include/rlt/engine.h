@@ -106,6 +106,9 @@ struct EngineMetrics {
   double mean_loops_per_token = 0.0;
   int64_t preemptions = 0;
   int64_t batches = 0;
+  // RECURRENT batches, and those whose rows ran at two or more loop depths.
+  int64_t recurrent_batches = 0;
+  int64_t mixed_depth_batches = 0;
   int64_t cuda_graph_replays = 0;  // GPU runs: recurrent batches replayed from a captured graph
   int64_t device_sampled_batches = 0;  // GPU runs: CODA batches sampled on the device
   int64_t lookahead_batches = 0;   // asynchronous scheduling: batches submitted while one ran

@@ -97,6 +97,8 @@ struct SamplingParams {
   int64_t min_loops = kDefaultMinLoops;  // >= 1
   int64_t max_loops = 0;                 // 0 = the model's depth (total_ut_steps)
   double exit_threshold = 1.0;           // [0, 1]; 1 = fixed depth
+  ExitCriterion exit_criterion = ExitCriterion::kGate;
+  std::optional<double> exit_criterion_threshold;  // absent: the criterion's default
 
   // --- scheduling ---
   int priority = 0;  // lower = more urgent (vLLM); orders admission under the priority policy

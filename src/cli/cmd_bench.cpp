@@ -107,6 +107,7 @@ struct RunStats {
   ModelFootprint footprint;
   int64_t batches = 0, graph_replays = 0, lookahead_batches = 0,
           device_sampled_batches = 0;  // engine counters of the run
+  int64_t recurrent_batches = 0, mixed_depth_batches = 0;
   DeviceStageTimes device_time;       // GPU runs: device time by stage over the run
   // Speculative decoding over the run: verifications, drafts checked and accepted, tokens given.
   int64_t spec_verifications = 0, spec_drafts = 0, spec_accepted = 0, spec_tokens = 0;
@@ -209,6 +210,8 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
   const int64_t loops = m.loops_run - before.loops_run;
   s.mean_loops = s.tokens > 0 ? static_cast<double>(loops) / static_cast<double>(s.tokens) : 0.0;
   s.batches = m.batches - before.batches;
+  s.recurrent_batches = m.recurrent_batches - before.recurrent_batches;
+  s.mixed_depth_batches = m.mixed_depth_batches - before.mixed_depth_batches;
   s.graph_replays = m.cuda_graph_replays - before.cuda_graph_replays;
   s.lookahead_batches = m.lookahead_batches - before.lookahead_batches;
   s.device_sampled_batches = m.device_sampled_batches - before.device_sampled_batches;
@@ -249,6 +252,8 @@ int run_bench(const BenchOptions& opt) {
   const bool speculative = spec_config.method != SpeculativeMethod::kOff;
   SamplingParams full = params;
   full.exit_threshold = 1.0;
+  full.exit_criterion = ExitCriterion::kGate;  // Huginn has no gate: every step
+  full.exit_criterion_threshold.reset();
   full.min_loops = SamplingParams::kDefaultMinLoops;
   full.max_loops = 0;
   full.speculative = SpeculativeParams{SpeculativeMethod::kOff, 0, 0};
@@ -381,7 +386,8 @@ int run_bench(const BenchOptions& opt) {
                              spec->decode_tokens_per_s() / base->decode_tokens_per_s(), spec->spec_drafts,
                              100.0 * acceptance, mean_length);
   }
-  const bool early_exit = params.exit_threshold < 1.0 || params.max_loops != 0;
+  const bool early_exit =
+      params.exit_threshold < 1.0 || params.max_loops != 0 || params.exit_criterion != ExitCriterion::kGate;
   if (early_exit) {
     SamplingParams exit_params = params;
     exit_params.speculative = SpeculativeParams{SpeculativeMethod::kOff, 0, 0};  // exits need plain decoding
@@ -389,12 +395,16 @@ int run_bench(const BenchOptions& opt) {
     if (!exit.ok()) return report_error(exit.status());
     const double speedup = exit->tokens_per_s() / base->tokens_per_s();
     const double ideal = base->mean_loops / exit->mean_loops;
-    out["early_exit"] = {{"exit_threshold", params.exit_threshold}, {"tokens", exit->tokens}, {"seconds", exit->seconds},
+    out["early_exit"] = {{"exit_threshold", params.exit_threshold}, {"exit_criterion", name(params.exit_criterion)},
+                         {"tokens", exit->tokens}, {"seconds", exit->seconds},
                          {"tokens_per_s", exit->tokens_per_s()}, {"mean_loops_per_token", exit->mean_loops},
-                         {"speedup", speedup}, {"ideal_speedup", ideal}, {"share_of_ideal", speedup / ideal}};
+                         {"speedup", speedup}, {"ideal_speedup", ideal}, {"share_of_ideal", speedup / ideal},
+                         {"recurrent_batches", exit->recurrent_batches},
+                         {"mixed_depth_batches", exit->mixed_depth_batches}};
     std::cerr << fmt::format("early exit: {} tokens in {:.2f} s = {:.1f} tokens/s, {:.2f} loops/token; speed-up {:.2f}x "
-                             "of an ideal {:.2f}x = {:.0f}%\n", exit->tokens, exit->seconds, exit->tokens_per_s(),
-                             exit->mean_loops, speedup, ideal, 100.0 * speedup / ideal);
+                             "of an ideal {:.2f}x = {:.0f}%; {} of {} recurrent batches at mixed depths\n",
+                             exit->tokens, exit->seconds, exit->tokens_per_s(), exit->mean_loops, speedup, ideal,
+                             100.0 * speedup / ideal, exit->mixed_depth_batches, exit->recurrent_batches);
   }
   std::cout << out.dump(2) << "\n";
   return 0;

@@ -13,6 +13,7 @@
 #include "cli/model_dir.h"
 #include "io/gguf_export.h"
 #include "io/gguf_model.h"
+#include "model/model_capabilities.h"
 #include "quant/ggml_type.h"
 #include "source/model_source.h"
 
@@ -43,6 +44,11 @@ int run_convert(const ConvertOptions& o) {
   if (!dir.ok()) return fail(dir.status());
   auto src = source::ModelSource::open(*dir);
   if (!src.ok()) return fail(src.status());
+  const model::ModelCapabilities caps = model::model_capabilities(src->config());
+  if (!caps.supports(model::ModelFeature::kGguf)) {
+    return fail(unimplemented(fmt::format("rlt convert: this {} model has no GGUF form ({}); run it from its folder",
+                                          caps.architecture, caps.get(model::ModelFeature::kGguf).why)));
+  }
   // Every quantized type kept in its blocks: the embedding is copied as stored and the matrices
   // are read row by row from their blocks, never through a second dequantized copy.
   std::set<quant::GgmlType> all;

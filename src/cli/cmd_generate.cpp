@@ -16,6 +16,7 @@
 #include "cli/engine_flags.h"
 #include "cli/model_dir.h"
 #include "model/reference_model.h"
+#include "sampling/rng.h"
 #include "source/model_source.h"
 #include "tokenizer/tokenizer.h"
 
@@ -98,6 +99,10 @@ Status apply_overrides(const json& line, SamplingParams& p, int line_no) {
         p.max_loops = value.get<int64_t>();
       else if (key == "exit_threshold")
         p.exit_threshold = value.get<double>();
+      else if (key == "exit_criterion") {
+        RLT_ASSIGN_OR_RETURN(p.exit_criterion, parse_exit_criterion(value.get<std::string>()));
+      } else if (key == "exit_criterion_threshold")
+        p.exit_criterion_threshold = value.get<double>();
       else if (key == "priority")
         p.priority = value.get<int>();
       else
@@ -215,7 +220,8 @@ json trace_json(const model::StepResult& s) {
           {"exit_probability", s.exit_probability},
           {"logits", s.logits},
           {"hidden", s.trace.hidden},
-          {"gate_logits", s.trace.gate_logits}};
+          {"gate_logits", s.trace.gate_logits},
+          {"criterion_values", s.trace.criterion_values}};
 }
 
 // The dense reference model: one request, greedy, with an optional per-step trace.
@@ -226,10 +232,13 @@ int run_reference(const std::string& dir, const GenerateOptions& opt, const std:
   if (!loaded.ok()) return report_error(loaded.status());
   if (auto t = tokenizer.get(); !t.ok()) return report_error(t.status());  // outside the timing
   for (const Job& job : jobs) {
-    model::ReferenceModel ref(*loaded);
+    // Huginn's initial states: the request's seed (the engine's derivation when it has none).
+    const uint64_t noise_seed = job.params.seed.value_or(sampling::derive_request_seed(opt.engine.config.seed, std::to_string(job.id)));
+    model::ReferenceModel ref(*loaded, model::KvSemantics::kLastExited, noise_seed);
     const auto start = std::chrono::steady_clock::now();
     auto r = ref.generate(job.prompt, job.params.max_tokens,
-                          {job.params.min_loops, job.params.max_loops, job.params.exit_threshold},
+                          {job.params.min_loops, job.params.max_loops, job.params.exit_threshold,
+                           job.params.exit_criterion, job.params.exit_criterion_threshold},
                           job.params.ignore_eos, !opt.trace_out.empty());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -91,7 +91,7 @@ WeightReport check_weights(const source::ModelSource& src,
     w.present = true;
     w.bytes = ckpt->total_bytes();
     if (w.file_bytes == 0) w.file_bytes = w.bytes;
-    Status v = io::validate_tensor_set(*ckpt, model::ouro_expected_tensors(c));
+    Status v = io::validate_tensor_set(*ckpt, model::expected_tensors(c, *ckpt));
     w.ok = v.ok();
     if (!v.ok()) w.validation = v.to_string();
     if (auto* e = ckpt->find("model.embed_tokens.weight"))
@@ -155,6 +155,10 @@ int run_info(const InfoOptions& opt) {
     j["hidden_size"] = c.hidden_size;
     j["intermediate_size"] = c.intermediate_size;
     j["num_layers"] = c.num_layers;
+    if (c.outer_layers() > 0) {
+      j["prelude_layers"] = c.prelude_layers;
+      j["coda_layers"] = c.coda_layers;
+    }
     j["num_heads"] = c.num_heads;
     j["num_kv_heads"] = c.num_kv_heads;
     j["head_dim"] = c.head_dim;
@@ -194,9 +198,11 @@ int run_info(const InfoOptions& opt) {
   } else {
     std::cout << fmt::format("model          {} ({}, {})\n", *path, c.model_type,
                              src->format_name());
+    const std::string outer =
+        c.outer_layers() > 0 ? fmt::format(" between {} prelude and {} coda", c.prelude_layers, c.coda_layers) : "";
     std::cout << fmt::format(
-        "shape          {} layers x {} loops, hidden {}, intermediate {}, vocab {}{}{}\n",
-        c.num_layers, c.total_ut_steps, c.hidden_size, c.intermediate_size, c.vocab_size,
+        "shape          {} layers x {} loops{}, hidden {}, intermediate {}, vocab {}{}{}\n",
+        c.num_layers, c.total_ut_steps, outer, c.hidden_size, c.intermediate_size, c.vocab_size,
         c.has_exit_gate() ? ", exit gate" : "", c.tie_word_embeddings ? ", tied lm head" : "");
     std::cout << fmt::format(
         "attention      {} query heads, {} kv heads, head_dim {}, rope theta {}, max positions "

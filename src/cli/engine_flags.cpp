@@ -209,6 +209,13 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
   cmd.add_option("--max-loops", p.max_loops, "Most loops a generated token runs (0 = the model's depth)")->capture_default_str();
   cmd.add_option("--exit-threshold", p.exit_threshold, "Exit once the cumulative exit probability reaches this (1 = never early)")
       ->capture_default_str();
+  add_enum_option(cmd, "--exit-criterion", p.exit_criterion, &parse_exit_criterion,
+                  "When a generated token stops looping: gate (the model's exit gate, --exit-threshold), or "
+                  "Huginn's none, latent-diff, entropy-diff, kl, minp-kl, argmax-stability");
+  cmd.add_option_function<double>(
+      "--exit-criterion-threshold", [&p](double v) { p.exit_criterion_threshold = v; },
+      "The criterion's threshold (default: its own: latent-diff 0.03, entropy-diff 1e-3, kl 5e-4, "
+      "minp-kl 1e-6, argmax-stability 5)");
   cmd.add_option("--priority", p.priority, "Lower = more urgent (policy priority)")->capture_default_str();
   add_structured_output_flags(cmd, p);
 }

@@ -54,6 +54,13 @@ constexpr Names<QueuePolicy, 2> kQueuePolicies{
 constexpr Names<ExitPolicy, 3> kExitPolicies{{{ExitPolicy::kOuro, "ouro"},
                                               {ExitPolicy::kOuroDelayed, "ouro_delayed"},
                                               {ExitPolicy::kTrace, "trace"}}};
+constexpr Names<ExitCriterion, 7> kExitCriteria{{{ExitCriterion::kGate, "gate"},
+                                                 {ExitCriterion::kNone, "none"},
+                                                 {ExitCriterion::kLatentDiff, "latent-diff"},
+                                                 {ExitCriterion::kEntropyDiff, "entropy-diff"},
+                                                 {ExitCriterion::kKl, "kl"},
+                                                 {ExitCriterion::kMinpKl, "minp-kl"},
+                                                 {ExitCriterion::kArgmaxStability, "argmax-stability"}}};
 constexpr Names<CudaGraphs, 3> kCudaGraphs{
     {{CudaGraphs::kAuto, "auto"}, {CudaGraphs::kOn, "on"}, {CudaGraphs::kOff, "off"}}};
 constexpr Names<SpeculativeMethod, 3> kSpeculativeMethods{{{SpeculativeMethod::kOff, "off"},
@@ -86,6 +93,9 @@ Result<QueuePolicy> parse_queue_policy(std::string_view n) {
 Result<ExitPolicy> parse_exit_policy(std::string_view n) {
   return parse(kExitPolicies, n, "exit policy");
 }
+Result<ExitCriterion> parse_exit_criterion(std::string_view n) {
+  return parse(kExitCriteria, n, "exit criterion");
+}
 Result<CudaGraphs> parse_cuda_graphs(std::string_view n) {
   return parse(kCudaGraphs, n, "CUDA graph mode");
 }
@@ -114,6 +124,9 @@ std::string_view name(BatchMode v) {
 }
 std::string_view name(QueuePolicy v) {
   return lookup(kQueuePolicies, v);
+}
+std::string_view name(ExitCriterion v) {
+  return lookup(kExitCriteria, v);
 }
 std::string_view name(ExitPolicy v) {
   return lookup(kExitPolicies, v);

@@ -19,6 +19,7 @@
 #include "engine/model_input_builder.h"
 #include "kernels/cpu/linear.h"
 #include "kv/kv_cache_manager.h"
+#include "model/loop_program.h"
 #include "model/model_capabilities.h"
 #include "model/ouro_weights.h"
 #include "runner/cpu_model_runner.h"
@@ -346,9 +347,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested,
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
   RLT_RETURN_IF_ERROR(model::check_model_capabilities(model::model_capabilities(mc), config));
   RLT_RETURN_IF_ERROR(check_speculation(config, mc.total_ut_steps, device.cuda));
-  // What a self draft's CODA costs next to one loop of the core (both stream their weights).
+  // What a token's CODA (and, for Huginn, its attending prelude and coda blocks) costs next to
+  // one loop of the core (all stream their weights).
   if (const int64_t loop = impl->model->core_weight_bytes_per_loop(); loop > 0)
-    sc.coda_loops = static_cast<double>(impl->model->lm_head_bytes()) / static_cast<double>(loop);
+    sc.coda_loops = static_cast<double>(impl->model->lm_head_bytes() + impl->model->outer_block_bytes()) /
+                    static_cast<double>(loop);
   const kv::KVLayout layout = config.kv_layout;
   // Quantized weights: a bf16 cache (as llama.cpp's f16 default: half the f32 bytes).
   const DType kv_dtype = resolve_kv_dtype(
@@ -409,6 +412,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested,
   }
   kc.geometry.num_blocks = static_cast<int32_t>(blocks);
   kc.depth = static_cast<int32_t>(mc.total_ut_steps);
+  kc.outer_planes = mc.recurrent_injection() ? model::outer_kv_planes(mc) : 0;
   kc.layout = layout;
   kc.watermark_ratio = config.watermark;
   kc.enable_prefix_caching = config.enable_prefix_caching;
@@ -427,7 +431,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested,
     impl->runner = std::make_unique<runner::CpuModelRunner>(impl->model, std::move(storage), entry->create(),
                                                             omp_get_max_threads(), config.adaptive_threads);
   }
-  impl->planning = {layout, entry->caps.packed_prefill, kc.depth};
+  impl->planning = {layout, entry->caps.packed_prefill, kc.depth, kc.outer_planes};
   std::vector<int32_t> eos;
   for (int64_t id : impl->model->eos_token_ids()) eos.push_back(static_cast<int32_t>(id));
   impl->scheduler = std::make_unique<sched::Scheduler>(sc, *impl->kv, kc.depth, eos, impl.get());
@@ -487,8 +491,14 @@ Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const Sampl
                                         mc.max_position_embeddings));
   }
   RLT_ASSIGN_OR_RETURN(model::ExitParams exit,
-                       model::resolve_exit_params({params.min_loops, params.max_loops, params.exit_threshold},
+                       model::resolve_exit_params({params.min_loops, params.max_loops, params.exit_threshold,
+                                                   params.exit_criterion, params.exit_criterion_threshold},
                                                   mc.total_ut_steps));
+  if (exit.criterion != model::ExitCriterion::kGate && !mc.recurrent_injection()) {
+    return unimplemented(fmt::format("exit_criterion {} is one of Huginn's criteria; this {} model exits by its "
+                                     "gate (exit_criterion gate, with exit_threshold)",
+                                     rlt::name(exit.criterion), mc.model_type));
+  }
   // Without an exit gate (a GGUF from llama.cpp's converter) there is nothing to exit on: every
   // token runs to max_loops.
   if (!mc.has_exit_gate()) exit.threshold = 1.0;
@@ -519,6 +529,7 @@ Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const Sampl
   const uint64_t seed =
       params.seed ? *params.seed : sampling::derive_request_seed(m.config.seed, std::to_string(id));
   l.rng = sampling::RngState::from_seed(seed);
+  r.seed = seed;
   if (m.tokenizer) l.detokenizer = std::make_unique<tok::IncrementalDetokenizer>(m.tokenizer, /*skip_special_tokens=*/true);
   RLT_RETURN_IF_ERROR(m.scheduler->add_request(std::move(r)));
   m.live.emplace(id, std::move(l));
@@ -572,6 +583,7 @@ Status Engine::Impl::apply(const sched::SchedulerOutput& batch, runner::BatchRes
   ro.seq = batch.seq;
   ro.stage = batch.stage;
   ro.gate_logits = std::move(result.gate_logits);
+  ro.exit_values = std::move(result.exit_values);
   if (!result.prompt_scores.empty()) RLT_RETURN_IF_ERROR(apply_prompt_scores(batch, result.prompt_scores));
   if (batch.stage == sched::Stage::kCoda) {
     const int64_t vocab = model->config.vocab_size;
@@ -1025,6 +1037,8 @@ EngineMetrics Engine::metrics() const {
   x.mean_loops_per_token = m.generated_tokens ? static_cast<double>(m.loops_run) / static_cast<double>(m.generated_tokens) : 0.0;
   x.preemptions = m.scheduler->counters().preemptions;
   x.batches = m.scheduler->counters().batches;
+  x.recurrent_batches = m.scheduler->counters().recurrent_batches;
+  x.mixed_depth_batches = m.scheduler->counters().mixed_depth_batches;
   x.cuda_graph_replays = m.runner->graph_replays();
   x.device_sampled_batches = m.runner->device_sampled_batches();
   x.device_time = m.runner->device_stage_times();

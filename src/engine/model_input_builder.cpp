@@ -9,9 +9,35 @@
 namespace rlt::engine {
 namespace {
 
+// Each row's write target at each of `loops` planned depths (`depth(d, row)`).
+template <typename DepthOf>
+Status plan_writes(const kv::KVCacheManager& kv, const runner::PassInput& pass, size_t loops, DepthOf depth_of,
+                   runner::PassWrites& writes) {
+  const int32_t bs = kv.block_size();
+  const size_t rows = pass.rows.size();
+  writes.block.resize(loops * rows);
+  writes.slot.resize(rows);
+  for (size_t d = 0; d < loops; ++d) {
+    for (size_t i = 0; i < rows; ++i) {
+      const attention::PlannedRow& row = pass.rows[i];
+      const int32_t depth = depth_of(d, row);
+      RLT_ASSIGN_OR_RETURN(auto table, kv.block_table(row.request, depth));
+      const int32_t page = row.position / bs;
+      if (page >= static_cast<int32_t>(table.size())) {
+        return failed_precondition(fmt::format("request {} has no page for position {} at depth {}",
+                                               row.request, row.position, depth));
+      }
+      writes.block[d * rows + i] = table[page];
+      writes.slot[i] = row.position % bs;
+    }
+  }
+  return {};
+}
+
 // Plans `pass.rows`: with `pass.depths` empty, one pass in which each row reads and writes the
-// plane of its own depth; otherwise one table set per entry of `depths` over the same rows.
-Status plan_pass(const kv::KVCacheManager& kv, bool packed, runner::PassInput& pass) {
+// plane of its own depth; otherwise one table set per entry of `depths` over the same rows. With
+// outer planes, also one table set per outer plane (depths loops + i).
+Status plan_pass(const kv::KVCacheManager& kv, bool packed, const InputPlanning& how, runner::PassInput& pass) {
   Status lookup_error;
   const attention::TableSource tables = [&](uint64_t request,
                                             int32_t depth) -> std::span<const int32_t> {
@@ -29,25 +55,17 @@ Status plan_pass(const kv::KVCacheManager& kv, bool packed, runner::PassInput& p
                                                     pass.attention);
   if (!lookup_error.ok()) return lookup_error;
   RLT_RETURN_IF_ERROR(s);
-  const int32_t bs = kv.block_size();
-  const size_t loops = pass.num_loops(), rows = pass.rows.size();
-  pass.writes.block.resize(loops * rows);
-  pass.writes.slot.resize(rows);
-  for (size_t d = 0; d < loops; ++d) {
-    for (size_t i = 0; i < rows; ++i) {
-      const attention::PlannedRow& row = pass.rows[i];
-      const int32_t depth = pass.depths.empty() ? row.depth : pass.depths[d];
-      RLT_ASSIGN_OR_RETURN(auto table, kv.block_table(row.request, depth));
-      const int32_t page = row.position / bs;
-      if (page >= static_cast<int32_t>(table.size())) {
-        return failed_precondition(fmt::format("request {} has no page for position {} at depth {}",
-                                               row.request, row.position, depth));
-      }
-      pass.writes.block[d * rows + i] = table[page];
-      pass.writes.slot[i] = row.position % bs;
-    }
-  }
-  return {};
+  RLT_RETURN_IF_ERROR(plan_writes(kv, pass, pass.num_loops(), [&](size_t d, const attention::PlannedRow& row) {
+    return pass.depths.empty() ? row.depth : pass.depths[d];
+  }, pass.writes));
+  if (how.outer_planes == 0) return {};
+  std::vector<int32_t> outer(static_cast<size_t>(how.outer_planes));
+  std::iota(outer.begin(), outer.end(), how.loops);
+  // Packing differs per backend only for prompt chunks; the outer blocks read like their loops.
+  RLT_RETURN_IF_ERROR(attention::plan_attention_depths(pass.rows, outer, tables, options, pass.outer_attention));
+  if (!lookup_error.ok()) return lookup_error;
+  return plan_writes(kv, pass, outer.size(), [&](size_t d, const attention::PlannedRow&) { return outer[d]; },
+                     pass.outer_writes);
 }
 
 // Adds the prompt row at `position` of request `r` to `pass` (and marks it when it ends the
@@ -59,6 +77,7 @@ void add_prompt_row(const sched::Request& r, int32_t position, runner::PassInput
     pass.scores.push_back({row, r.prompt[static_cast<size_t>(position + 1)], *r.params.prompt_logprobs});
   pass.tokens.push_back(r.prompt[static_cast<size_t>(position)]);
   pass.rows.push_back({r.id, 0, position});
+  pass.seeds.push_back(r.seed);
 }
 
 void all_loops(int32_t loops, std::vector<int32_t>& depths) {
@@ -116,7 +135,7 @@ Status build_model_input(const sched::SchedulerOutput& batch, const sched::Sched
               add_prompt_row(*requests[i], item.token_start + offset, pass);
           }
           all_loops(how.loops, pass.depths);
-          RLT_RETURN_IF_ERROR(plan_pass(kv, /*packed=*/false, pass));
+          RLT_RETURN_IF_ERROR(plan_pass(kv, /*packed=*/false, how, pass));
         }
       } else {
         // Loop-major: loop t of every chunk row needs only loop-t K/V, so chunks are exact.
@@ -127,11 +146,21 @@ Status build_model_input(const sched::SchedulerOutput& batch, const sched::Sched
             add_prompt_row(*requests[i], p, pass);
         }
         all_loops(how.loops, pass.depths);
-        RLT_RETURN_IF_ERROR(plan_pass(kv, how.packed_prefill, pass));
+        RLT_RETURN_IF_ERROR(plan_pass(kv, how.packed_prefill, how, pass));
       }
       return {};
     case runner::Stage::kPrelude:
       for (const sched::Request* r : requests) out.tokens.push_back(r->feed_token());
+      if (how.outer_planes > 0) {
+        // The prelude attends: one pass over the fed tokens' positions.
+        runner::PassInput& pass = out.add_pass();
+        for (const sched::Request* r : requests) {
+          pass.tokens.push_back(r->feed_token());
+          pass.rows.push_back({r->id, 0, r->feed_position()});
+          pass.seeds.push_back(r->seed);
+        }
+        return plan_pass(kv, /*packed=*/false, how, pass);
+      }
       return {};
     case runner::Stage::kVerify: {
       // As a prefill chunk: the rows of a request are consecutive positions, loop-major over
@@ -149,15 +178,24 @@ Status build_model_input(const sched::SchedulerOutput& batch, const sched::Sched
         }
       }
       all_loops(how.loops, pass.depths);
-      return plan_pass(kv, how.packed_prefill, pass);
+      return plan_pass(kv, how.packed_prefill, how, pass);
     }
     case runner::Stage::kRecurrent: {
       runner::PassInput& pass = out.add_pass();
-      for (const auto& item : batch.items)
+      for (size_t i = 0; i < batch.items.size(); ++i) {
+        const auto& item = batch.items[i];
         pass.rows.push_back({item.id, item.depth, item.position});
-      return plan_pass(kv, /*packed=*/false, pass);
+        if (how.outer_planes > 0) pass.criteria.push_back(requests[i]->exit.criterion);
+      }
+      return plan_pass(kv, /*packed=*/false, how, pass);
     }
     case runner::Stage::kCoda:
+      if (how.outer_planes > 0) {
+        // The readout attends (Huginn's coda): one pass over the requests' current positions.
+        runner::PassInput& pass = out.add_pass();
+        for (const sched::Request* r : requests) pass.rows.push_back({r->id, 0, r->feed_position()});
+        return plan_pass(kv, /*packed=*/false, how, pass);
+      }
       return {};
   }
   return {};

@@ -20,6 +20,9 @@ struct InputPlanning {
   // (BackendCapabilities::packed_prefill).
   bool packed_prefill = false;
   int32_t loops = 1;  // the model's loop count: a prefill row runs all of them
+  // Outer planes (kv::KVCacheConfig::outer_planes: Huginn's prelude and coda K/V at depths
+  // loops .. loops + outer_planes - 1): every stage's rows come in a pass planned for them.
+  int32_t outer_planes = 0;
 };
 
 // Fills `out` (cleared first) for `batch`. Sampling rows (CODA) are the engine's to add. Errors: an

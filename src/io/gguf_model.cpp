@@ -56,6 +56,7 @@ const std::set<std::string>& known_arch_keys(Architecture arch) {
     case Architecture::kNanbeige:
       return kNanbeige;
     case Architecture::kLlama:
+    case Architecture::kHuginn:  // no GGUF form: never read from a GGUF file
       break;
   }
   return kLlama;

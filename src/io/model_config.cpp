@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -354,6 +355,104 @@ Status check_ouro_semantics(const FieldReader& r, const json& j, const ModelConf
   return {};
 }
 
+// Fields of Huginn-0125's config.json (RavenConfig, as released). Training-only fields are
+// accepted and have no effect on inference; the others are parsed or must keep the released
+// model's value (parse_huginn).
+const std::set<std::string>& huginn_known_fields() {
+  static const std::set<std::string> kFields = {
+      "architectures", "model_type", "n_embd", "n_heads", "num_key_value_heads", "n_layers",
+      "n_layers_in_prelude", "n_layers_in_recurrent_block", "n_layers_in_coda", "intermediate_size",
+      "vocab_size", "padded_vocab_size", "block_size", "rope_base", "norm_eps", "mean_recurrence",
+      "init_values", "injection_type", "state_init", "qk_bias", "bias", "tie_embeddings",
+      "test_time_noise", "test_time_noise_type", "bos_token_id", "eos_token_id", "pad_token_id",
+      "nonlin", "norm_class_name", "block_class_name", "attn_impl",
+      // training-only
+      "effective_expected_depth", "mean_backprop_depth", "sampling_scheme", "randomize_embedding",
+      "activation_checkpoint_impl", "init_orthogonal", "initializer_range",
+      // metadata
+      "auto_map", "use_cache"};
+  return kFields;
+}
+
+// Huginn's config (docs/models.md): the sizes, the recurrence, and every switch of the reference
+// code that would change the math held at the released model's value.
+Status parse_huginn(const FieldReader& r, const json& j, ModelConfig& c) {
+  RLT_ASSIGN_OR_RETURN(c.hidden_size, r.positive_int("n_embd"));
+  RLT_ASSIGN_OR_RETURN(c.num_heads, r.positive_int("n_heads"));
+  c.num_kv_heads = c.num_heads;
+  if (r.has("num_key_value_heads")) {
+    RLT_ASSIGN_OR_RETURN(int64_t kv, r.positive_int("num_key_value_heads"));
+    if (kv != c.num_heads)
+      return r.unsupported("num_key_value_heads", j["num_key_value_heads"], "n_heads (Huginn has no GQA)");
+  }
+  if (c.hidden_size % c.num_heads != 0)
+    return r.error("n_embd", fmt::format("({}) must be a multiple of n_heads ({})", c.hidden_size, c.num_heads));
+  c.head_dim = c.hidden_size / c.num_heads;
+  RLT_ASSIGN_OR_RETURN(c.prelude_layers, r.positive_int("n_layers_in_prelude"));
+  RLT_ASSIGN_OR_RETURN(c.num_layers, r.positive_int("n_layers_in_recurrent_block"));
+  RLT_ASSIGN_OR_RETURN(c.coda_layers, r.positive_int("n_layers_in_coda"));
+  if (r.has("n_layers")) {
+    RLT_ASSIGN_OR_RETURN(int64_t n, r.positive_int("n_layers"));
+    if (n != c.prelude_layers + c.num_layers + c.coda_layers) {
+      return r.error("n_layers", fmt::format("({}) must be the prelude, recurrent and coda blocks together ({})",
+                                             n, c.prelude_layers + c.num_layers + c.coda_layers));
+    }
+  }
+  RLT_ASSIGN_OR_RETURN(c.intermediate_size, r.positive_int("intermediate_size"));
+  RLT_ASSIGN_OR_RETURN(c.vocab_size, r.positive_int(r.has("padded_vocab_size") ? "padded_vocab_size" : "vocab_size"));
+  if (r.has("vocab_size")) {
+    RLT_ASSIGN_OR_RETURN(int64_t v, r.positive_int("vocab_size"));
+    if (v > c.vocab_size)
+      return r.error("vocab_size", fmt::format("({}) exceeds padded_vocab_size ({})", v, c.vocab_size));
+  }
+  c.max_position_embeddings = 4096;
+  if (r.has("block_size")) {
+    RLT_ASSIGN_OR_RETURN(c.max_position_embeddings, r.positive_int("block_size"));
+  }
+  RLT_ASSIGN_OR_RETURN(c.total_ut_steps, r.positive_int("mean_recurrence"));
+  // The reference code's defaults (RavenConfig) for the two constants a config may omit.
+  RLT_ASSIGN_OR_RETURN(c.rope_theta, r.positive_number("rope_base", 50000.0));
+  RLT_ASSIGN_OR_RETURN(c.rms_norm_eps, r.positive_number("norm_eps", 1e-6));
+  // "like-init": the state is drawn as the embedding was initialized, std sqrt(2 / (5 n_embd)),
+  // then scaled as the embedding is; init_values may state both numbers.
+  c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
+  double state_std = std::sqrt(2.0 / (5.0 * static_cast<double>(c.hidden_size)));
+  if (r.has("init_values")) {
+    const json& iv = j["init_values"];
+    if (!iv.is_object()) return r.error("init_values", "must be an object");
+    FieldReader ir(iv, r.source());
+    if (iv.contains("embed_scale")) {
+      RLT_ASSIGN_OR_RETURN(c.embedding_scale, ir.positive_number("embed_scale", {}));
+    }
+    if (iv.contains("std")) {
+      RLT_ASSIGN_OR_RETURN(state_std, ir.positive_number("std", {}));
+    }
+  }
+  c.initial_state_std = state_std * c.embedding_scale;
+  struct Fixed {
+    const char* field;
+    json value;
+    const char* why;
+  };
+  const Fixed fixed[] = {
+      {"architectures", json::array({"RavenForCausalLM"}), "[\"RavenForCausalLM\"]"},
+      {"qk_bias", true, "true (the released blocks add a bias to q and k)"},
+      {"bias", false, "false (no other projection biases)"},
+      {"tie_embeddings", true, "true (the head is the embedding)"},
+      {"injection_type", "linear", "\"linear\" (the adapter on concat[state, prelude output])"},
+      {"state_init", "like-init", "\"like-init\" (a truncated normal scaled as the embedding)"},
+      {"test_time_noise", 0, "0 (no noise added during the recurrence)"},
+      {"nonlin", "SiLU", "\"SiLU\""},
+      {"norm_class_name", "RMSNorm_llama", "\"RMSNorm_llama\""},
+  };
+  for (const Fixed& f : fixed)
+    if (r.has(f.field) && j[f.field] != f.value) return r.unsupported(f.field, j[f.field], f.why);
+  if (c.head_dim % 2 != 0) return r.error("n_heads", fmt::format("gives heads of {} (odd): RoPE needs an even size", c.head_dim));
+  c.tie_word_embeddings = true;
+  c.exit_gate = false;
+  return {};
+}
+
 }  // namespace
 
 Status check_config_limits(const ModelConfig& c, const std::string& source) {
@@ -371,6 +470,8 @@ Status check_config_limits(const ModelConfig& c, const std::string& source) {
       {"head_dim", c.head_dim, 4096},
       {"max_position_embeddings", c.max_position_embeddings, int64_t{1} << 30},
       {"total_ut_steps", c.total_ut_steps, 256},
+      {"n_layers_in_prelude", c.prelude_layers, 1024},
+      {"n_layers_in_coda", c.coda_layers, 1024},
   };
   for (const Limit& l : limits) {
     if (l.value > l.max) {
@@ -389,6 +490,8 @@ const char* architecture_name(Architecture a) {
       return "llama";
     case Architecture::kNanbeige:
       return "nanbeige";
+    case Architecture::kHuginn:
+      return "huginn_raven";
   }
   return "?";
 }
@@ -397,6 +500,7 @@ int64_t ModelConfig::params_per_layer() const {
   int64_t h = hidden_size;
   int64_t attn = h * q_dim() + 2 * h * kv_dim() + q_dim() * h;
   int64_t mlp = 3 * h * intermediate_size;
+  if (recurrent_injection()) return attn + mlp + 4 * h + q_dim() + kv_dim();  // 4 norms, q/k bias
   return attn + mlp + (sandwich_norms() ? 4 : 2) * h;
 }
 
@@ -404,7 +508,8 @@ int64_t ModelConfig::parameter_count() const {
   int64_t embed_and_head = (tie_word_embeddings ? 1 : 2) * vocab_size * hidden_size;
   int64_t final_norm = hidden_size;
   int64_t gate = has_exit_gate() ? hidden_size + 1 : 0;
-  return embed_and_head + num_layers * params_per_layer() + final_norm + gate;
+  const int64_t adapter = recurrent_injection() ? 2 * hidden_size * hidden_size : 0;
+  return embed_and_head + (num_layers + outer_layers()) * params_per_layer() + final_norm + gate + adapter;
 }
 
 Result<ModelConfig> parse_model_config(std::string_view json_text, const std::string& source) {
@@ -420,13 +525,17 @@ Result<ModelConfig> parse_model_config(std::string_view json_text, const std::st
     c.architecture = Architecture::kLlama;
   } else if (c.model_type == "nanbeige") {
     c.architecture = Architecture::kNanbeige;
+  } else if (c.model_type == "huginn_raven") {
+    c.architecture = Architecture::kHuginn;
   } else {
-    return r.unsupported("model_type", j["model_type"], "\"ouro\", \"llama\", \"nanbeige\"");
+    return r.unsupported("model_type", j["model_type"], "\"ouro\", \"llama\", \"nanbeige\", \"huginn_raven\"");
   }
   const bool llama = c.architecture == Architecture::kLlama;
   const bool nanbeige = c.architecture == Architecture::kNanbeige;
+  const bool huginn = c.architecture == Architecture::kHuginn;
   const std::set<std::string>& known = llama      ? llama_known_fields()
                                        : nanbeige ? nanbeige_known_fields()
+                                       : huginn   ? huginn_known_fields()
                                                   : ouro_known_fields();
   std::vector<std::string> unknown;
   for (const auto& [key, _] : j.items()) {
@@ -446,6 +555,20 @@ Result<ModelConfig> parse_model_config(std::string_view json_text, const std::st
   for (const NeutralField& f : neutral_only_fields()) {
     if (r.has(f.name) && j[f.name] != f.neutral && !(f.neutral.is_null() && j[f.name].is_null()))
       return r.unsupported(f.name, j[f.name], f.accepted);
+  }
+  if (huginn) {
+    RLT_RETURN_IF_ERROR(parse_huginn(r, j, c));
+    RLT_ASSIGN_OR_RETURN(c.bos_token_id, r.optional_token_id("bos_token_id"));
+    RLT_ASSIGN_OR_RETURN(c.pad_token_id, r.optional_token_id("pad_token_id"));
+    RLT_ASSIGN_OR_RETURN(c.eos_token_ids, r.token_id_list("eos_token_id"));
+    for (const char* f : {"torch_dtype", "dtype"})
+      if (r.has(f) && j[f].is_string()) c.torch_dtype = j[f].get<std::string>();
+    RLT_RETURN_IF_ERROR(check_config_limits(c, source));
+    for (int64_t id : c.eos_token_ids) {
+      if (id >= c.vocab_size)
+        return r.error("eos_token_id", fmt::format("{} is outside the vocabulary ({})", id, c.vocab_size));
+    }
+    return c;
   }
   RLT_ASSIGN_OR_RETURN(c.vocab_size, r.positive_int("vocab_size"));
   RLT_ASSIGN_OR_RETURN(c.hidden_size, r.positive_int("hidden_size"));

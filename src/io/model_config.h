@@ -16,8 +16,10 @@ namespace rlt::io {
 // Which forward the checkpoint needs. Plain Llama is the one-loop case of the same core: pre-norm
 // layers (no sandwich norms), one final norm, no exit gate, total_ut_steps = 1. Nanbeige is a
 // looped Llama: the whole pre-norm stack runs num_loops times with model.norm after every loop,
-// no exit gate (every token runs every loop).
-enum class Architecture { kOuro, kLlama, kNanbeige };
+// no exit gate (every token runs every loop). Huginn (huginn_raven) runs prelude blocks, then a
+// recurrent block of num_layers blocks total_ut_steps times on a state that starts as noise and
+// takes the prelude's output at every step, then coda blocks (docs/models.md).
+enum class Architecture { kOuro, kLlama, kNanbeige, kHuginn };
 
 // The architecture's name as config.json's model_type and GGUF's general.architecture spell it.
 const char* architecture_name(Architecture a);
@@ -36,7 +38,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string model_type;  // "ouro", "llama" or "nanbeige"
+  std::string model_type;  // "ouro", "llama", "nanbeige" or "huginn_raven"
   Architecture architecture = Architecture::kOuro;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
@@ -59,10 +61,22 @@ struct ModelConfig {
   // every token runs all total_ut_steps loops.
   bool exit_gate = true;
   RopeScaling rope_scaling;
+  // Huginn: the blocks before and after the recurrence (once per token; num_layers counts the
+  // recurrent block's), the embedding's scale, and the std of the initial state's truncated
+  // normal (cut at ±3 std).
+  int64_t prelude_layers = 0;
+  int64_t coda_layers = 0;
+  double embedding_scale = 1.0;
+  double initial_state_std = 0.0;
 
   // Ouro: four norms per layer (sandwich) and an exit gate; Llama: two pre-norms, no gate.
   bool has_exit_gate() const { return architecture == Architecture::kOuro && exit_gate; }
   bool sandwich_norms() const { return architecture == Architecture::kOuro; }
+  // Huginn: each block's four norms act on the residual sums, q and k have a bias, and the core
+  // reads the prelude's output through the adapter.
+  bool recurrent_injection() const { return architecture == Architecture::kHuginn; }
+  // Blocks outside the recurrence (Huginn's prelude and coda).
+  int64_t outer_layers() const { return prelude_layers + coda_layers; }
 
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }

@@ -36,19 +36,20 @@ KVCacheManager::KVCacheManager(const KVCacheConfig& config)
 
 Result<int32_t> KVCacheManager::plane_of_depth(int32_t depth) const {
   RLT_RETURN_IF_ERROR(check_depth(depth));
+  const int32_t loop_planes = storage_planes(config_.layout, config_.depth);
+  if (depth >= config_.depth) return loop_planes + depth - config_.depth;  // an outer plane
   return config_.layout == KVLayout::kLastExited ? depth : 0;
 }
 
 Status KVCacheManager::check_depth(int32_t depth) const {
-  if (depth < 0 || depth >= config_.depth) {
-    return out_of_range(fmt::format("depth {} outside [0, {})", depth, config_.depth));
-  }
+  const int32_t end = config_.depth + config_.outer_planes;
+  if (depth < 0 || depth >= end) return out_of_range(fmt::format("depth {} outside [0, {})", depth, end));
   return {};
 }
 
 Result<int64_t> KVCacheManager::required_blocks(int64_t prompt_len, int64_t max_new_tokens) const {
   return kv::required_blocks(prompt_len, max_new_tokens, config_.layout, config_.depth,
-                             block_size());
+                             block_size(), config_.outer_planes);
 }
 
 Result<const Allocation*> KVCacheManager::find(RequestId id) const {

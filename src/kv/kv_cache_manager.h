@@ -111,8 +111,9 @@ class KVCacheManager {
   const KVCacheConfig& config() const { return config_; }
   int32_t block_size() const { return config_.geometry.block_size; }
   int32_t num_planes() const { return planes_; }
-  // Plane read and written at `depth`: depth (last_exited) or 0 (shared). Errors: depth outside
-  // [0, config.depth).
+  // Plane read and written at `depth`: depth (last_exited) or 0 (shared); depths config.depth + i
+  // name the outer planes (KVCacheConfig::outer_planes), after the loop planes. Errors: depth
+  // outside [0, config.depth + config.outer_planes).
   Result<int32_t> plane_of_depth(int32_t depth) const;
 
   // ---- capacity views -------------------------------------------------------------------------

@@ -72,6 +72,8 @@ Result<int32_t> KVCacheManager::written_prefix(RequestId id, int32_t depth) cons
 
 Status KVCacheManager::check_finalize(const Allocation& a, int32_t pos, int32_t exit_depth) const {
   RLT_ASSIGN_OR_RETURN(int32_t exit_plane, plane_of_depth(exit_depth));
+  if (exit_depth >= config_.depth)
+    return invalid_argument(fmt::format("request {}: depth {} is an outer plane, not a loop to exit from", a.id, exit_depth));
   const int32_t backed = a.backed_tokens(block_size());
   if (pos < 0 || pos >= backed) {
     return out_of_range(

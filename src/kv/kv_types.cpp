@@ -38,6 +38,7 @@ int32_t KVCacheConfig::watermark_blocks() const {
 Status KVCacheConfig::validate() const {
   RLT_RETURN_IF_ERROR(geometry.validate());
   if (depth < 1) return invalid_argument(fmt::format("KV depth must be >= 1, got {}", depth));
+  if (outer_planes < 0) return invalid_argument(fmt::format("outer planes must be >= 0, got {}", outer_planes));
   if (geometry.num_blocks < planes()) {
     return invalid_argument(fmt::format("KV pool of {} blocks cannot hold one page of {} planes",
                                         geometry.num_blocks, planes()));
@@ -55,15 +56,15 @@ Status KVCacheConfig::validate() const {
 }
 
 Result<int64_t> required_blocks(int64_t prompt_len, int64_t max_new_tokens, KVLayout layout,
-                                int32_t depth, int32_t block_size) {
-  if (prompt_len < 1 || max_new_tokens < 1 || depth < 1 || block_size < 1) {
+                                int32_t depth, int32_t block_size, int32_t outer_planes) {
+  if (prompt_len < 1 || max_new_tokens < 1 || depth < 1 || block_size < 1 || outer_planes < 0) {
     return invalid_argument(fmt::format(
         "required_blocks needs positive sizes, got prompt_len {} max_new_tokens {} depth {} "
         "block_size {}",
         prompt_len, max_new_tokens, depth, block_size));
   }
   return blocks_for_tokens(capacity_tokens(prompt_len, max_new_tokens), block_size,
-                           storage_planes(layout, depth));
+                           storage_planes(layout, depth) + outer_planes);
 }
 
 }  // namespace rlt::kv

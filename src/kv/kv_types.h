@@ -64,6 +64,10 @@ struct KVCacheConfig {
   // reserves planes for all R depths under kLastExited even if it caps its own loops lower.
   int32_t depth = 4;
   KVLayout layout = KVLayout::kLastExited;
+  // Planes after the loop planes for K/V that do not depend on the loop (Huginn's prelude and
+  // coda blocks, packed num_layers to a plane): depth `depth + i` names outer plane i, under
+  // either layout. Early-exit finalization never touches them.
+  int32_t outer_planes = 0;
   // Admission headroom: int(watermark_ratio * num_blocks) blocks are kept free for the growth of
   // running requests, applied only when other allocations are live. In [0, 1).
   double watermark_ratio = 0.0;
@@ -72,7 +76,7 @@ struct KVCacheConfig {
   // dtype, layout and geometry so a cache can never serve K/V computed by another model.
   std::string model_salt;
 
-  int32_t planes() const { return storage_planes(layout, depth); }
+  int32_t planes() const { return storage_planes(layout, depth) + outer_planes; }
   int32_t watermark_blocks() const;
   Status validate() const;
 };
@@ -89,10 +93,11 @@ inline int64_t blocks_for_tokens(int64_t tokens, int32_t block_size, int32_t pla
 }
 
 // The capacity planner: blocks a request needs for its whole life,
-// ceil((prompt_len + max_new_tokens - 1) / block_size) * storage_planes(layout, depth).
-// Errors: prompt_len < 1, max_new_tokens < 1, depth < 1, block_size < 1.
+// ceil((prompt_len + max_new_tokens - 1) / block_size) * (storage_planes(layout, depth) +
+// outer_planes). Errors: prompt_len < 1, max_new_tokens < 1, depth < 1, block_size < 1,
+// outer_planes < 0.
 Result<int64_t> required_blocks(int64_t prompt_len, int64_t max_new_tokens, KVLayout layout,
-                                int32_t depth, int32_t block_size);
+                                int32_t depth, int32_t block_size, int32_t outer_planes = 0);
 
 // One step of the early-exit finalize plan: copy the K and V of one token slot, layers
 // [layer_begin, layer_end), from (src_block, src_slot) to (dst_block, dst_slot). The manager

@@ -98,7 +98,77 @@ ordered_json llama_family_config(const RandomCheckpointShape& s) {
   return c;
 }
 
+// config.json of a Huginn-0125 checkpoint (RavenConfig's fields as released).
+ordered_json huginn_config(const RandomCheckpointShape& s) {
+  const double std = std::sqrt(2.0 / (5.0 * static_cast<double>(s.hidden)));
+  ordered_json c;
+  c["architectures"] = {"RavenForCausalLM"};
+  c["model_type"] = "huginn_raven";
+  c["n_embd"] = s.hidden;
+  c["n_heads"] = s.heads;
+  c["num_key_value_heads"] = s.heads;
+  c["n_layers"] = s.prelude_layers + s.layers + s.coda_layers;
+  c["n_layers_in_prelude"] = s.prelude_layers;
+  c["n_layers_in_recurrent_block"] = s.layers;
+  c["n_layers_in_coda"] = s.coda_layers;
+  c["intermediate_size"] = s.intermediate;
+  c["vocab_size"] = s.vocab;
+  c["padded_vocab_size"] = s.vocab;
+  c["block_size"] = s.max_positions;
+  c["rope_base"] = s.rope_theta;
+  c["norm_eps"] = s.rms_norm_eps;
+  c["mean_recurrence"] = s.loops;
+  c["init_values"] = {{"embed_scale", std::sqrt(static_cast<double>(s.hidden))}, {"embedding", std}, {"std", std}};
+  c["injection_type"] = "linear";
+  c["state_init"] = "like-init";
+  c["qk_bias"] = true;
+  c["bias"] = false;
+  c["tie_embeddings"] = true;
+  c["test_time_noise"] = 0;
+  c["bos_token_id"] = s.bos_token_id;
+  c["eos_token_id"] = s.eos_token_id;
+  c["pad_token_id"] = 0;
+  c["torch_dtype"] = "bfloat16";
+  return c;
+}
+
+// Huginn's tensors (raven_modeling_minimal's names): the embedding (scaled by sqrt(hidden) in the
+// forward, so drawn ±sqrt(3 / hidden) for unit-variance rows), blocks, adapter and ln_f.
+std::vector<io::TensorToWrite> huginn_tensors(const RandomCheckpointShape& s, DemoRng& rng) {
+  const double p = s.projection;
+  std::vector<io::TensorToWrite> out;
+  out.push_back(bf16_tensor("transformer.wte.weight", {s.vocab, s.hidden}, rng, 0.0,
+                            std::sqrt(3.0 / static_cast<double>(s.hidden))));
+  std::vector<std::string> blocks;
+  for (int64_t i = 0; i < s.prelude_layers; ++i) blocks.push_back(fmt::format("transformer.prelude.{}.", i));
+  for (int64_t i = 0; i < s.layers; ++i) blocks.push_back(fmt::format("transformer.core_block.{}.", i));
+  for (int64_t i = 0; i < s.coda_layers; ++i) blocks.push_back(fmt::format("transformer.coda.{}.", i));
+  for (const std::string& b : blocks) {
+    for (int k = 1; k <= 4; ++k) out.push_back(bf16_tensor(fmt::format("{}norm_{}.weight", b, k), {s.hidden}, rng, 1.0, 0.2));
+    out.push_back(bf16_tensor(b + "attn.Wqkv.weight", {3 * s.hidden, s.hidden}, rng, 0, p));
+    out.push_back(bf16_tensor(b + "attn.qk_bias", {2, 1, s.heads, s.head_dim}, rng, 0, 0.5));
+    out.push_back(bf16_tensor(b + "attn.proj.weight", {s.hidden, s.hidden}, rng, 0, p));
+    out.push_back(bf16_tensor(b + "mlp.fc.weight", {2 * s.intermediate, s.hidden}, rng, 0, p));
+    out.push_back(bf16_tensor(b + "mlp.proj.weight", {s.hidden, s.intermediate}, rng, 0, p));
+  }
+  // [hidden, 2·hidden] over concat[state, input]: each row's state half scaled down.
+  io::TensorToWrite adapter = bf16_tensor("transformer.adapter.weight", {s.hidden, 2 * s.hidden}, rng, 0, p);
+  for (int64_t r = 0; r < s.hidden; ++r) {
+    for (int64_t col = 0; col < s.hidden; ++col) {
+      const size_t at = static_cast<size_t>(2 * (r * 2 * s.hidden + col));
+      const uint16_t bits = static_cast<uint16_t>(adapter.bytes[at] | (adapter.bytes[at + 1] << 8));
+      const uint16_t scaled = f32_to_bf16(bf16_to_f32(bits) * static_cast<float>(s.state_scale));
+      adapter.bytes[at] = static_cast<uint8_t>(scaled);
+      adapter.bytes[at + 1] = static_cast<uint8_t>(scaled >> 8);
+    }
+  }
+  out.push_back(std::move(adapter));
+  out.push_back(bf16_tensor("transformer.ln_f.weight", {s.hidden}, rng, 1.0, 0.2));
+  return out;
+}
+
 ordered_json demo_config(const RandomCheckpointShape& s) {
+  if (s.architecture == io::Architecture::kHuginn) return huginn_config(s);
   if (s.architecture != io::Architecture::kOuro) return llama_family_config(s);
   ordered_json c;
   c["architectures"] = {"OuroForCausalLM"};
@@ -273,6 +343,39 @@ const std::vector<RandomCheckpointPreset>& random_checkpoint_presets() {
                       .rms_norm_eps = 1e-5,
                       .bos_token_id = 166100,
                       .eos_token_id = 166101})},
+      {"huginn-tiny", "a small Huginn (1 prelude, 2 recurrent x 8 steps, 1 coda block; byte-level tokenizer)",
+       unit_variance({.architecture = io::Architecture::kHuginn,
+                      .vocab = kDemoShape.vocab,
+                      .hidden = 64,
+                      .intermediate = 128,
+                      .layers = 2,
+                      .heads = 4,
+                      .kv_heads = 4,
+                      .head_dim = 16,
+                      .loops = 8,
+                      .max_positions = 4096,
+                      .rope_theta = 5e4,
+                      .eos_token_id = 2,
+                      .prelude_layers = 1,
+                      .coda_layers = 1,
+                      .seed = 20261206,
+                      .byte_tokenizer = true})},
+      {"huginn-0125", "Huginn-0125's shape: 2 prelude, 4 recurrent x 32 steps, 2 coda blocks, hidden 5280",
+       unit_variance({.architecture = io::Architecture::kHuginn,
+                      .vocab = 65536,
+                      .hidden = 5280,
+                      .intermediate = 17920,
+                      .layers = 4,
+                      .heads = 55,
+                      .kv_heads = 55,
+                      .head_dim = 96,
+                      .loops = 32,
+                      .max_positions = 4096,
+                      .rope_theta = 5e4,
+                      .bos_token_id = 65504,
+                      .eos_token_id = 65505,
+                      .prelude_layers = 2,
+                      .coda_layers = 2})},
   };
   return kPresets;
 }
@@ -295,8 +398,12 @@ Status write_random_checkpoint(const std::string& dir_str, const RandomCheckpoin
   DemoRng rng(seed);
   const double p = s.projection;
   std::vector<io::TensorToWrite> tensors;
-  tensors.push_back(bf16_tensor("model.embed_tokens.weight", {s.vocab, s.hidden}, rng, 0.0, s.embedding));
-  for (int64_t i = 0; i < s.layers; ++i) {
+  if (s.architecture == io::Architecture::kHuginn) {
+    tensors = huginn_tensors(s, rng);
+  } else {
+    tensors.push_back(bf16_tensor("model.embed_tokens.weight", {s.vocab, s.hidden}, rng, 0.0, s.embedding));
+  }
+  for (int64_t i = 0; i < s.layers && s.architecture != io::Architecture::kHuginn; ++i) {
     auto name = [&](const char* suffix) { return fmt::format("model.layers.{}.{}", i, suffix); };
     tensors.push_back(bf16_tensor(name("self_attn.q_proj.weight"), {s.heads * s.head_dim, s.hidden}, rng, 0, p));
     tensors.push_back(bf16_tensor(name("self_attn.k_proj.weight"), {s.kv_heads * s.head_dim, s.hidden}, rng, 0, p));
@@ -312,12 +419,14 @@ Status write_random_checkpoint(const std::string& dir_str, const RandomCheckpoin
       if (ouro || !sandwich_only) tensors.push_back(bf16_tensor(name(norm), {s.hidden}, rng, 1.0, 0.2));
     }
   }
-  tensors.push_back(bf16_tensor("model.norm.weight", {s.hidden}, rng, 1.0, 0.2));
-  if (s.architecture == io::Architecture::kOuro) {
-    tensors.push_back(bf16_tensor("model.early_exit_gate.weight", {1, s.hidden}, rng, 0.0, 0.15));
-    tensors.push_back(bf16_tensor("model.early_exit_gate.bias", {1}, rng, -1.5, 0.0));
+  if (s.architecture != io::Architecture::kHuginn) {
+    tensors.push_back(bf16_tensor("model.norm.weight", {s.hidden}, rng, 1.0, 0.2));
+    if (s.architecture == io::Architecture::kOuro) {
+      tensors.push_back(bf16_tensor("model.early_exit_gate.weight", {1, s.hidden}, rng, 0.0, 0.15));
+      tensors.push_back(bf16_tensor("model.early_exit_gate.bias", {1}, rng, -1.5, 0.0));
+    }
+    tensors.push_back(bf16_tensor("lm_head.weight", {s.vocab, s.hidden}, rng, 0.0, s.head));
   }
-  tensors.push_back(bf16_tensor("lm_head.weight", {s.vocab, s.hidden}, rng, 0.0, s.head));
   RLT_RETURN_IF_ERROR(io::write_safetensors((dir / "model.safetensors").string(), std::move(tensors)));
   RLT_RETURN_IF_ERROR(write_json(dir / "config.json", demo_config(s)));
   RLT_RETURN_IF_ERROR(write_json(dir / "generation_config.json",

@@ -22,7 +22,10 @@ Status write_demo_checkpoint(const std::string& dir);
 // A shape that write_random_checkpoint fills with deterministic random bf16 weights, uniform in:
 // ±projection (q/k/v/o, gate/up/down), ±embedding, ±head (lm head), 1 ± 0.2 (norms), ±0.15 (exit
 // gate, bias -1.5). Ouro: sandwich norms and the exit gate; Nanbeige: a looped Llama (pre-norms,
-// no gate); Llama: one loop.
+// no gate); Llama: one loop; Huginn (huginn_raven): prelude and coda blocks around `layers`
+// recurrent ones, a q/k bias (±0.5), and the adapter's state columns scaled by `state_scale`
+// (below 1 the recurrence contracts towards a fixed point, as a trained model's does, so that
+// the exit criteria stop tokens at different steps).
 struct RandomCheckpointShape {
   io::Architecture architecture = io::Architecture::kOuro;
   int64_t vocab = 0, hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0,
@@ -30,6 +33,8 @@ struct RandomCheckpointShape {
   double rope_theta = 1e6, rms_norm_eps = 1e-6;
   int64_t bos_token_id = 0, eos_token_id = 0;
   double projection = 0.1, embedding = 1.0, head = 0.2;
+  int64_t prelude_layers = 0, coda_layers = 0;  // Huginn
+  double state_scale = 0.2;                     // Huginn
   uint64_t seed = 1;  // the preset's weights (write_random_checkpoint's seed when none is given)
   // Also write the demo's byte-level tokenizer and ChatML template (needs vocab = 3 + 256), so
   // that text prompts, chat and the server work on the checkpoint.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/cpu/ops.h"
 
@@ -23,6 +24,11 @@ Result<ExitParams> resolve_exit_params(ExitParams p, int64_t total_loops) {
   if (!(p.threshold >= 0.0 && p.threshold <= 1.0)) {
     return invalid_argument(fmt::format("exit_threshold must be in [0, 1], got {}", p.threshold));
   }
+  if (!p.criterion_threshold) p.criterion_threshold = default_criterion_threshold(p.criterion);
+  if (!(*p.criterion_threshold >= 0.0) || !std::isfinite(*p.criterion_threshold)) {
+    return invalid_argument(fmt::format("the {} exit criterion's threshold must be a finite number >= 0, got {}",
+                                        rlt::name(p.criterion), *p.criterion_threshold));
+  }
   return p;
 }
 
@@ -31,6 +37,11 @@ bool ouro_exit_step(const ExitParams& p, int64_t loops_done, float gate_logit, d
   *remaining *= 1.0 - static_cast<double>(hazard);
   if (loops_done >= p.max_loops) return true;
   return p.threshold < 1.0 && loops_done >= p.min_loops && 1.0 - *remaining >= p.threshold;
+}
+
+bool criterion_exit_step(const ExitParams& p, int64_t loops_done, double value) {
+  if (loops_done >= p.max_loops) return true;
+  return loops_done >= p.min_loops && criterion_fires(p.criterion, value, p.criterion_threshold.value_or(0.0));
 }
 
 bool OuroExitAccumulator::update(int64_t loops_done, float gate_logit) {

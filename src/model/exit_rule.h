@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "model/exit_criteria.h"
 #include "rlt/status.h"
 
 namespace rlt::model {
@@ -17,6 +19,10 @@ struct ExitParams {
   int64_t min_loops = 2;     // clamped to the model's loop count when the model has fewer
   int64_t max_loops = 0;     // 0 = the model's loop count (total_ut_steps)
   double threshold = 1.0;    // in [0, 1]; 1 disables adaptive exit
+  // kGate: the rule above. Otherwise one of Huginn's criteria (exit_criteria.h), checked after
+  // every loop from min_loops on, with `criterion_threshold` (unset: the criterion's default).
+  ExitCriterion criterion = ExitCriterion::kGate;
+  std::optional<double> criterion_threshold = std::nullopt;
 };
 
 // Fills defaults against the model's loop count and validates; errors name the field and the
@@ -27,6 +33,10 @@ Result<ExitParams> resolve_exit_params(ExitParams p, int64_t total_loops);
 // each request): folds loop `loops_done`'s gate logit into `remaining` (Π(1 - λ), float64) and
 // says whether the rule fires.
 bool ouro_exit_step(const ExitParams& resolved, int64_t loops_done, float gate_logit, double* remaining);
+
+// The same for a criterion's value after loop `loops_done` (exit_criteria.h): whether the token
+// stops (at max_loops, or from min_loops on when the criterion fires).
+bool criterion_exit_step(const ExitParams& resolved, int64_t loops_done, double value);
 
 // Per-token state of the rule. Reset for every generated token.
 class OuroExitAccumulator {

@@ -4,8 +4,77 @@
 
 namespace rlt::model {
 
+namespace {
+
+// Huginn's blocks of `group`: both residuals normalized on the sum.
+void add_sum_norm_blocks(LoopProgram& p, LayerGroup group, int64_t count) {
+  for (int32_t l = 0; l < static_cast<int32_t>(count); ++l) {
+    auto add = [&](LoopOpKind kind, NormWeight norm = NormWeight::kNone, Projection proj = Projection::kQkv) {
+      LoopOp op;
+      op.kind = kind;
+      op.layer = l;
+      op.norm = norm;
+      op.proj = proj;
+      op.group = group;
+      p.push_back(op);
+    };
+    add(LoopOpKind::kNorm, NormWeight::kInput);
+    add(LoopOpKind::kProject, NormWeight::kNone, Projection::kQkv);
+    add(LoopOpKind::kAttend);
+    add(LoopOpKind::kProject, NormWeight::kNone, Projection::kOProj);
+    add(LoopOpKind::kSumNorm, NormWeight::kAttnOut);
+    add(LoopOpKind::kNorm, NormWeight::kPostAttn);
+    add(LoopOpKind::kProject, NormWeight::kNone, Projection::kGateUp);
+    add(LoopOpKind::kProject, NormWeight::kNone, Projection::kDown);
+    add(LoopOpKind::kSumNorm, NormWeight::kMlpOut);
+  }
+}
+
+}  // namespace
+
+LoopProgram prelude_program(const io::ModelConfig& c) {
+  LoopProgram p;
+  if (c.recurrent_injection()) add_sum_norm_blocks(p, LayerGroup::kPrelude, c.prelude_layers);
+  return p;
+}
+
+LoopProgram readout_program(const io::ModelConfig& c) {
+  LoopProgram p;
+  if (!c.recurrent_injection()) return p;
+  p.push_back({LoopOpKind::kLoopNorm, 0, NormWeight::kFinal});
+  add_sum_norm_blocks(p, LayerGroup::kCoda, c.coda_layers);
+  p.push_back({LoopOpKind::kLoopNorm, 0, NormWeight::kFinal});
+  return p;
+}
+
+int64_t attention_layer(const io::ModelConfig& c, LayerGroup group, int32_t layer) {
+  switch (group) {
+    case LayerGroup::kCore:
+      return layer;
+    case LayerGroup::kPrelude:
+      return c.num_layers + layer;
+    case LayerGroup::kCoda:
+      return c.num_layers + c.prelude_layers + layer;
+  }
+  return layer;
+}
+
+int32_t outer_kv_planes(const io::ModelConfig& c) {
+  return static_cast<int32_t>((c.outer_layers() + c.num_layers - 1) / c.num_layers);
+}
+
+OuterKvSlot outer_kv_slot(int64_t core_layers, int64_t layer) {
+  const int64_t k = layer - core_layers;
+  return {static_cast<int32_t>(k / core_layers), static_cast<int32_t>(k % core_layers)};
+}
+
 LoopProgram core_loop_program(const io::ModelConfig& c) {
   LoopProgram p;
+  if (c.recurrent_injection()) {
+    p.push_back({LoopOpKind::kAdapter});
+    add_sum_norm_blocks(p, LayerGroup::kCore, c.num_layers);
+    return p;
+  }
   const bool sandwich = c.sandwich_norms();
   for (int32_t l = 0; l < static_cast<int32_t>(c.num_layers); ++l) {
     LoopOp op;
@@ -120,6 +189,7 @@ std::string describe(const LoopProgram& program) {
   std::string s;
   for (const LoopOp& op : program) {
     if (!s.empty()) s += "; ";
+    if (op.group != LayerGroup::kCore) s += op.group == LayerGroup::kPrelude ? "prelude." : "coda.";
     switch (op.kind) {
       case LoopOpKind::kNorm:
         s += fmt::format("norm({}, {})", norm_name(op.norm), op.layer);
@@ -138,6 +208,12 @@ std::string describe(const LoopProgram& program) {
         break;
       case LoopOpKind::kGate:
         s += "gate";
+        break;
+      case LoopOpKind::kSumNorm:
+        s += fmt::format("sum_norm({}, {})", norm_name(op.norm), op.layer);
+        break;
+      case LoopOpKind::kAdapter:
+        s += "adapter";
         break;
       case LoopOpKind::kResidualNorm:
         s += fmt::format("residual_norm({}, {} -> {}, {})", norm_name(op.norm), op.layer,

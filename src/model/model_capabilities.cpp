@@ -22,6 +22,8 @@ const char* feature_name(ModelFeature f) {
       return "speculative self";
     case ModelFeature::kGguf:
       return "gguf";
+    case ModelFeature::kCuda:
+      return "cuda";
   }
   return "?";
 }
@@ -30,6 +32,33 @@ const ModelCapability& ModelCapabilities::get(ModelFeature f) const {
   return features.at(static_cast<size_t>(f));
 }
 
+namespace {
+
+// Huginn (as vllm-rlt, which also refuses the shared layout, prefix caching, async scheduling and
+// speculation for it), with the adaptive exit vllm-rlt lacks.
+template <typename Add>
+void add_huginn_capabilities(Add& add) {
+  add(ModelFeature::kLastExitedLayout, true, "the official code's lookup: deeper steps read an early-exited token's last step");
+  add(ModelFeature::kSharedLayout, false,
+      "later tokens read each earlier token's K/V of the same recurrence step (the official code's lookup); one "
+      "plane overwritten by every step computes something else");
+  add(ModelFeature::kPrefixCaching, false,
+      "every prompt token's recurrence starts from the request's own seeded noise, so two requests' K/V of the "
+      "same prompt differ");
+  add(ModelFeature::kAsyncScheduling, false, "the exit criteria decide from each step's own readout");
+  add(ModelFeature::kAdaptiveExit, true,
+      "per request: exit_criterion latent-diff, entropy-diff, kl, minp-kl or argmax-stability (with "
+      "exit_criterion_threshold, min/max loops)");
+  const char* speculation =
+      "verification runs every draft through every step in one pass, while Huginn's tokens stop by per-step criteria";
+  add(ModelFeature::kSpeculativeNgram, false, speculation);
+  add(ModelFeature::kSpeculativeSelf, false, speculation);
+  add(ModelFeature::kGguf, false, "llama.cpp defines no Huginn architecture");
+  add(ModelFeature::kCuda, false, "the GPU runner has no prelude or coda stage with attention yet");
+}
+
+}  // namespace
+
 ModelCapabilities model_capabilities(const io::ModelConfig& c) {
   ModelCapabilities caps;
   caps.architecture = io::architecture_name(c.architecture);
@@ -37,6 +66,10 @@ ModelCapabilities model_capabilities(const io::ModelConfig& c) {
     caps.features.push_back({f, supported, std::move(why)});
   };
   const int64_t loops = c.total_ut_steps;
+  if (c.recurrent_injection()) {
+    add_huginn_capabilities(add);
+    return caps;
+  }
   add(ModelFeature::kLastExitedLayout, true);
   add(ModelFeature::kSharedLayout, true,
       loops > 1 ? "one K/V plane: a later loop's K/V replaces an earlier one's (other outputs than "
@@ -63,6 +96,7 @@ ModelCapabilities model_capabilities(const io::ModelConfig& c) {
       c.architecture == io::Architecture::kOuro
           ? "rlt's own ouro GGUF keeps the exit gate; llama.cpp's converter drops it"
           : fmt::format("llama.cpp's {} architecture", caps.architecture));
+  add(ModelFeature::kCuda, true);
   return caps;
 }
 
@@ -91,6 +125,8 @@ Status check_model_capabilities(const ModelCapabilities& caps, const EngineConfi
                                caps.supports(ModelFeature::kSpeculativeNgram)
                                    ? "use --speculative-method ngram"
                                    : "drop it"));
+  if (config.device != "cpu")
+    RLT_RETURN_IF_ERROR(refuse(ModelFeature::kCuda, "--device " + config.device, "use --device cpu"));
   return {};
 }
 

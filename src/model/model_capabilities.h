@@ -21,6 +21,7 @@ enum class ModelFeature {
   kSpeculativeNgram,  // --speculative-method ngram
   kSpeculativeSelf,   // --speculative-method self
   kGguf,              // loads from (and `rlt convert` writes) a GGUF file
+  kCuda,              // --device cuda
 };
 
 // "kv-layout last_exited", "adaptive exit", ... (for listings and messages).

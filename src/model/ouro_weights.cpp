@@ -13,6 +13,7 @@
 #include "kernels/cpu/linear_quant_int8.h"
 #include "kernels/cpu/quant_panels.h"
 #include "model/demo_checkpoint.h"
+#include "model/huginn_weights.h"
 #include "model/packed_cache.h"
 #include "model/quantize_on_load.h"
 
@@ -69,6 +70,10 @@ std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& c) 
     }
   }
   return out;
+}
+
+std::vector<io::ExpectedTensor> expected_tensors(const io::ModelConfig& c, const io::Checkpoint& ckpt) {
+  return c.recurrent_injection() ? huginn_expected_tensors(c, &ckpt) : ouro_expected_tensors(c);
 }
 
 namespace {
@@ -169,10 +174,10 @@ std::string OuroModel::quantized_types() const {
 }
 
 int64_t OuroModel::core_weight_bytes_per_loop() const {
-  int64_t bytes = 0;
+  int64_t bytes = weights.adapter.bytes();
   for (const auto& l : weights.layers)
     bytes += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
-  if (bytes > 0) return bytes;
+  if (bytes > 0 || config.recurrent_injection()) return bytes;
   for (int64_t i = 0; i < config.num_layers; ++i) {  // not packed: the checkpoint's tensors
     for (const char* suffix : kLinearSuffixes) {
       bytes += static_cast<int64_t>(checkpoint.find(layer_name(i, suffix))->nbytes);
@@ -182,9 +187,16 @@ int64_t OuroModel::core_weight_bytes_per_loop() const {
 }
 
 int64_t OuroModel::lm_head_bytes() const {
-  if (weights.lm_head.bytes() > 0) return weights.lm_head.bytes();
+  if (weights.lm_head.bytes() > 0 || config.recurrent_injection()) return weights.lm_head.bytes();
   const char* name = config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
   return static_cast<int64_t>(checkpoint.find(name)->nbytes);
+}
+
+int64_t OuroModel::outer_block_bytes() const {
+  int64_t bytes = 0;
+  for (const auto* group : {&weights.prelude, &weights.coda})
+    for (const auto& l : *group) bytes += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
+  return bytes;
 }
 
 LoadOptions load_options(const EngineConfig& c) {
@@ -287,7 +299,7 @@ Status check_fits(const io::Checkpoint& described, const io::ModelConfig& c,
   const std::optional<int64_t> available = available_memory();
   if (!available) return Status::ok_status();
   int64_t weights = 0, largest_layer = 0;
-  for (const io::ExpectedTensor& t : ouro_expected_tensors(c)) {
+  for (const io::ExpectedTensor& t : expected_tensors(c, described)) {
     const io::TensorView* v = described.find(t.name);
     if (v == nullptr) continue;  // the tensor-set check reports it
     const bool mapped_only = t.name == "model.embed_tokens.weight" && !c.tie_word_embeddings;
@@ -312,9 +324,9 @@ Status check_fits(const io::Checkpoint& described, const io::ModelConfig& c,
 }
 
 int64_t packed_bytes(const OuroWeights& w) {
-  int64_t n = w.lm_head.bytes();
-  for (const auto& l : w.layers)
-    n += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
+  int64_t n = w.lm_head.bytes() + w.adapter.bytes();
+  for (const auto* group : {&w.prelude, &w.layers, &w.coda})
+    for (const auto& l : *group) n += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
   return n;
 }
 
@@ -388,6 +400,20 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
   if (options.bf16_activations) RLT_RETURN_IF_ERROR(check_bf16_activations(*model));
   const kernels::PackOptions pack{.bf16_activations = options.bf16_activations,
                                   .int8_activations = options.int8_activations};
+  if (model->config.recurrent_injection()) {
+    // Huginn: float safetensors packed as they are (no quantization, no packed-weight cache).
+    if (options.quantize != QuantizeType::kNone || options.int8_activations) {
+      return invalid_argument(fmt::format(
+          "{}: Huginn runs on float weights; drop --quantize and --activation-dtype int8", dir));
+    }
+    if (options.pack_for_cpu) RLT_RETURN_IF_ERROR(check_fits(model->checkpoint, model->config, options));
+    auto bound = bind_huginn_weights(model->checkpoint, model->config, pack, options.pack_for_cpu);
+    if (!bound.ok()) return bound.status().with_context(dir);
+    model->weights = std::move(bound).value();
+    report.open_seconds = clock.lap();
+    report.packed_bytes = packed_bytes(model->weights);
+    return std::shared_ptr<const OuroModel>(std::move(model));
+  }
 
   // --quantize deferred like the conversions: each matrix is quantized as its layer is packed,
   // and a load that maps the packed-weight cache never quantizes.

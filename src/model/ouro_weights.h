@@ -29,6 +29,9 @@ struct OuroLayerWeights {
   std::vector<float> attn_out_norm;   // input_layernorm_2: on the attention output (Ouro only)
   std::vector<float> post_attn_norm;  // post_attention_layernorm: before the MLP
   std::vector<float> mlp_out_norm;    // post_attention_layernorm_2: on the MLP output (Ouro only)
+  // Huginn: added to q and k before RoPE, [q_dim + kv_dim] (q's, then k's, in the rows' order);
+  // empty otherwise.
+  std::vector<float> qk_bias;
 };
 
 struct OuroWeights {
@@ -38,10 +41,18 @@ struct OuroWeights {
   std::vector<float> exit_gate_weight;  // [hidden]; empty without an exit gate (Llama)
   float exit_gate_bias = 0.0f;
   std::vector<OuroLayerWeights> layers;
+  // Huginn (model/huginn_weights.h): the blocks before and after the recurrence, in the layers'
+  // form (norm_1..4 as input, attn_out, post_attn, mlp_out), and the adapter [hidden, 2·hidden]
+  // over concat[state, prelude output]. Empty otherwise.
+  std::vector<OuroLayerWeights> prelude, coda;
+  kernels::PackedMatrix adapter;
 };
 
 // Every tensor a checkpoint with this config holds (Ouro or Llama layout), with its exact shape.
 std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& config);
+// The same for any architecture (Huginn's names: huginn_weights.h), with the optional tensors
+// `ckpt` holds.
+std::vector<io::ExpectedTensor> expected_tensors(const io::ModelConfig& config, const io::Checkpoint& ckpt);
 
 // Validates the tensor set (names, shapes, dtypes) and binds it. The checkpoint must outlive the
 // returned weights. Without `pack_linear_layers`, the linear weights' packed matrices stay empty.
@@ -124,6 +135,9 @@ struct OuroModel {
   // when packed for the CPU, else the checkpoint's.
   int64_t core_weight_bytes_per_loop() const;
   int64_t lm_head_bytes() const;
+  // Weight bytes of the blocks outside the recurrence (Huginn's prelude and coda, packed): a
+  // generated token streams them once, beside the lm head. 0 for other models.
+  int64_t outer_block_bytes() const;
 };
 
 // Loads the config, generation config and weights of a model source (a Hugging Face folder or a

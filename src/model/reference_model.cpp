@@ -5,14 +5,18 @@
 #include <algorithm>
 
 #include "kernels/cpu/dense_attention.h"
+#include "model/initial_state.h"
 
 namespace rlt::model {
 
-// K/V per (loop, layer): [positions, kv_dim] f32, appended as rows are processed.
+// K/V per (loop, layer): [positions, kv_dim] f32, appended as rows are processed. Layers past
+// the core's (Huginn's prelude and coda) have one history each, whatever the loop.
 class ReferenceModel::DenseKv : public CoreAttention {
  public:
   DenseKv(const io::ModelConfig& c, bool shared)
-      : c_(c), shared_(shared), k_(static_cast<size_t>((shared ? 1 : c.total_ut_steps) * c.num_layers)),
+      : c_(c),
+        shared_(shared),
+        k_(static_cast<size_t>((shared ? 1 : c.total_ut_steps) * c.num_layers + c.outer_layers())),
         v_(k_.size()) {}
 
   void set_pass(int64_t loop, int64_t first_position) {
@@ -62,6 +66,8 @@ class ReferenceModel::DenseKv : public CoreAttention {
 
  private:
   size_t slot(int64_t loop, int64_t layer) const {
+    const int64_t core_slots = (shared_ ? 1 : c_.total_ut_steps) * c_.num_layers;
+    if (layer >= c_.num_layers) return static_cast<size_t>(core_slots + layer - c_.num_layers);
     return static_cast<size_t>((shared_ ? 0 : loop) * c_.num_layers + layer);
   }
   const io::ModelConfig& c_;
@@ -72,11 +78,29 @@ class ReferenceModel::DenseKv : public CoreAttention {
   int64_t first_position_ = 0;
 };
 
-ReferenceModel::ReferenceModel(std::shared_ptr<const OuroModel> model, KvSemantics semantics)
+ReferenceModel::ReferenceModel(std::shared_ptr<const OuroModel> model, KvSemantics semantics,
+                               uint64_t noise_seed)
     : model_(std::move(model)),
       core_(*model_),
       kv_(std::make_shared<DenseKv>(model_->config, semantics == KvSemantics::kShared)),
-      semantics_(semantics) {}
+      semantics_(semantics),
+      noise_seed_(noise_seed) {}
+
+void ReferenceModel::start_recurrence(std::span<const int32_t> tokens, const int64_t* positions,
+                                      std::vector<float>& injection, std::vector<float>& state) {
+  const io::ModelConfig& c = model_->config;
+  const auto rows = static_cast<int64_t>(tokens.size());
+  injection.resize(static_cast<size_t>(rows * c.hidden_size));
+  state.resize(injection.size());
+  core_.embed(tokens.data(), rows, injection.data());
+  kv_->set_pass(0, positions[0]);
+  core_.run_prelude(injection.data(), positions, rows, *kv_, scratch_);
+  for (int64_t r = 0; r < rows; ++r) {
+    draw_initial_state(noise_seed_, positions[r], c.initial_state_std,
+                       std::span<float>(state).subspan(static_cast<size_t>(r * c.hidden_size),
+                                                       static_cast<size_t>(c.hidden_size)));
+  }
+}
 
 void ReferenceModel::reset() {
   kv_->clear();
@@ -118,22 +142,30 @@ Result<StepResult> ReferenceModel::prefill(std::span<const int32_t> tokens, bool
   std::vector<int64_t> positions(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) positions[r] = length_ + r;
   std::vector<float> gates(static_cast<size_t>(rows));
-  core_.embed(tokens.data(), rows, h.data());
+  std::vector<float> injection;
+  if (c.recurrent_injection()) {
+    start_recurrence(tokens, positions.data(), injection, h);
+  } else {
+    core_.embed(tokens.data(), rows, h.data());
+  }
   StepResult out;
-  const float* last = h.data() + (rows - 1) * c.hidden_size;
   for (int64_t loop = 0; loop < c.total_ut_steps; ++loop) {
     kv_->set_pass(loop, length_);
-    core_.run_loop(h.data(), positions.data(), rows, *kv_, scratch_, gates.data());
+    core_.run_loop(h.data(), positions.data(), rows, *kv_, scratch_, gates.data(),
+                   injection.empty() ? nullptr : injection.data());
     if (trace) {
       out.trace.hidden.push_back(h);
       if (c.has_exit_gate()) out.trace.gate_logits.push_back(gates);
     }
   }
+  // Every row is read out: Huginn's coda writes its K/V for every prompt position.
+  kv_->set_pass(0, length_);
+  const float* head_input = core_.readout(h.data(), positions.data(), rows, *kv_, scratch_);
   out.logits.resize(static_cast<size_t>(c.vocab_size));
-  core_.lm_head(last, 1, out.logits.data());
+  core_.lm_head(head_input + (rows - 1) * c.hidden_size, 1, out.logits.data());
   if (every_row_logits) {
     out.row_logits.resize(static_cast<size_t>(rows * c.vocab_size));
-    core_.lm_head(h.data(), rows, out.row_logits.data());
+    core_.lm_head(head_input, rows, out.row_logits.data());
   }
   out.exit_depth = c.total_ut_steps;
   length_ += rows;
@@ -145,26 +177,52 @@ Result<StepResult> ReferenceModel::decode(int32_t token, const ExitParams& resol
   const io::ModelConfig& c = model_->config;
   std::vector<float> h(static_cast<size_t>(c.hidden_size));
   const int64_t position = length_;
-  core_.embed(&token, 1, h.data());
+  std::vector<float> injection;
+  if (c.recurrent_injection()) {
+    start_recurrence({&token, 1}, &position, injection, h);
+  } else {
+    core_.embed(&token, 1, h.data());
+  }
+  const bool by_gate = resolved.criterion == ExitCriterion::kGate;
   OuroExitAccumulator exit_rule(resolved);
+  CriterionState criterion(resolved.criterion, resolved.criterion_threshold.value_or(0.0), h, c.vocab_size);
+  const bool read_every_step = criterion_needs_logits(resolved.criterion);
   StepResult out;
+  out.logits.resize(static_cast<size_t>(c.vocab_size));
+  bool have_logits = false;
   for (int64_t loop = 0; loop < c.total_ut_steps; ++loop) {
     float gate = 0.0f;
     kv_->set_pass(loop, position);
-    core_.run_loop(h.data(), &position, 1, *kv_, scratch_, &gate);
+    core_.run_loop(h.data(), &position, 1, *kv_, scratch_, &gate, injection.empty() ? nullptr : injection.data());
     if (trace) {
       out.trace.hidden.push_back(h);
       if (c.has_exit_gate()) out.trace.gate_logits.push_back({gate});
     }
-    if (exit_rule.update(loop + 1, gate) || loop + 1 == c.total_ut_steps) {
+    bool exits = false;
+    if (by_gate) {
+      exits = exit_rule.update(loop + 1, gate);
+    } else {
+      if (read_every_step) {
+        kv_->set_pass(0, position);
+        core_.lm_head(core_.readout(h.data(), &position, 1, *kv_, scratch_), 1, out.logits.data());
+        have_logits = true;
+      }
+      // The criterion sees every step (its running state); it may stop the token from min_loops.
+      const double value = criterion.step(h, read_every_step ? std::span<const float>(out.logits) : std::span<const float>());
+      exits = criterion_exit_step(resolved, loop + 1, value);
+      if (trace) out.trace.criterion_values.push_back(criterion.last_value());
+    }
+    if (exits || loop + 1 >= resolved.max_loops || loop + 1 == c.total_ut_steps) {
       out.exit_depth = loop + 1;
       break;
     }
   }
   out.exit_probability = exit_rule.exit_probability();
   kv_->finalize_exit(position, out.exit_depth - 1);
-  out.logits.resize(static_cast<size_t>(c.vocab_size));
-  core_.lm_head(h.data(), 1, out.logits.data());
+  if (!have_logits) {
+    kv_->set_pass(0, position);
+    core_.lm_head(core_.readout(h.data(), &position, 1, *kv_, scratch_), 1, out.logits.data());
+  }
   length_ += 1;
   return out;
 }
@@ -182,6 +240,15 @@ Result<GenerateResult> ReferenceModel::generate(std::span<const int32_t> prompt,
                                         prompt.size(), max_tokens, needed, c.max_position_embeddings));
   }
   RLT_ASSIGN_OR_RETURN(ExitParams resolved, resolve_exit_params(params, c.total_ut_steps));
+  // Without an exit gate there is nothing to exit on (as the engine decides it).
+  if (!c.has_exit_gate()) resolved.threshold = 1.0;
+  if (resolved.criterion != ExitCriterion::kGate && !c.recurrent_injection()) {
+    return invalid_argument(fmt::format("the {} exit criterion is Huginn's; a {} model exits by its gate (criterion gate)",
+                                        rlt::name(resolved.criterion), c.model_type));
+  }
+  if (c.recurrent_injection() && semantics_ == KvSemantics::kShared) {
+    return invalid_argument("Huginn keeps one K/V history per recurrence step (last_exited); the shared layout is not defined for it");
+  }
   reset();
   RLT_ASSIGN_OR_RETURN(StepResult step, prefill(prompt, trace));
   const std::vector<int64_t> eos = model_->eos_token_ids();

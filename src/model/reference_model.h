@@ -1,6 +1,10 @@
 // The dense single-request reference model: the oracle every batched executor is checked
 // against. One growing K/V history per (loop, layer), full-depth prefill, incremental decode with
 // the `ouro` exit rule and `last_exited` semantics, greedy sampling. Simple on purpose; not fast.
+// Huginn: the prelude's and the coda's K/V are one history per block (independent of the loop),
+// every token's recurrence starts from its seeded initial state (initial_state.h), and decode
+// exits by the exit criterion of ExitParams (exit_criteria.h), reading the coda out at every
+// step when the criterion needs logits (the coda's K/V of a position are those of its exit step).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +22,7 @@ namespace rlt::model {
 struct LoopTrace {
   std::vector<std::vector<float>> hidden;       // [loops run][rows·hidden], after each loop's norm
   std::vector<std::vector<float>> gate_logits;  // [loops run][rows]
+  std::vector<double> criterion_values;         // decode, Huginn's criteria: [loops run]
 };
 
 struct StepResult {
@@ -44,8 +49,9 @@ enum class KvSemantics {
 
 class ReferenceModel {
  public:
+  // `noise_seed`: the seed of Huginn's initial states (initial_state.h); unused otherwise.
   explicit ReferenceModel(std::shared_ptr<const OuroModel> model,
-                          KvSemantics semantics = KvSemantics::kLastExited);
+                          KvSemantics semantics = KvSemantics::kLastExited, uint64_t noise_seed = 0);
 
   // Appends prompt tokens at full depth (all loops, loop-major). May be called repeatedly to
   // prefill in chunks. Returns the logits of the chunk's last position.
@@ -68,12 +74,17 @@ class ReferenceModel {
  private:
   class DenseKv;
   Status check_tokens(std::span<const int32_t> tokens) const;
+  // Huginn: embeds and runs the prelude (its output in `injection`); fills `state` with the
+  // rows' initial states.
+  void start_recurrence(std::span<const int32_t> tokens, const int64_t* positions,
+                        std::vector<float>& injection, std::vector<float>& state);
 
   std::shared_ptr<const OuroModel> model_;
   OuroCore core_;
   CoreScratch scratch_;
   std::shared_ptr<DenseKv> kv_;
   KvSemantics semantics_;
+  uint64_t noise_seed_;
   int64_t length_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "model/initial_state.h"
 #include "sampling/logprobs.h"
 
 namespace rlt::runner {
@@ -17,7 +18,8 @@ CpuModelRunner::CpuModelRunner(std::shared_ptr<const model::OuroModel> model,
     : model_(std::move(model)),
       core_(*model_),
       storage_(std::move(storage)),
-      attention_(*storage_, std::move(backend), static_cast<int32_t>(model_->config.num_heads)),
+      attention_(*storage_, std::move(backend), static_cast<int32_t>(model_->config.num_heads),
+                 model_->config.recurrent_injection() ? model::outer_kv_planes(model_->config) : 0),
       threads_max_(std::max(1, threads)),
       threads_now_(threads_max_) {
   if (adaptive_threads && threads_max_ > 1) share_.emplace(threads_max_);
@@ -59,6 +61,7 @@ Status CpuModelRunner::collect(uint64_t seq, BatchResult* out) {
   // The logits stay here until the next collect(), as a device runner's pinned buffer would.
   *out = BatchResult();
   out->gate_logits = std::move(collected_.gate_logits);
+  out->exit_values = std::move(collected_.exit_values);
   out->prompt_scores = std::move(collected_.prompt_scores);
   out->runner_logits = collected_.logits;
   return {};
@@ -80,10 +83,35 @@ class CpuModelRunner::Stages final : public StageExecutor {
 
   Status bind_pass(const PassInput& pass) override { return r_.attention_.bind(pass); }
 
+  // Huginn: the prelude over the embedded rows (h_) gives the injection; h_ becomes the rows'
+  // initial states.
+  Status pass_prelude(const PassInput& pass) override {
+    if (!huginn()) return {};
+    const int64_t rows = pass.num_rows(), hidden = r_.model_->config.hidden_size;
+    if (pass.seeds.size() != static_cast<size_t>(rows))
+      return internal_error(fmt::format("a Huginn pass of {} rows has {} seeds", rows, pass.seeds.size()));
+    r_.core_.run_prelude(r_.h_.data(), r_.positions_.data(), rows, r_.attention_, r_.scratch_);
+    RLT_RETURN_IF_ERROR(r_.attention_.status());
+    r_.injection_.assign(r_.h_.begin(), r_.h_.begin() + rows * hidden);
+    for (int64_t i = 0; i < rows; ++i) {
+      model::draw_initial_state(pass.seeds[static_cast<size_t>(i)], r_.positions_[static_cast<size_t>(i)],
+                                r_.model_->config.initial_state_std,
+                                std::span<float>(r_.h_).subspan(static_cast<size_t>(i * hidden), static_cast<size_t>(hidden)));
+    }
+    return {};
+  }
+
   Status pass_loop(const PassInput& pass, size_t depth_index) override {
     r_.attention_.use_depth(depth_index);
     r_.core_.run_loop(r_.h_.data(), r_.positions_.data(), pass.num_rows(), r_.attention_,
-                      r_.scratch_, nullptr);
+                      r_.scratch_, nullptr, huginn() ? r_.injection_.data() : nullptr);
+    return r_.attention_.status();
+  }
+
+  // Huginn: h_ becomes the readout (the coda writes its K/V); others: the loop norm already ran.
+  Status pass_readout(const PassInput& pass) override {
+    if (!huginn()) return {};
+    read_out(pass.num_rows());
     return r_.attention_.status();
   }
 
@@ -150,23 +178,38 @@ class CpuModelRunner::Stages final : public StageExecutor {
     return {};
   }
 
-  // Gathers the rows' states, runs one loop with the gate, scatters them back.
+  // Huginn: each fed token through the prelude; its output is the token's injection, its state
+  // starts from the seeded noise, and its exit criterion starts afresh.
+  Status prelude_pass(const PassInput& pass) override {
+    if (!huginn()) return internal_error("a prelude pass for a model whose prelude does not attend");
+    RLT_RETURN_IF_ERROR(embed_pass(pass));
+    RLT_RETURN_IF_ERROR(bind_pass(pass));
+    RLT_RETURN_IF_ERROR(pass_prelude(pass));
+    const int64_t hidden = r_.model_->config.hidden_size;
+    for (int64_t i = 0; i < pass.num_rows(); ++i) {
+      const kv::RequestId id = pass.rows[static_cast<size_t>(i)].request;
+      Recurrence& rec = r_.recurrence_[id];
+      rec.injection.assign(r_.injection_.begin() + i * hidden, r_.injection_.begin() + (i + 1) * hidden);
+      rec.criterion.reset();
+      std::copy(r_.h_.begin() + i * hidden, r_.h_.begin() + (i + 1) * hidden, r_.state(id).begin());
+    }
+    return {};
+  }
+
+  // Gathers the rows' states, runs one loop with the gate, scatters them back. Huginn: the step
+  // reads each row's injection, and each row's exit criterion is fed (the readout's logits for
+  // the criteria that need them: then every row of the pass is read out).
   Status recurrent(const PassInput& pass) override {
     const int64_t hidden = r_.model_->config.hidden_size;
     const int64_t n = pass.num_rows();
-    r_.h_.resize(static_cast<size_t>(n * hidden));
-    r_.positions_.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      const attention::PlannedRow& row = pass.rows[static_cast<size_t>(i)];
-      const auto& s = r_.state(row.request);
-      std::copy(s.begin(), s.end(), r_.h_.begin() + i * hidden);
-      r_.positions_[static_cast<size_t>(i)] = row.position;
-    }
+    gather_states(pass);
+    if (huginn()) RLT_RETURN_IF_ERROR(gather_injections(pass));
     RLT_RETURN_IF_ERROR(r_.attention_.bind(pass));
-    out_->gate_logits.resize(static_cast<size_t>(n));
+    out_->gate_logits.assign(static_cast<size_t>(n), 0.0f);
     r_.core_.run_loop(r_.h_.data(), r_.positions_.data(), n, r_.attention_, r_.scratch_,
-                      out_->gate_logits.data());
+                      out_->gate_logits.data(), huginn() ? r_.injection_.data() : nullptr);
     RLT_RETURN_IF_ERROR(r_.attention_.status());
+    if (huginn()) RLT_RETURN_IF_ERROR(exit_values(pass));
     for (int64_t i = 0; i < n; ++i) {
       auto& s = r_.state(pass.rows[static_cast<size_t>(i)].request);
       std::copy(r_.h_.begin() + i * hidden, r_.h_.begin() + (i + 1) * hidden, s.begin());
@@ -177,17 +220,94 @@ class CpuModelRunner::Stages final : public StageExecutor {
   Status coda(const ModelInput& input) override {
     const int64_t hidden = r_.model_->config.hidden_size;
     const auto n = static_cast<int64_t>(input.requests.size());
+    out_->logits.resize(static_cast<size_t>(n * r_.model_->config.vocab_size));
+    if (huginn()) {
+      // The readout attends: the engine planned one pass over the requests' positions.
+      if (input.passes().size() != 1 || input.passes()[0].num_rows() != n)
+        return internal_error("a Huginn CODA batch needs one pass over its requests");
+      const PassInput& pass = input.passes()[0];
+      gather_states(pass);
+      RLT_RETURN_IF_ERROR(r_.attention_.bind(pass));
+      read_out(n);
+      RLT_RETURN_IF_ERROR(r_.attention_.status());
+      r_.core_.lm_head(r_.h_.data(), n, out_->logits.data());
+      return {};
+    }
     r_.h_.resize(static_cast<size_t>(n * hidden));
     for (int64_t i = 0; i < n; ++i) {
       const auto& s = r_.state(input.requests[static_cast<size_t>(i)]);
       std::copy(s.begin(), s.end(), r_.h_.begin() + i * hidden);
     }
-    out_->logits.resize(static_cast<size_t>(n * r_.model_->config.vocab_size));
     r_.core_.lm_head(r_.h_.data(), n, out_->logits.data());
     return {};
   }
 
  private:
+  bool huginn() const { return r_.model_->config.recurrent_injection(); }
+
+  // h_ and positions_ = the pass's rows' states and positions.
+  void gather_states(const PassInput& pass) {
+    const int64_t hidden = r_.model_->config.hidden_size;
+    const int64_t n = pass.num_rows();
+    r_.h_.resize(static_cast<size_t>(n * hidden));
+    r_.positions_.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const attention::PlannedRow& row = pass.rows[static_cast<size_t>(i)];
+      const auto& s = r_.state(row.request);
+      std::copy(s.begin(), s.end(), r_.h_.begin() + i * hidden);
+      r_.positions_[static_cast<size_t>(i)] = row.position;
+    }
+  }
+
+  Status gather_injections(const PassInput& pass) {
+    const int64_t hidden = r_.model_->config.hidden_size;
+    r_.injection_.resize(static_cast<size_t>(pass.num_rows() * hidden));
+    for (size_t i = 0; i < pass.rows.size(); ++i) {
+      auto it = r_.recurrence_.find(pass.rows[i].request);
+      if (it == r_.recurrence_.end() || it->second.injection.empty())
+        return internal_error(fmt::format("request {} reached a recurrence step before its prelude", pass.rows[i].request));
+      std::copy(it->second.injection.begin(), it->second.injection.end(), r_.injection_.begin() + static_cast<int64_t>(i) * hidden);
+    }
+    return {};
+  }
+
+  // h_ = the readout of its first `rows` rows (the lm head's input).
+  void read_out(int64_t rows) {
+    const float* out = r_.core_.readout(r_.h_.data(), r_.positions_.data(), rows, r_.attention_, r_.scratch_);
+    std::copy(out, out + rows * r_.model_->config.hidden_size, r_.h_.begin());
+  }
+
+  // out_->exit_values: each row's criterion value after this step. h_ holds the steps' states
+  // (left as they are); the readout, when a row's criterion needs logits, runs on a copy.
+  Status exit_values(const PassInput& pass) {
+    const io::ModelConfig& c = r_.model_->config;
+    const int64_t n = pass.num_rows(), hidden = c.hidden_size, vocab = c.vocab_size;
+    if (pass.criteria.size() != static_cast<size_t>(n))
+      return internal_error(fmt::format("a Huginn recurrent pass of {} rows has {} exit criteria", n, pass.criteria.size()));
+    bool logits = false;
+    for (ExitCriterion criterion : pass.criteria) logits = logits || model::criterion_needs_logits(criterion);
+    if (logits) {
+      const float* head_input = r_.core_.readout(r_.h_.data(), r_.positions_.data(), n, r_.attention_, r_.scratch_);
+      RLT_RETURN_IF_ERROR(r_.attention_.status());
+      r_.step_logits_.resize(static_cast<size_t>(n * vocab));
+      r_.core_.lm_head(head_input, n, r_.step_logits_.data());
+    }
+    out_->exit_values.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      Recurrence& rec = r_.recurrence_[pass.rows[static_cast<size_t>(i)].request];
+      const ExitCriterion criterion = pass.criteria[static_cast<size_t>(i)];
+      // The first step of a token: the criterion starts from the state before it (the noise).
+      if (!rec.criterion) rec.criterion.emplace(criterion, 0.0, r_.state(pass.rows[static_cast<size_t>(i)].request), vocab);
+      const std::span<const float> state(r_.h_.data() + i * hidden, static_cast<size_t>(hidden));
+      const std::span<const float> row_logits =
+          model::criterion_needs_logits(criterion)
+              ? std::span<const float>(r_.step_logits_.data() + i * vocab, static_cast<size_t>(vocab))
+              : std::span<const float>();
+      out_->exit_values[static_cast<size_t>(i)] = rec.criterion->step(state, row_logits);
+    }
+    return {};
+  }
+
   CpuModelRunner& r_;
   BatchResult* out_;
 };

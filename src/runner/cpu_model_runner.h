@@ -1,6 +1,7 @@
 // Executes one batch on the CPU (stages as in runner/model_input.h): the model math over the
 // paged KV cache in host memory. Owns the per-request recurrent state (the hidden vector carried
-// between loops and stages).
+// between loops and stages; for Huginn also the prelude's output the steps read, and the exit
+// criterion's running state).
 #pragma once
 
 #include <deque>
@@ -11,6 +12,7 @@
 
 #include "common/cpu_share.h"
 #include "kv/cpu_kv_storage.h"
+#include "model/exit_criteria.h"
 #include "model/ouro_core.h"
 #include "runner/model_runner.h"
 #include "runner/paged_attention.h"
@@ -32,7 +34,10 @@ class CpuModelRunner final : public ModelRunner {
   Status collect(uint64_t seq, BatchResult* out) override;
 
   kv::CpuKVStorage& storage() override { return *storage_; }
-  void release(kv::RequestId id) override { hidden_.erase(id); }
+  void release(kv::RequestId id) override {
+    hidden_.erase(id);
+    recurrence_.erase(id);
+  }
   double attention_seconds() const override { return attention_.seconds(); }
   bool scores_prompts() const override { return true; }
   int cpu_threads() const override { return threads_now_; }
@@ -44,6 +49,11 @@ class CpuModelRunner final : public ModelRunner {
   // Sets this batch's thread count from the CPU share (adaptive threads).
   void adapt_threads();
   std::vector<float>& state(kv::RequestId id);
+  // Huginn: what a token's recurrence carries besides its state.
+  struct Recurrence {
+    std::vector<float> injection;                    // the prelude's output, [hidden]
+    std::optional<model::CriterionState> criterion;  // from the token's first step
+  };
 
   std::shared_ptr<const model::OuroModel> model_;
   model::OuroCore core_;
@@ -51,12 +61,15 @@ class CpuModelRunner final : public ModelRunner {
   PagedAttention attention_;
   model::CoreScratch scratch_;
   std::unordered_map<kv::RequestId, std::vector<float>> hidden_;
+  std::unordered_map<kv::RequestId, Recurrence> recurrence_;
   // Computed, uncollected batches, oldest first.
   std::deque<std::pair<uint64_t, BatchResult>> done_;
   BatchResult collected_;  // the last collected results (its logits back runner_logits)
   // Reused per batch.
   std::vector<float> h_;
   std::vector<int64_t> positions_;
+  std::vector<float> injection_;      // Huginn: the pass's rows' prelude outputs
+  std::vector<float> step_logits_;    // Huginn: the readout's logits for the exit criteria
   std::vector<float> score_h_, score_logits_;  // a block of scored rows and their logits
   std::optional<CpuShareMonitor> share_;  // set with adaptive threads
   int threads_max_;

@@ -245,6 +245,10 @@ class GpuCore::Executor final : public model::LoopExecutor {
         }
         return cuda::gate_logits(h_, f(core_.gate_weight_), core_.model_.weights.exit_gate_bias,
                                  rows_, hidden, gate_logits_, stream);
+      case model::LoopOpKind::kSumNorm:
+      case model::LoopOpKind::kAdapter:
+        // Huginn's ops: its model capabilities keep it off the GPU (model_capabilities.h).
+        return unimplemented("the GPU runner has no Huginn ops (sum-norm residuals, the adapter)");
     }
     return internal_error("unknown loop op");
   }

@@ -20,8 +20,21 @@ std::string_view stage_name(Stage stage) {
   return "unknown";
 }
 
-Status check_pass_writes(const PassInput& pass, int32_t num_blocks, int32_t block_size) {
+Status check_pass_writes(const PassInput& pass, int32_t num_blocks, int32_t block_size, int32_t outer_planes) {
   const size_t rows = pass.rows.size();
+  if (outer_planes > 0) {
+    if (pass.outer_writes.slot.size() != rows || pass.outer_writes.block.size() != rows * static_cast<size_t>(outer_planes) ||
+        pass.outer_attention.block_tables.size() != static_cast<size_t>(outer_planes)) {
+      return internal_error(fmt::format("a pass of {} rows over {} outer planes has {} outer write slots, {} outer "
+                                        "write blocks and {} outer table sets",
+                                        rows, outer_planes, pass.outer_writes.slot.size(),
+                                        pass.outer_writes.block.size(), pass.outer_attention.block_tables.size()));
+    }
+    for (const kv::BlockId b : pass.outer_writes.block) {
+      if (b < 0 || b >= num_blocks)
+        return internal_error(fmt::format("a pass writes outer K/V to block {} of a pool of {}", b, num_blocks));
+    }
+  }
   if (pass.writes.slot.size() != rows || pass.writes.block.size() != rows * pass.num_loops() ||
       (!pass.tokens.empty() && pass.tokens.size() != rows)) {
     return internal_error(fmt::format(
@@ -57,6 +70,10 @@ void ModelInput::clear() {
     pass.depths.clear();
     pass.keep_state.clear();
     pass.scores.clear();
+    pass.outer_writes.block.clear();
+    pass.outer_writes.slot.clear();
+    pass.seeds.clear();
+    pass.criteria.clear();
   }
   passes_used_ = 0;
   sampling.clear();

@@ -13,6 +13,13 @@
 //   RECURRENT one pass: one loop per row at the row's own depth; returns each row's gate logit.
 //   CODA      the lm head on each request's state; `sampling` rows for runners that sample on
 //             their device; returns logits (or device-sampled tokens).
+//
+// A model with blocks outside the recurrence (Huginn's prelude and coda, which attend) has
+// every stage's rows in a pass, each pass planned for those blocks' outer planes too
+// (`outer_attention`, `outer_writes`): PREFILL runs the prelude before the loops and the readout
+// after them; PRELUDE runs the prelude on its one pass (`tokens` and `seeds`: each row's token
+// and initial-state seed) and starts each row's state; RECURRENT returns each row's exit
+// criterion value (`criteria`); CODA reads its pass's rows out.
 //   VERIFY    speculative decoding: one pass as PREFILL's (each request's last sampled token and
 //             its drafts, embedded, through every loop), then the lm head on every row; returns
 //             the logits of every row, which the engine samples and checks against the drafts.
@@ -25,6 +32,7 @@
 
 #include "attention/metadata_planner.h"
 #include "kv/kv_types.h"
+#include "rlt/config.h"
 #include "rlt/sampling_params.h"
 #include "rlt/status.h"
 #include "sampling/history.h"
@@ -59,6 +67,12 @@ struct PassInput {
   PassWrites writes;
   std::vector<int32_t> keep_state;  // PREFILL: rows (indices) that end their request's prompt
   std::vector<ScoreRow> scores;     // PREFILL: rows of requests that asked for prompt logprobs
+  // Models with outer blocks: one table set (and write target) per outer plane; the seed of each
+  // row's initial state (PREFILL, PRELUDE); each row's exit criterion (RECURRENT).
+  attention::AttentionPlan outer_attention;
+  PassWrites outer_writes;
+  std::vector<uint64_t> seeds;
+  std::vector<ExitCriterion> criteria;
 
   int64_t num_rows() const { return static_cast<int64_t>(rows.size()); }
   size_t num_loops() const { return depths.empty() ? 1 : depths.size(); }
@@ -67,7 +81,8 @@ struct PassInput {
 // That every K/V write target of `pass` lies in a pool of `num_blocks` blocks of `block_size`
 // slots and that the pass's arrays agree in size: runners check it once per pass, before any
 // layer writes.
-Status check_pass_writes(const PassInput& pass, int32_t num_blocks, int32_t block_size);
+// With `outer_planes`, also the outer planes' write targets and table sets.
+Status check_pass_writes(const PassInput& pass, int32_t num_blocks, int32_t block_size, int32_t outer_planes = 0);
 
 // CODA: what a device sampler needs of a row. Both pointers belong to the engine and are valid
 // during ModelRunner::submit only; a null `params` marks a request no longer live (its row is

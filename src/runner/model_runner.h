@@ -31,6 +31,7 @@ struct PromptScore {
 
 struct BatchResult {
   std::vector<float> gate_logits;  // RECURRENT: [items]
+  std::vector<double> exit_values;  // RECURRENT, Huginn's exit criteria: [items]
   std::vector<float> logits;       // CODA: [items, vocab]
   // CODA from a runner that keeps the logits in its own (pinned) buffer instead: valid until its
   // next collect(). Read through all_logits().

@@ -3,38 +3,44 @@
 #include <chrono>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "common/half.h"
 
 namespace rlt::runner {
 
 PagedAttention::PagedAttention(kv::CpuKVStorage& storage,
                                std::unique_ptr<attention::AttentionBackend> backend,
-                               int32_t num_q_heads)
-    : storage_(storage), backend_(std::move(backend)), num_q_heads_(num_q_heads) {}
+                               int32_t num_q_heads, int32_t outer_planes)
+    : storage_(storage), backend_(std::move(backend)), num_q_heads_(num_q_heads), outer_planes_(outer_planes) {}
 
 Status PagedAttention::bind(const PassInput& pass) {
   status_ = {};
   depth_index_ = 0;
   pass_ = nullptr;
   const kv::KVGeometry& g = storage_.geometry();
-  RLT_RETURN_IF_ERROR(check_pass_writes(pass, g.num_blocks, g.block_size));
-  // Every layer of every loop shares the pass's metadata: checked here once per planned depth,
-  // so attend() runs each layer unchecked.
+  RLT_RETURN_IF_ERROR(check_pass_writes(pass, g.num_blocks, g.block_size, outer_planes_));
+  // Every layer of every loop shares the pass's metadata: checked here once per planned depth
+  // (and outer plane), so attend() runs each layer unchecked.
   for (size_t d = 0; d < pass.num_loops(); ++d) {
-    attention::AttentionParams p = layer_params(0, pass, d);
+    attention::AttentionParams p = layer_params(0, pass.attention, d);
+    RLT_RETURN_IF_ERROR(attention::check_attention_pass(*backend_, p));
+  }
+  for (int32_t o = 0; o < outer_planes_; ++o) {
+    attention::AttentionParams p = layer_params(0, pass.outer_attention, static_cast<size_t>(o));
     RLT_RETURN_IF_ERROR(attention::check_attention_pass(*backend_, p));
   }
   pass_ = &pass;
   return {};
 }
 
-attention::AttentionParams PagedAttention::layer_params(int32_t layer, const PassInput& pass,
-                                                        size_t depth_index) const {
+attention::AttentionParams PagedAttention::layer_params(int32_t layer, const attention::AttentionPlan& plan,
+                                                        size_t table_set) const {
   attention::AttentionParams p;
   p.num_q_heads = num_q_heads_;
   p.k = storage_.layer_view(kv::KVPool::kKey, layer);
   p.v = storage_.layer_view(kv::KVPool::kValue, layer);
-  pass.attention.bind(p, depth_index);
+  plan.bind(p, table_set);
   return p;
 }
 
@@ -60,17 +66,24 @@ void PagedAttention::attend(int64_t layer, const float* q, const float* k, const
   const auto start = std::chrono::steady_clock::now();
   const kv::KVGeometry& g = storage_.geometry();
   const int64_t kv_dim = int64_t{g.num_kv_heads} * g.head_dim;
-  const auto l = static_cast<int32_t>(layer);
+  // A core layer reads and writes the current depth's plane; an outer block (layer past the
+  // core's) its outer plane: the blocks are packed num_layers to a plane (model::outer_kv_slot).
+  const bool outer = layer >= g.num_layers;
+  const model::OuterKvSlot slot = outer ? model::outer_kv_slot(g.num_layers, layer) : model::OuterKvSlot{};
+  const auto l = static_cast<int32_t>(outer ? slot.layer : layer);
+  const size_t table_set = outer ? static_cast<size_t>(slot.plane) : depth_index_;
+  if (outer && table_set >= static_cast<size_t>(outer_planes_)) {
+    status_ = internal_error(fmt::format("attention layer {} lies past the {} outer planes", layer, outer_planes_));
+    return;
+  }
+  const PassWrites& writes = outer ? pass_->outer_writes : pass_->writes;
   // Every layer writes its rows' K/V before attending (the rows attend to themselves).
   for (int64_t r = 0; r < rows; ++r) {
-    const kv::BlockId block = pass_->writes.block[depth_index_ * static_cast<size_t>(rows) + r];
-    store_row(k + r * kv_dim, storage_.slot_data(kv::KVPool::kKey, block, l, pass_->writes.slot[r]),
-              kv_dim, g.dtype);
-    store_row(v + r * kv_dim,
-              storage_.slot_data(kv::KVPool::kValue, block, l, pass_->writes.slot[r]), kv_dim,
-              g.dtype);
+    const kv::BlockId block = writes.block[table_set * static_cast<size_t>(rows) + r];
+    store_row(k + r * kv_dim, storage_.slot_data(kv::KVPool::kKey, block, l, writes.slot[r]), kv_dim, g.dtype);
+    store_row(v + r * kv_dim, storage_.slot_data(kv::KVPool::kValue, block, l, writes.slot[r]), kv_dim, g.dtype);
   }
-  attention::AttentionParams p = layer_params(l, *pass_, depth_index_);
+  attention::AttentionParams p = layer_params(l, outer ? pass_->outer_attention : pass_->attention, table_set);
   p.q = q;
   p.out = out;
   status_ = attention::run_checked_attention(*backend_, p);

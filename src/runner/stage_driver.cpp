@@ -11,9 +11,11 @@ Status run_stages(const ModelInput& input, StageExecutor& x) {
       for (const PassInput& pass : input.passes()) {
         RLT_RETURN_IF_ERROR(x.embed_pass(pass));
         RLT_RETURN_IF_ERROR(x.bind_pass(pass));
+        RLT_RETURN_IF_ERROR(x.pass_prelude(pass));
         for (size_t d = 0; d < pass.num_loops(); ++d) RLT_RETURN_IF_ERROR(x.pass_loop(pass, d));
-        if (!pass.scores.empty()) RLT_RETURN_IF_ERROR(x.score_rows(pass));
         RLT_RETURN_IF_ERROR(x.keep_states(pass));
+        RLT_RETURN_IF_ERROR(x.pass_readout(pass));
+        if (!pass.scores.empty()) RLT_RETURN_IF_ERROR(x.score_rows(pass));
       }
       return {};
     case Stage::kPrelude:
@@ -21,6 +23,7 @@ Status run_stages(const ModelInput& input, StageExecutor& x) {
         return internal_error(fmt::format("a prelude batch of {} requests has {} tokens",
                                           input.requests.size(), input.tokens.size()));
       }
+      if (input.passes().size() == 1) return x.prelude_pass(input.passes()[0]);
       return x.prelude(input.requests, input.tokens);
     case Stage::kRecurrent:
       if (input.passes().size() != 1) {
@@ -37,7 +40,9 @@ Status run_stages(const ModelInput& input, StageExecutor& x) {
       const PassInput& pass = input.passes()[0];
       RLT_RETURN_IF_ERROR(x.embed_pass(pass));
       RLT_RETURN_IF_ERROR(x.bind_pass(pass));
+      RLT_RETURN_IF_ERROR(x.pass_prelude(pass));
       for (size_t d = 0; d < pass.num_loops(); ++d) RLT_RETURN_IF_ERROR(x.pass_loop(pass, d));
+      RLT_RETURN_IF_ERROR(x.pass_readout(pass));
       return x.pass_logits(pass);
     }
   }

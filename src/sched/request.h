@@ -60,6 +60,7 @@ struct Request {
   std::vector<kv::Digest> page_digests;
   SamplingParams params;
   model::ExitParams exit;  // resolved against the model's depth
+  uint64_t seed = 0;       // the request's sampling seed (Huginn draws its initial states from it)
   std::vector<int32_t> exit_trace;  // exit mode `trace`: the depth of every output, first = model depth
   uint64_t arrival = 0;    // order of add_request, for FCFS
 

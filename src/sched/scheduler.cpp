@@ -184,7 +184,12 @@ Stage Scheduler::decode_stage() const {
 Stage Scheduler::choose_stage_refill() const {
   const bool decode_due = prefill_batches_since_recurrent_ >= config_.max_prefill_batches_before_decode;
   if (ready(Stage::kPrelude)) return Stage::kPrelude;
-  if (ready(Stage::kCoda)) return Stage::kCoda;
+  // A CODA that costs a loop or more (Huginn reads out through attending blocks, then runs an
+  // attending prelude) streams its weights whatever its rows: tokens that left the loop wait
+  // until they are as many as those still looping, or the loop is idle, and go out together.
+  const bool gather = config_.coda_loops >= 1.0 && ready(Stage::kRecurrent) &&
+                      queue(Stage::kCoda).size() < queue(Stage::kRecurrent).size();
+  if (ready(Stage::kCoda) && !gather) return Stage::kCoda;
   const Stage decode = decode_stage();
   if (decode_due && decode != Stage::kWaiting) return decode;
   if (ready(Stage::kPrefill)) return Stage::kPrefill;
@@ -236,6 +241,12 @@ Result<std::optional<SchedulerOutput>> Scheduler::schedule() {
     }
     out.seq = next_seq_++;
     ++counters_.batches;
+    if (stage == Stage::kRecurrent) {
+      ++counters_.recurrent_batches;
+      const bool mixed = std::any_of(out.items.begin(), out.items.end(),
+                                     [&](const ScheduledItem& i) { return i.depth != out.items.front().depth; });
+      counters_.mixed_depth_batches += mixed;
+    }
     return std::optional<SchedulerOutput>(std::move(out));
   }
   return std::optional<SchedulerOutput>();
@@ -559,9 +570,11 @@ Result<bool> Scheduler::preempt_for(const Request& requester, const std::vector<
 
 // ---- results ------------------------------------------------------------------------------------
 
-bool Scheduler::exit_now(Request& r, float gate_logit) {
+bool Scheduler::exit_now(Request& r, float gate_logit, double exit_value) {
   const int32_t loops = r.loops_done;  // already incremented: loops run for this token
   if (r.spec.drafting) return loops >= r.spec.draft_loops;
+  if (r.exit.criterion != model::ExitCriterion::kGate && config_.exit_mode != ExitMode::kTrace)
+    return model::criterion_exit_step(r.exit, loops, exit_value);
   switch (config_.exit_mode) {
     case ExitMode::kTrace:
       return loops >= r.exit_trace[r.output_tokens.size()];
@@ -731,7 +744,7 @@ Result<StepUpdate> Scheduler::update_from_output(const SchedulerOutput& batch, c
         }
         if (!r.spec.drafting) RLT_RETURN_IF_ERROR(kv_.record_written(r.id, item.depth, item.position, 1));
         r.loops_done = item.depth + 1;
-        if (exit_now(r, out.gate_logits.at(i))) {
+        if (exit_now(r, out.gate_logits.at(i), out.exit_values.empty() ? 0.0 : out.exit_values.at(i))) {
           RLT_RETURN_IF_ERROR(exit_loop(r, item.position, update));
         } else {
           queue(Stage::kRecurrent).push_back(r.id);
@@ -739,6 +752,7 @@ Result<StepUpdate> Scheduler::update_from_output(const SchedulerOutput& batch, c
         break;
       case Stage::kCoda: {
         const int32_t token = out.sampled.at(i);
+        RLT_RETURN_IF_ERROR(record_outer_written(r));
         if (r.spec.drafting) {
           // A self draft: proposed, not emitted. The cycle goes on until its drafts are made; a
           // row that could not be sampled (-1) ends it with the drafts made so far.
@@ -768,6 +782,17 @@ Result<StepUpdate> Scheduler::update_from_output(const SchedulerOutput& batch, c
     }
   }
   return update;
+}
+
+Status Scheduler::record_outer_written(const Request& r) {
+  const kv::KVCacheConfig& c = kv_.config();
+  const int32_t position = r.feed_position();
+  for (int32_t depth = c.depth; depth < c.depth + c.outer_planes; ++depth) {
+    // The prompt's last position was recorded with the prompt.
+    RLT_ASSIGN_OR_RETURN(bool written, kv_.token_written(r.id, position, depth));
+    if (!written) RLT_RETURN_IF_ERROR(kv_.record_written(r.id, depth, position, 1));
+  }
+  return {};
 }
 
 bool Scheduler::stops(const Request& r, int32_t token) const {

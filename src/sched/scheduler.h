@@ -51,6 +51,7 @@ struct RunnerOutput {
   std::vector<float> gate_logits;     // RECURRENT: one per item
   std::vector<int32_t> sampled;       // CODA: one token per item; VERIFY: `emitted` per item
   std::vector<int32_t> emitted;       // VERIFY: the tokens each item's verification gave
+  std::vector<double> exit_values = {};  // RECURRENT, Huginn's criteria: one per item
 };
 
 // A token that left the loop early under last_exited: its K/V must be copied to deeper planes.
@@ -84,6 +85,10 @@ struct SchedulerCounters {
   // Admission tries that waited for a running prefill to write the prompt page they share.
   int64_t shared_prefix_waits = 0;
   int64_t batches = 0;
+  // RECURRENT batches, and those whose rows run at two or more depths (Continuous Depth Batching
+  // at work: rows of tokens at different loops share the pass).
+  int64_t recurrent_batches = 0;
+  int64_t mixed_depth_batches = 0;
   // Speculative decoding: request verifications, the drafts they checked, the drafts accepted,
   // and the tokens they gave (accepted drafts plus the target's own token each).
   int64_t verifications = 0;
@@ -186,7 +191,10 @@ class Scheduler {
   // Every stage change goes through here: it keeps the running count (not waiting, not finished).
   void set_stage(Request& r, Stage stage);
   void finish(Request& r, FinishReason reason);
-  bool exit_now(Request& r, float gate_logit);
+  // `exit_value`: the criterion's value for a request exiting by one of Huginn's criteria.
+  bool exit_now(Request& r, float gate_logit, double exit_value);
+  // CODA: the token just read out has its K/V in the outer planes (Huginn's prelude and coda).
+  Status record_outer_written(const Request& r);
   void apply_prefill(Request& r, const ScheduledItem& item);
   void start_token(Request& r);  // the prelude ran: loops start over
   // The token leaves the loop after r.loops_done loops: finalize copies, then CODA.

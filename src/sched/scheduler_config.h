@@ -36,8 +36,10 @@ struct SchedulerConfig {
   bool async_scheduling = false;
   // Speculative decoding: every request's default (a request's own field overrides it).
   SpeculativeConfig speculative;
-  // A CODA's cost in loops (the lm head's weight bytes over one loop's): what a self draft costs
-  // besides its draft_loops loops, for choosing how many drafts a cycle makes.
+  // A token's CODA (and attending PRELUDE) cost in loops (their weight bytes over one loop's):
+  // what a self draft costs besides its draft_loops loops, for choosing how many drafts a cycle
+  // makes; and, from one loop up (Huginn), what makes refill mode gather exited tokens before
+  // reading them out (choose_stage_refill).
   double coda_loops = 0.0;
 
   Status validate() const;

@@ -119,7 +119,7 @@ std::optional<ApiError> parse_chat_request(const json& body, const ParseLimits& 
   r.only_known({"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
                 "seed", "stop", "n", "presence_penalty", "frequency_penalty", "repetition_penalty", "stream",
                 "stream_options", "user", "logprobs", "top_logprobs", "logit_bias", "chat_template_kwargs", "min_loops",
-                "max_loops", "exit_threshold", "priority", "ignore_eos", "stop_token_ids", "response_format", "structured_outputs", "guided_json",
+                "max_loops", "exit_threshold", "exit_criterion", "exit_criterion_threshold", "priority", "ignore_eos", "stop_token_ids", "response_format", "structured_outputs", "guided_json",
                 "speculative", "guided_regex", "guided_grammar", "guided_choice", "tools", "tool_choice", "parallel_tool_calls"});
   if (r.ok()) read_common_fields(r, limits, out);
   // max_completion_tokens is the newer name; it wins when both are sent.

@@ -123,6 +123,24 @@ namespace {
 
 // rlt's `speculative` object: {"method": "off" | "ngram" | "self", "num_tokens": K,
 // "draft_loops": D}, each optional (absent: the server's --speculative-method and friends).
+// Huginn's per-token exit criterion (rlt's extension beside min_loops / max_loops /
+// exit_threshold): its name and optional threshold.
+void read_exit_criterion(FieldReader& r, SamplingParams* p) {
+  std::string name;
+  if (r.read_string("exit_criterion", &name) && !name.empty()) {
+    auto criterion = parse_exit_criterion(name);
+    if (criterion.ok()) {
+      p->exit_criterion = *criterion;
+    } else {
+      r.fail(invalid_request(fmt::format("'exit_criterion' \"{}\": {}", name, criterion.status().message()),
+                             "exit_criterion"));
+    }
+  }
+  double threshold = 0.0;
+  if (r.find("exit_criterion_threshold") != nullptr && r.read_number("exit_criterion_threshold", &threshold))
+    p->exit_criterion_threshold = threshold;
+}
+
 void read_speculative(FieldReader& r, SamplingParams* p) {
   const json* v = r.find("speculative");
   if (v == nullptr || !r.ok()) return;
@@ -198,6 +216,7 @@ void read_common_fields(FieldReader& r, const ParseLimits& limits, GenerationReq
   r.read_int("min_loops", &p.min_loops, 1, kI64Max);
   r.read_int("max_loops", &p.max_loops, 1, kI64Max);
   r.read_number("exit_threshold", &p.exit_threshold);
+  read_exit_criterion(r, &p);
   r.read_int("priority", &p.priority, kIntMin, kIntMax);
   read_speculative(r, &p);
   read_structured_outputs(r, out);

@@ -83,7 +83,7 @@ std::optional<ApiError> parse_completion_request(const json& body, const ParseLi
   out->endpoint = Endpoint::kCompletions;
   r.only_known({"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
                 "presence_penalty", "frequency_penalty", "repetition_penalty", "stream", "stream_options", "user",
-                "logprobs", "echo", "best_of", "suffix", "logit_bias", "min_loops", "max_loops", "exit_threshold",
+                "logprobs", "echo", "best_of", "suffix", "logit_bias", "min_loops", "max_loops", "exit_threshold", "exit_criterion", "exit_criterion_threshold",
                 "priority", "ignore_eos", "stop_token_ids", "response_format", "structured_outputs", "guided_json",
                 "speculative", "guided_regex", "guided_grammar", "guided_choice", "prompt_logprobs"});
   if (r.ok()) read_common_fields(r, limits, out);

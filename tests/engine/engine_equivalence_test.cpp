@@ -56,16 +56,25 @@ TestModel& nanbeige() {
   static TestModel m = TestModel::write("nanbeige-tiny");
   return m;
 }
+// huginn-tiny (a prelude and a coda block with attention around 2 recurrent blocks x 8 steps,
+// noise initial states, per-token exit criteria).
+TestModel& huginn() {
+  static TestModel m = TestModel::write("huginn-tiny");
+  return m;
+}
 
 struct Expected {
   std::vector<int32_t> tokens;
   std::vector<int64_t> depths;
 };
 
+// Huginn's initial states come from the request's seed: the mixes give every request one.
 Expected reference(TestModel& m, const std::vector<int32_t>& prompt, const SamplingParams& p,
                    model::KvSemantics semantics, bool bf16_activations) {
-  model::ReferenceModel ref(m.loaded(bf16_activations), semantics);
-  auto r = ref.generate(prompt, p.max_tokens, {p.min_loops, p.max_loops, p.exit_threshold}, p.ignore_eos);
+  model::ReferenceModel ref(m.loaded(bf16_activations), semantics, p.seed.value_or(0));
+  auto r = ref.generate(prompt, p.max_tokens,
+                        {p.min_loops, p.max_loops, p.exit_threshold, p.exit_criterion, p.exit_criterion_threshold},
+                        p.ignore_eos);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   return {r->tokens, r->exit_depths};
 }
@@ -80,7 +89,7 @@ void check_prompt_logprobs(TestModel& m, const std::vector<int32_t>& prompt, con
     return;
   }
   ASSERT_EQ(o.prompt_logprobs.size(), prompt.size() - 1);
-  model::ReferenceModel ref(m.loaded(bf16_activations), semantics);
+  model::ReferenceModel ref(m.loaded(bf16_activations), semantics, p.seed.value_or(0));
   auto step = ref.prefill(prompt, /*trace=*/false, /*every_row_logits=*/true);
   ASSERT_TRUE(step.ok()) << step.status().to_string();
   const size_t vocab = step->row_logits.size() / prompt.size();
@@ -145,6 +154,21 @@ EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantic
     p.arrival_step = static_cast<int>(rng() % 12);
     // Drawn from a stream of its own, so that the mixes above stay what they were.
     if (prompt_rng() % 3 == 0) p.params.prompt_logprobs = static_cast<int>(prompt_rng() % 4);
+    if (mix.model->f32->config.recurrent_injection()) {
+      // Huginn: any of its criteria per request (now and then with another threshold), any
+      // depth bound, and a seed for the initial states.
+      const ExitCriterion criteria[] = {ExitCriterion::kNone, ExitCriterion::kLatentDiff, ExitCriterion::kEntropyDiff,
+                                        ExitCriterion::kKl, ExitCriterion::kMinpKl, ExitCriterion::kArgmaxStability,
+                                        ExitCriterion::kGate};
+      p.params.exit_criterion = criteria[prompt_rng() % 7];
+      if (prompt_rng() % 4 == 0 && p.params.exit_criterion == ExitCriterion::kLatentDiff)
+        p.params.exit_criterion_threshold = 0.1;
+      if (prompt_rng() % 4 == 0 && p.params.exit_criterion == ExitCriterion::kArgmaxStability)
+        p.params.exit_criterion_threshold = 2;
+      p.params.max_loops = prompt_rng() % 3 == 0 ? 5 : 0;
+      p.params.min_loops = 1 + static_cast<int>(prompt_rng() % 3);
+      p.params.seed = prompt_rng();
+    }
     plan.push_back(std::move(p));
   }
   std::map<uint64_t, RequestResult> finals, gathered;
@@ -179,7 +203,8 @@ EngineMetrics run_mix(const Mix& mix, uint32_t seed, model::KvSemantics semantic
   EXPECT_EQ((*engine)->metrics().suspended, 0);
   for (const Pending& p : plan) {
     SCOPED_TRACE(::testing::Message() << "request " << p.id << " prompt " << p.prompt.size() << " max_tokens "
-                                      << p.params.max_tokens << " threshold " << p.params.exit_threshold);
+                                      << p.params.max_tokens << " threshold " << p.params.exit_threshold
+                                      << " criterion " << name(p.params.exit_criterion));
     EXPECT_EQ(final_count[p.id], 1) << "every request ends with exactly one final output";
     const RequestResult& o = finals[p.id];
     if (aborted.count(p.id)) {
@@ -342,6 +367,49 @@ TEST(EngineEquivalence, NanbeigeRandomMixesPreemptionAndBothLayouts) {
     mix.config.prefill_chunk_size = seed % 2 ? 5 : 128;
     run_mix(mix, 8000 + seed, model::KvSemantics::kShared);
   }
+}
+
+// Huginn: the prelude and coda attend over their own K/V planes, every token starts from its
+// seeded noise, and each request stops its tokens by its own criterion: rows at different steps
+// share the recurrent batches. Random mixes under the scheduling knobs, cancellations and
+// preemption give exactly the reference's tokens, exit depths and prompt logprobs.
+TEST(EngineEquivalence, HuginnMixedCriteriaDepthsAndPreemption) {
+  double loops = 0;
+  for (uint32_t seed = 0; seed < 8; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    std::mt19937 rng(seed * 6151 + 11);
+    Mix mix;
+    mix.model = &huginn();
+    mix.config = base_config(huginn());
+    const int chunks[] = {1, 3, 8, 128};
+    mix.config.prefill_chunk_size = chunks[rng() % 4];
+    const int budgets[] = {4, 16, 128};
+    mix.config.max_num_batched_tokens = budgets[rng() % 3];
+    const int seqs[] = {1, 2, 8};
+    mix.config.max_num_seqs = seqs[rng() % 3];
+    mix.config.batch_mode = rng() % 2 ? BatchMode::kRefill : BatchMode::kNoRefill;
+    mix.config.block_size = rng() % 2 ? 4 : 16;
+    mix.abort_probability = seed % 3 == 0 ? 0.1 : 0.0;
+    mix.shared_prefixes = true;
+    mix.requests = 6 + static_cast<int>(rng() % 3);
+    loops = std::max(loops, 8.0 - run_mix(mix, 9000 + seed, model::KvSemantics::kLastExited).mean_loops_per_token);
+  }
+  EXPECT_GT(loops, 0.5) << "the mixes must stop tokens before the last step";
+  int64_t preemptions = 0;
+  for (uint32_t seed = 0; seed < 3; ++seed) {
+    Mix mix;
+    mix.model = &huginn();
+    mix.config = base_config(huginn());
+    mix.config.block_size = 4;
+    mix.config.num_kv_blocks = 200;  // a few requests' worth of 8 + 1 planes: growth must preempt
+    mix.config.enable_preemption = true;
+    mix.config.incremental_kv = true;
+    mix.config.watermark = 0.0;
+    mix.config.max_num_seqs = 8;
+    mix.requests = 8;
+    preemptions += run_mix(mix, 9500 + seed, model::KvSemantics::kLastExited).preemptions;
+  }
+  EXPECT_GT(preemptions, 0) << "the pool is small enough that growth must preempt";
 }
 
 }  // namespace

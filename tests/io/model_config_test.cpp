@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -166,6 +167,93 @@ TEST(ModelConfig, NanbeigeRefusals) {
   j = nanbeige42_config();
   j["num_loops"] = 0;
   expect_error(j, "field 'num_loops' must be positive");
+}
+
+// Huginn-0125's config.json fields (RavenConfig as released: tomg-group-umd/huginn-0125).
+nlohmann::json huginn_config() {
+  const double std = std::sqrt(2.0 / (5.0 * 5280));
+  return {{"architectures", {"RavenForCausalLM"}},
+          {"auto_map", {{"AutoConfig", "raven_config_minimal.RavenConfig"},
+                        {"AutoModelForCausalLM", "raven_modeling_minimal.RavenForCausalLM"}}},
+          {"model_type", "huginn_raven"}, {"n_embd", 5280}, {"n_heads", 55}, {"n_layers", 8},
+          {"n_layers_in_prelude", 2}, {"n_layers_in_recurrent_block", 4}, {"n_layers_in_coda", 2},
+          {"intermediate_size", 17920}, {"vocab_size", 65536}, {"padded_vocab_size", 65536},
+          {"block_size", 4096}, {"rope_base", 50000}, {"norm_eps", 1e-6}, {"mean_recurrence", 32},
+          {"mean_backprop_depth", 8}, {"sampling_scheme", "poisson-lognormal-filling"},
+          {"init_values", {{"embed_scale", std::sqrt(5280.0)}, {"embedding", std}, {"std", std},
+                           {"out_proj", std / std::sqrt(2.0 * 132)}}},
+          {"injection_type", "linear"}, {"state_init", "like-init"}, {"qk_bias", true}, {"bias", false},
+          {"tie_embeddings", true}, {"test_time_noise", 0}, {"test_time_noise_type", "fixed"},
+          {"nonlin", "SiLU"}, {"norm_class_name", "RMSNorm_llama"}, {"block_class_name", "SandwichBlock"},
+          {"effective_expected_depth", 132}, {"activation_checkpoint_impl", "per-iteration"},
+          {"bos_token_id", 65504}, {"eos_token_id", 65505}, {"pad_token_id", 65509},
+          {"torch_dtype", "float32"}, {"transformers_version", "4.44.2"}};
+}
+
+TEST(ModelConfig, ParsesTheHuginnConfig) {
+  auto r = parse(huginn_config());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->architecture, Architecture::kHuginn);
+  EXPECT_STREQ(architecture_name(r->architecture), "huginn_raven");
+  EXPECT_EQ(r->hidden_size, 5280);
+  EXPECT_EQ(r->head_dim, 96);
+  EXPECT_EQ(r->num_kv_heads, 55);
+  EXPECT_EQ(r->prelude_layers, 2);
+  EXPECT_EQ(r->num_layers, 4);
+  EXPECT_EQ(r->coda_layers, 2);
+  EXPECT_EQ(r->total_ut_steps, 32);
+  EXPECT_EQ(r->max_position_embeddings, 4096);
+  EXPECT_DOUBLE_EQ(r->rope_theta, 50000.0);
+  EXPECT_NEAR(r->embedding_scale, 72.6636, 1e-4);
+  EXPECT_NEAR(r->initial_state_std, std::sqrt(0.4), 1e-12);
+  EXPECT_TRUE(r->tie_word_embeddings);
+  EXPECT_FALSE(r->has_exit_gate());
+  EXPECT_TRUE(r->recurrent_injection());
+  EXPECT_EQ(r->eos_token_ids, std::vector<int64_t>{65505});
+  // The tensors' elements: the tied embedding, 8 blocks (Wqkv, proj, fc, mlp.proj, 4 norms, the
+  // q/k bias), the adapter and ln_f.
+  const int64_t h = 5280, inter = 17920;
+  EXPECT_EQ(r->parameter_count(), 65536 * h + 8 * (4 * h * h + 3 * h * inter + 4 * h + 2 * h) + 2 * h * h + h);
+}
+
+TEST(ModelConfig, HuginnDefaultsAndRefusals) {
+  auto j = huginn_config();
+  for (const char* f : {"rope_base", "norm_eps", "block_size", "init_values", "n_layers", "padded_vocab_size"}) j.erase(f);
+  auto r = parse(j);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_DOUBLE_EQ(r->rope_theta, 50000.0);
+  EXPECT_DOUBLE_EQ(r->rms_norm_eps, 1e-6);
+  EXPECT_NEAR(r->initial_state_std, std::sqrt(0.4), 1e-12);
+
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"qk_bias", false, "'qk_bias' is false"},
+      {"bias", true, "no other projection biases"},
+      {"tie_embeddings", false, "the head is the embedding"},
+      {"injection_type", "add", "concat[state, prelude output]"},
+      {"state_init", "zero", "truncated normal"},
+      {"test_time_noise", 1, "no noise"},
+      {"num_key_value_heads", 5, "no GQA"},
+      {"n_layers", 9, "prelude, recurrent and coda blocks together (8)"},
+      {"n_heads", 64, "multiple of n_heads"},
+      {"mean_recurrence", 0, "'mean_recurrence' must be positive"},
+      {"n_layers_in_coda", nullptr, "'n_layers_in_coda' must be an integer"},
+      {"vocab_size", 70000, "exceeds padded_vocab_size"},
+      {"init_values", {{"std", -1}}, "'std' must be positive"},
+      {"recurrent_norm", true, "unknown field 'recurrent_norm'"},
+  };
+  for (const Case& c : cases) {
+    auto bad = huginn_config();
+    bad[c.field] = c.value;
+    expect_error(bad, c.needle);
+  }
+  auto missing = huginn_config();
+  missing.erase("n_layers_in_prelude");
+  expect_error(missing, "'n_layers_in_prelude' is required");
 }
 
 TEST(ModelConfig, LlamaDefaultsAndRefusals) {

@@ -1,6 +1,7 @@
 // Admission, growth, release and the views of KVCacheManager (no prefix cache).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <set>
 
@@ -45,6 +46,37 @@ TEST(KvAllocation, AllocatesOneTablePerPlaneAndFreesEverything) {
   EXPECT_EQ(m.num_free_blocks(), 16);
   EXPECT_FALSE(m.has_allocation(7));
   KV_ASSERT_OK(m.check_invariants());
+}
+
+TEST(KvAllocation, OuterPlanesFollowTheLoopPlanesAndNeverTakeAnExitCopy) {
+  for (KVLayout layout : {KVLayout::kLastExited, KVLayout::kShared}) {
+    KVCacheConfig c = make_config(32, 2, 3, layout);  // B 2, R 3
+    c.outer_planes = 2;
+    KVCacheManager m = make_manager(c);
+    const int32_t loop_planes = layout == KVLayout::kLastExited ? 3 : 1;
+    EXPECT_EQ(m.num_planes(), loop_planes + 2);
+    EXPECT_EQ(*m.required_blocks(3, 1), 2 * (loop_planes + 2));  // 3 tokens: 2 pages
+    ASSERT_TRUE(m.allocate(request(1, 3)).ok());
+    EXPECT_EQ(*m.allocated_blocks(1), 2 * (loop_planes + 2));
+    EXPECT_EQ(*m.plane_of_depth(3), loop_planes);  // depth R + i: outer plane i
+    EXPECT_EQ(*m.plane_of_depth(4), loop_planes + 1);
+    EXPECT_EQ(m.plane_of_depth(5).status().code(), ErrorCode::kOutOfRange);
+    auto tables = *m.plane_block_tables(1);
+    EXPECT_TRUE(std::ranges::equal(*m.block_table(1, 4), tables[static_cast<size_t>(loop_planes + 1)]));
+    KV_ASSERT_OK(m.record_written_all_depths(1, 0, 2));
+    EXPECT_TRUE(*m.token_written(1, 1, 4));
+    // The token at 2 exits after loop 1 (depth 0): its copies go to the deeper loop planes only.
+    KV_ASSERT_OK(m.record_written(1, 0, 2, 1));
+    KV_ASSERT_OK(m.record_written(1, 3, 2, 1));
+    std::vector<SlotCopy> copies;
+    KV_ASSERT_OK(m.plan_finalize(1, 2, 0, &copies));
+    EXPECT_EQ(copies.size(), layout == KVLayout::kLastExited ? 2u : 0u);
+    for (const SlotCopy& copy : copies) EXPECT_LT(copy.dst_plane, 3);
+    EXPECT_EQ(m.plan_finalize(1, 2, 3, &copies).code(), ErrorCode::kInvalidArgument);
+    KV_ASSERT_OK(m.mark_finalized(1, 2, 0));
+    EXPECT_FALSE(*m.token_written(1, 2, 4));
+    KV_ASSERT_OK(m.check_invariants());
+  }
 }
 
 TEST(KvAllocation, FirstBlocksComeFromTheBottomOfThePool) {

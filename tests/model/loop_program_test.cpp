@@ -23,6 +23,39 @@ TEST(LoopProgram, OuroLayersAreSandwichedAndEndWithTheLoopNormAndGate) {
       "loop_norm; gate");
 }
 
+TEST(LoopProgram, HuginnStepsStartWithTheAdapterAndNormTheResidualSums) {
+  io::ModelConfig c = two_layers(io::Architecture::kHuginn);
+  c.num_layers = 1;
+  c.prelude_layers = 1;
+  c.coda_layers = 2;
+  const std::string block =
+      "norm(input, 0); project(qkv, 0); attend(0); project(o_proj, 0); sum_norm(attn_out, 0); "
+      "norm(post_attn, 0); project(gate_up, 0); project(down, 0); sum_norm(mlp_out, 0)";
+  EXPECT_EQ(describe(core_loop_program(c)), "adapter; " + block);
+  std::string prelude = block;
+  for (size_t at = 0; (at = prelude.find("; ", at)) != std::string::npos; at += 2) prelude.insert(at + 2, "prelude.");
+  EXPECT_EQ(describe(prelude_program(c)), "prelude." + prelude);
+  const std::string readout = describe(readout_program(c));
+  EXPECT_EQ(readout.rfind("loop_norm; coda.norm(input, 0)", 0), 0u) << readout;
+  EXPECT_NE(readout.find("coda.sum_norm(mlp_out, 1); loop_norm"), std::string::npos) << readout;
+  // Attention layers: the core's, then the prelude's, then the coda's; the outer blocks packed
+  // one (num_layers) to a plane.
+  EXPECT_EQ(attention_layer(c, LayerGroup::kCore, 0), 0);
+  EXPECT_EQ(attention_layer(c, LayerGroup::kPrelude, 0), 1);
+  EXPECT_EQ(attention_layer(c, LayerGroup::kCoda, 1), 3);
+  EXPECT_EQ(outer_kv_planes(c), 3);
+  EXPECT_EQ(outer_kv_slot(c.num_layers, 3).plane, 2);
+  c.num_layers = 4;
+  c.prelude_layers = c.coda_layers = 2;
+  EXPECT_EQ(outer_kv_planes(c), 1);
+  EXPECT_EQ(outer_kv_slot(4, 7).plane, 0);
+  EXPECT_EQ(outer_kv_slot(4, 7).layer, 3);
+  // Other models: no programs around the loop, and the fusions leave Huginn's ops alone.
+  EXPECT_TRUE(prelude_program(two_layers(io::Architecture::kOuro)).empty());
+  EXPECT_TRUE(readout_program(two_layers(io::Architecture::kOuro)).empty());
+  EXPECT_EQ(describe(fuse_residual_norms(core_loop_program(c))), describe(core_loop_program(c)));
+}
+
 TEST(LoopProgram, LlamaLayersArePreNorm) {
   const std::string d = describe(core_loop_program(two_layers(io::Architecture::kLlama)));
   EXPECT_NE(d.find("residual(none, 0)"), std::string::npos) << d;

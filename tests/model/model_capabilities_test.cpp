@@ -18,7 +18,7 @@ io::ModelConfig config(io::Architecture a, int64_t loops, bool gate) {
 
 TEST(ModelCapabilities, EveryFeatureIsDeclaredInOrder) {
   const ModelCapabilities caps = model_capabilities(config(io::Architecture::kOuro, 4, true));
-  ASSERT_EQ(caps.features.size(), 8u);
+  ASSERT_EQ(caps.features.size(), 9u);
   for (size_t i = 0; i < caps.features.size(); ++i)
     EXPECT_EQ(static_cast<size_t>(caps.features[i].feature), i);
   for (const ModelCapability& f : caps.features)
@@ -39,6 +39,27 @@ TEST(ModelCapabilities, WhatEachArchitectureLacks) {
   EXPECT_FALSE(gateless_ouro.supports(ModelFeature::kAdaptiveExit));
   EXPECT_NE(gateless_ouro.get(ModelFeature::kAdaptiveExit).why.find("no exit gate"),
             std::string::npos);
+}
+
+TEST(ModelCapabilities, HuginnRunsOnTheCpuWithLastExitedAndItsCriteria) {
+  const auto huginn = model_capabilities(config(io::Architecture::kHuginn, 32, false));
+  EXPECT_EQ(huginn.architecture, "huginn_raven");
+  ASSERT_EQ(huginn.features.size(), 9u);
+  for (ModelFeature f : {ModelFeature::kLastExitedLayout, ModelFeature::kAdaptiveExit})
+    EXPECT_TRUE(huginn.supports(f)) << feature_name(f);
+  for (ModelFeature f : {ModelFeature::kSharedLayout, ModelFeature::kPrefixCaching, ModelFeature::kAsyncScheduling,
+                         ModelFeature::kSpeculativeNgram, ModelFeature::kSpeculativeSelf, ModelFeature::kGguf,
+                         ModelFeature::kCuda}) {
+    EXPECT_FALSE(huginn.supports(f)) << feature_name(f);
+    EXPECT_FALSE(huginn.get(f).why.empty()) << feature_name(f);
+  }
+  EngineConfig c;
+  EXPECT_TRUE(check_model_capabilities(huginn, c).ok());
+  c.enable_prefix_caching = true;
+  EXPECT_NE(check_model_capabilities(huginn, c).message().find("seeded noise"), std::string::npos);
+  c.enable_prefix_caching = false;
+  c.device = "cuda:0";
+  EXPECT_NE(check_model_capabilities(huginn, c).message().find("use --device cpu"), std::string::npos);
 }
 
 TEST(ModelCapabilities, EngineSettingsTheModelLacksAreRefusedWithWhatToChange) {

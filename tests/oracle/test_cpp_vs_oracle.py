@@ -31,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import make_model  # noqa: E402
+import reference_huginn  # noqa: E402
 import reference_ouro  # noqa: E402
 
 REL_TOL = 1e-4
@@ -151,6 +152,68 @@ class OracleHarness(unittest.TestCase):
         self.last_case = (model_dir, prompt, compared)
         return ref, result
 
+    # Huginn (HuginnMatchesOracle, RealShapes): see HuginnMatchesOracle for what is compared.
+    HUGINN_CRITERIA = ("none", "latent-diff", "entropy-diff", "kl", "minp-kl", "argmax-stability")
+    CRITERION_MARGIN = 1e-3
+
+    def check_huginn(self, name, spec, prompt_len, max_tokens, criterion, seed=0, state_seed=11,
+                     threshold=None, min_steps=1, lazy=False):
+        model_dir = os.path.join(self.tmp.name, name)
+        if not os.path.exists(model_dir):
+            make_model.make_model(model_dir, spec)
+        rng = np.random.default_rng(seed)
+        prompt = [int(x) for x in rng.integers(0, spec.vocab_size, size=prompt_len)]
+        model = reference_huginn.load_model(model_dir, lazy=lazy)
+        states = {}
+
+        def init_state(position):
+            if position not in states:
+                states[position] = reference_huginn.seeded_state(state_seed, position, model.cfg)
+            return states[position]
+
+        ref = reference_huginn.generate(model, prompt, max_tokens, init_state, criterion, threshold,
+                                        min_steps=min_steps)
+        thr = reference_huginn.CRITERIA[criterion] if threshold is None else threshold
+        cmd = [os.environ["RLT_BIN"], "--log-level", "warn", "generate", "--model", model_dir,
+               "--prompt-ids", ",".join(str(t) for t in prompt), "--max-tokens", str(max_tokens),
+               "--ignore-eos", "--exit-criterion", criterion, "--min-loops", str(min_steps),
+               "--sampling-seed", str(state_seed), "--trace-out", os.path.join(self.tmp.name, name + ".json")]
+        if threshold is not None:
+            cmd += ["--exit-criterion-threshold", repr(threshold)]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+        result = json.loads(out.stdout)
+        with open(os.path.join(self.tmp.name, name + ".json")) as f:
+            steps = json.load(f)["steps"]
+        compared = 0
+        for n in range(max_tokens):
+            self.assertLessEqual(rel_err(steps[n]["logits"], ref["step_logits"][n], "huginn logits"), REL_TOL,
+                                 f"{name}: logits of token {n}")
+            if n > 0:
+                self.assertLessEqual(rel_err(steps[n]["hidden"][-1], ref["step_hidden"][n], "huginn state"),
+                                     REL_TOL, f"{name}: state of token {n}")
+                ran = int(ref["exit_depths"][n])
+                values = ref["criterion_values"][n][:ran]
+                if criterion not in ("none",):
+                    cpp = np.array(steps[n]["criterion_values"][:ran])
+                    if criterion != "argmax-stability":
+                        rel_err(cpp, values, f"huginn {criterion}")
+                    edge = np.abs(values - thr) <= self.CRITERION_MARGIN * thr
+                    if criterion == "argmax-stability":
+                        edge = np.zeros(ran, dtype=bool)  # integers; their argmaxes are checked below
+                    if edge.any():
+                        break
+            logits = ref["step_logits"][n]
+            top2 = np.sort(logits)[-2:]
+            if (top2[1] - top2[0]) <= GAP_MARGIN * np.max(np.abs(logits)):
+                break
+            self.assertEqual(result["exit_depths"][n], int(ref["exit_depths"][n]), f"{name}: exit depth of token {n}")
+            self.assertEqual(result["tokens"][n], int(ref["tokens"][n]), f"{name}: token {n}")
+            compared += 1
+        self.assertGreater(compared, 1, f"{name}: nothing was compared")
+        self.compared = compared
+        return ref, result, prompt
+
 
 class CppMatchesNumpyOracle(OracleHarness):
     def test_tiny_gqa_f32_full_depth(self):
@@ -247,9 +310,78 @@ class CppMatchesNumpyOracle(OracleHarness):
 
 
 
+class HuginnMatchesOracle(OracleHarness):
+    """Huginn (huginn_raven) through rlt's dense reference against tools/reference_huginn.py.
+
+    Both draw every token's initial state from the request seed (rlt's counter-based stream;
+    the oracle's `seeded_state` is its independent Python form). Compared at every generated
+    token: the logits (REL_TOL), the exit depth and the token, and each step's criterion value.
+    An exit decision is a knife edge, where comparison stops, when the oracle's value at a step
+    that ran lies within CRITERION_MARGIN (relative) of the threshold: rlt's f32 arithmetic moves
+    the criterion values by at most ~3e-6 relative here (the worst is printed at the end), so
+    1e-3 leaves room without hiding a wrong formula (those miss by orders of magnitude)."""
+
+
+    def test_every_criterion_tiny_f32_and_the_engine_batch(self):
+        """Each criterion through the dense reference, then all of them as one batch through the
+        engine (f32 K/V, cpu_reference): rows of six requests at different steps share its
+        recurrent batches, and each request's tokens and exit depths equal the oracle's."""
+        spec = make_model.ModelSpec("huginn-tiny", dtype="f32", seed=51)
+        mixed, jobs, expected = 0, [], []
+        for n, criterion in enumerate(self.HUGINN_CRITERIA):
+            ref, dense, prompt = self.check_huginn(f"huginn_tiny_{criterion}", spec, 9, 16, criterion, seed=52 + n,
+                                                   state_seed=100 + n)
+            depths = set(int(d) for d in ref["exit_depths"][1:])
+            if criterion == "none":
+                self.assertEqual(depths, {spec.loops})
+            mixed += len(depths) > 1
+            jobs.append({"prompt_ids": prompt, "max_tokens": 16, "ignore_eos": True, "exit_criterion": criterion,
+                         "min_loops": 1, "seed": 100 + n})
+            expected.append((ref, dense, self.compared))
+        self.assertGreaterEqual(mixed, 4, "the criteria must stop tokens at different steps")
+        jobs_path = os.path.join(self.tmp.name, "huginn_jobs.jsonl")
+        with open(jobs_path, "w") as f:
+            f.writelines(json.dumps(j) + "\n" for j in jobs)
+        model_dir = os.path.join(self.tmp.name, f"huginn_tiny_{self.HUGINN_CRITERIA[0]}")
+        out = subprocess.run([os.environ["RLT_BIN"], "--log-level", "warn", "generate", "--model", model_dir,
+                              "--prompts-file", jobs_path, "--kv-dtype", "f32", "--attention-backend",
+                              "cpu_reference", "--max-num-seqs", "8"], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+        results = {r["id"]: r for r in map(json.loads, out.stdout.splitlines())}
+        for n, (ref, dense, compared) in enumerate(expected):
+            engine = results[n]
+            self.assertEqual(engine["tokens"], dense["tokens"], f"{self.HUGINN_CRITERIA[n]}: engine vs dense reference")
+            self.assertEqual(engine["exit_depths"], dense["exit_depths"], f"{self.HUGINN_CRITERIA[n]}: engine exit depths")
+            self.assertEqual(engine["tokens"][:compared], [int(t) for t in ref["tokens"][:compared]])
+            self.assertEqual(engine["exit_depths"][:compared], [int(d) for d in ref["exit_depths"][:compared]])
+
+    def test_prompt_lengths_and_seeds(self):
+        spec = make_model.ModelSpec("huginn-tiny", dtype="f32", seed=53)
+        for prompt_len, state_seed in ((1, 0), (40, 2**40 + 3)):
+            self.check_huginn(f"huginn_len_{prompt_len}", spec, prompt_len, 8, "entropy-diff", seed=prompt_len,
+                              state_seed=state_seed)
+
+    def test_thresholds_and_min_steps(self):
+        spec = make_model.ModelSpec("huginn-tiny", dtype="f32", seed=54)
+        ref, _, _ = self.check_huginn("huginn_latent_min3", spec, 6, 12, "latent-diff", threshold=0.2, min_steps=3)
+        self.assertGreaterEqual(int(min(ref["exit_depths"][1:])), 3)
+        self.check_huginn("huginn_argmax_2", spec, 6, 12, "argmax-stability", threshold=2)
+
+    def test_bf16_odd_sizes(self):
+        # 5 heads of 8 (hidden 40), intermediate 72: no SIMD width divides them.
+        spec = make_model.ModelSpec("huginn-tiny", dtype="bf16", seed=55, hidden_size=40, intermediate_size=72,
+                                    num_heads=5, num_kv_heads=5, head_dim=8, vocab_size=97)
+        self.check_huginn("huginn_bf16_odd", spec, 13, 10, "kl", seed=56)
+
+    def test_more_blocks(self):
+        spec = make_model.ModelSpec("huginn-tiny", dtype="f32", seed=57, prelude_layers=2, num_layers=3,
+                                    coda_layers=2, loops=5)
+        self.check_huginn("huginn_blocks", spec, 7, 8, "minp-kl", seed=58)
+
+
 @unittest.skipUnless(os.environ.get("RLT_REAL_SHAPES"),
-                     "set RLT_REAL_SHAPES=nanbeige-4.2-3b,ouro-2.6b (or 1 for both) to check the released "
-                     "models' shapes (bf16 checkpoints of 5-9 GB, minutes each; not run in CI)")
+                     "set RLT_REAL_SHAPES=nanbeige-4.2-3b,ouro-2.6b,huginn-0125 (or 1 for all) to check the "
+                     "released models' shapes (bf16 checkpoints of 5-9 GB, minutes each; not run in CI)")
 class RealShapes(OracleHarness):
     """The released models' shapes with random bf16 weights: the dense reference against the
     float64 oracle (widening one layer at a time), and the engine, with the request in a batch
@@ -261,8 +393,11 @@ class RealShapes(OracleHarness):
 
     def test_real_shapes(self):
         wanted = os.environ["RLT_REAL_SHAPES"]
-        presets = list(self.CASES) if wanted == "1" else wanted.split(",")
+        presets = list(self.CASES) + ["huginn-0125"] if wanted == "1" else wanted.split(",")
         for preset in presets:
+            if preset == "huginn-0125":
+                self.huginn_real_shape()
+                continue
             with self.subTest(preset=preset):
                 case = self.CASES[preset]
                 spec = make_model.ModelSpec(preset, dtype="bf16", seed=41)
@@ -285,6 +420,32 @@ class RealShapes(OracleHarness):
                 print(f"\n{preset}: oracle = dense reference for {compared} of 4 tokens, engine = dense "
                       f"reference (tokens {first['tokens']}, exit depths {first['exit_depths']})",
                       file=sys.stderr)
+
+
+    def huginn_real_shape(self):
+        """Huginn-0125's tensors (hidden 5280, 55 heads of 96, intermediate 17920, vocabulary
+        65536; 7.1 GB bf16) with mean_recurrence 4 instead of 32: every step streams the same
+        blocks, and the float64 oracle widens each block on every step (minutes per step at 32)."""
+        spec = make_model.ModelSpec("huginn-0125", dtype="bf16", seed=41, loops=4)
+        _, dense, prompt = self.check_huginn("huginn-0125", spec, 5, 4, "kl", seed=41, state_seed=5, lazy=True)
+        compared = self.compared
+        model_dir = os.path.join(self.tmp.name, "huginn-0125")
+        jobs = [{"prompt_ids": p, "max_tokens": 4, "ignore_eos": True, "exit_criterion": c, "min_loops": 1,
+                 "seed": seed} for p, c, seed in ((prompt, "kl", 5), (prompt[:2] + [7, 8, 9], "latent-diff", 6),
+                                                 ([11] * 7, "none", 7))]
+        jobs_path = os.path.join(self.tmp.name, "huginn_real_jobs.jsonl")
+        with open(jobs_path, "w") as f:
+            f.writelines(json.dumps(j) + "\n" for j in jobs)
+        out = subprocess.run([os.environ["RLT_BIN"], "--log-level", "warn", "generate", "--model", model_dir,
+                              "--prompts-file", jobs_path, "--kv-dtype", "f32", "--attention-backend",
+                              "cpu_reference"], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+        first = next(r for r in map(json.loads, out.stdout.splitlines()) if r["id"] == 0)
+        self.assertEqual(first["tokens"], dense["tokens"], "huginn-0125: engine vs dense reference")
+        self.assertEqual(first["exit_depths"], dense["exit_depths"], "huginn-0125: engine exit depths")
+        shutil.rmtree(model_dir)
+        print(f"\nhuginn-0125: oracle = dense reference for {compared} of 4 tokens, engine = dense reference "
+              f"(tokens {first['tokens']}, exit depths {first['exit_depths']})", file=sys.stderr)
 
 
 class DemoCheckpoint(unittest.TestCase):

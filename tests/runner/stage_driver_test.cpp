@@ -20,6 +20,9 @@ class Recorder final : public StageExecutor {
     return add("bind " + std::to_string(p.num_loops()));
   }
   Status pass_loop(const PassInput&, size_t d) override { return add("loop " + std::to_string(d)); }
+  Status pass_prelude(const PassInput&) override { return add("outer prelude"); }
+  Status pass_readout(const PassInput&) override { return add("readout"); }
+  Status prelude_pass(const PassInput& p) override { return add("prelude pass " + std::to_string(p.num_rows())); }
   Status keep_states(const PassInput& p) override {
     return add("keep " + std::to_string(p.keep_state.size()));
   }
@@ -47,7 +50,7 @@ class Recorder final : public StageExecutor {
   }
 };
 
-TEST(StageDriver, PrefillRunsEachPassLoopMajorThenScoresAndKeepsItsPromptStates) {
+TEST(StageDriver, PrefillRunsEachPassLoopMajorThenKeepsItsPromptStatesAndScores) {
   ModelInput in;
   in.stage = Stage::kPrefill;
   for (int wave = 0; wave < 2; ++wave) {
@@ -59,14 +62,14 @@ TEST(StageDriver, PrefillRunsEachPassLoopMajorThenScoresAndKeepsItsPromptStates)
   }
   Recorder r;
   ASSERT_TRUE(run_stages(in, r).ok());
-  EXPECT_EQ(r.steps, (std::vector<std::string>{"embed 2", "bind 3", "loop 0", "loop 1", "loop 2",
-                                               "score 1", "keep 0", "embed 2", "bind 3", "loop 0",
-                                               "loop 1", "loop 2", "keep 1"}))
-      << "scoring after the last loop, only for passes with scored rows";
+  EXPECT_EQ(r.steps, (std::vector<std::string>{"embed 2", "bind 3", "outer prelude", "loop 0", "loop 1", "loop 2",
+                                               "keep 0", "readout", "score 1", "embed 2", "bind 3", "outer prelude",
+                                               "loop 0", "loop 1", "loop 2", "keep 1", "readout"}))
+      << "the states kept after the last loop, scoring on the readout, only for passes with scored rows";
   Recorder failing;
-  failing.fail_at = 3;
+  failing.fail_at = 4;
   EXPECT_FALSE(run_stages(in, failing).ok());
-  EXPECT_EQ(failing.steps.size(), 3u) << "the first failing step ends the batch";
+  EXPECT_EQ(failing.steps.size(), 4u) << "the first failing step ends the batch";
 }
 
 TEST(StageDriver, VerifyRunsOnePassThroughEveryLoopThenTheLogitsOfEveryRow) {
@@ -79,7 +82,8 @@ TEST(StageDriver, VerifyRunsOnePassThroughEveryLoopThenTheLogitsOfEveryRow) {
   p.depths = {0, 1};
   Recorder r;
   ASSERT_TRUE(run_stages(in, r).ok());
-  EXPECT_EQ(r.steps, (std::vector<std::string>{"embed 4", "bind 2", "loop 0", "loop 1", "logits 4"}));
+  EXPECT_EQ(r.steps,
+            (std::vector<std::string>{"embed 4", "bind 2", "outer prelude", "loop 0", "loop 1", "readout", "logits 4"}));
   in.add_pass();
   EXPECT_NE(run_stages(in, r).message().find("a verify batch has 2 passes"), std::string::npos);
 }
@@ -97,7 +101,10 @@ TEST(StageDriver, OtherStagesAreOneStepAndMalformedInputsAreRefused) {
   in.add_pass().rows = {{4, 1, 3}, {5, 2, 3}, {6, 0, 3}};
   ASSERT_TRUE(run_stages(in, r).ok());
   EXPECT_EQ(r.steps, (std::vector<std::string>{"prelude 3", "coda 3", "recurrent 3"}));
+  // A model whose prelude attends (Huginn) gets its PRELUDE rows as one pass.
   in.stage = Stage::kPrelude;
+  ASSERT_TRUE(run_stages(in, r).ok());
+  EXPECT_EQ(r.steps.back(), "prelude pass 3");
   in.tokens.pop_back();
   EXPECT_NE(run_stages(in, r).message().find("3 requests has 2 tokens"), std::string::npos);
   in.stage = Stage::kRecurrent;

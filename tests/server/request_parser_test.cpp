@@ -44,7 +44,8 @@ TEST(CompletionRequest, EveryFieldIsRead) {
       "top_k": 3, "min_p": 0.1, "seed": 7, "stop": ["a", "b"], "n": 1, "presence_penalty": 0.5,
       "frequency_penalty": -0.5, "repetition_penalty": 1.1, "stream": true, "stream_options": {"include_usage": true},
       "user": "u", "logprobs": 2, "echo": false, "best_of": 1, "suffix": null, "logit_bias": {}, "min_loops": 1,
-      "max_loops": 3, "exit_threshold": 0.5, "priority": -2, "ignore_eos": true, "stop_token_ids": [9]})",
+      "max_loops": 3, "exit_threshold": 0.5, "priority": -2, "ignore_eos": true, "stop_token_ids": [9],
+      "exit_criterion": "kl", "exit_criterion_threshold": 0.001})",
       &g));
   EXPECT_FALSE(g.prompts[0].is_text);
   EXPECT_EQ(g.prompts[0].ids, (std::vector<int32_t>{1, 2}));
@@ -60,9 +61,23 @@ TEST(CompletionRequest, EveryFieldIsRead) {
   EXPECT_EQ(g.params.min_loops, 1);
   EXPECT_EQ(g.params.max_loops, 3);
   EXPECT_EQ(g.params.exit_threshold, 0.5);
+  EXPECT_EQ(g.params.exit_criterion, ExitCriterion::kKl);
+  EXPECT_EQ(g.params.exit_criterion_threshold, 0.001);
   EXPECT_EQ(g.params.priority, -2);
   EXPECT_TRUE(g.params.ignore_eos);
   EXPECT_EQ(g.params.stop_token_ids, (std::vector<int32_t>{9}));
+}
+
+TEST(CompletionRequest, ExitCriterionNamesAreChecked) {
+  expect_400(completion(R"({"model": "m", "prompt": "x", "exit_criterion": "entropy"})"), "exit_criterion",
+             "unknown exit criterion");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "exit_criterion": 3})"), "exit_criterion", "must be a string");
+  expect_400(completion(R"({"model": "m", "prompt": "x", "exit_criterion_threshold": "a"})"),
+             "exit_criterion_threshold", "must be a number");
+  GenerationRequest g;
+  ASSERT_FALSE(completion(R"({"model": "m", "prompt": "x", "exit_criterion": null})", &g));
+  EXPECT_EQ(g.params.exit_criterion, ExitCriterion::kGate);
+  EXPECT_FALSE(g.params.exit_criterion_threshold);
 }
 
 TEST(CompletionRequest, PromptForms) {

@@ -65,6 +65,9 @@ class Errors(unittest.TestCase):
             ({"model": MODEL, "prompt": "x", "repetition_penalty": 0}, "repetition_penalty"),
             ({"model": MODEL, "prompt": "x", "top_k": -2}, "top_k"),
             ({"model": MODEL, "prompt": "x", "exit_threshold": 2}, "exit_threshold"),
+            ({"model": MODEL, "prompt": "x", "exit_criterion": "entropy"}, "exit_criterion"),
+            # Huginn's criteria on an Ouro model: refused by the engine with the reason.
+            ({"model": MODEL, "prompt": "x", "exit_criterion": "kl"}, None),
             ({"model": MODEL, "prompt": "x", "stop_token_ids": [10 ** 7]}, "stop_token_ids"),
         ]
         for body, param in cases:
