@@ -451,8 +451,10 @@ def huginn_config_dict(spec):
     H = spec.hidden_size
     std = math.sqrt(2.0 / (5.0 * H))
     return {
+        "architecture_class_name": "RecurrentGPT",
         "architectures": ["RavenForCausalLM"],
         "bias": False,
+        "block_class_name": "SandwichBlock",
         "block_size": spec.max_positions,
         "effective_expected_depth": spec.prelude_layers + spec.coda_layers + spec.num_layers * spec.loops,
         "init_values": {"embed_scale": math.sqrt(H), "embedding": std, "std": std,
@@ -461,13 +463,16 @@ def huginn_config_dict(spec):
         "injection_type": "linear",
         "intermediate_size": spec.intermediate_size,
         "mean_recurrence": spec.loops,
+        "mlp_class_name": "GatedMLP",
         "model_type": "huginn_raven",
         "n_embd": H,
-        "n_heads": spec.num_heads,
+        "num_attention_heads": spec.num_heads,  # the released file's name for RavenConfig's n_heads
         "n_layers": spec.prelude_layers + spec.num_layers + spec.coda_layers,
         "n_layers_in_coda": spec.coda_layers,
         "n_layers_in_prelude": spec.prelude_layers,
         "n_layers_in_recurrent_block": spec.num_layers,
+        "nonlin_name": "SiLU",
+        "norm_class_name": "RMSNorm_llama",
         "norm_eps": float(spec.rms_norm_eps),
         "num_key_value_heads": spec.num_heads,
         "padded_vocab_size": spec.vocab_size,

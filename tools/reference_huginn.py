@@ -75,7 +75,10 @@ class HuginnConfig:
         if d.get("model_type") != "huginn_raven":
             raise ValueError(f"model_type must be 'huginn_raven', got {d.get('model_type')!r}")
         self.hidden_size = int(d["n_embd"])
-        self.num_heads = int(d["n_heads"])
+        # RavenConfig maps num_attention_heads (the released file's key) to n_heads.
+        self.num_heads = int(d["n_heads"] if "n_heads" in d else d["num_attention_heads"])
+        if "n_heads" in d and int(d.get("num_attention_heads", self.num_heads)) != self.num_heads:
+            raise ValueError("n_heads and num_attention_heads disagree")
         if self.hidden_size % self.num_heads:
             raise ValueError("n_embd must be a multiple of n_heads")
         self.head_dim = self.hidden_size // self.num_heads
@@ -93,7 +96,9 @@ class HuginnConfig:
         self.loops = int(d.get("mean_recurrence", 32))
         self.max_positions = int(d.get("block_size", 4096))
         for key, want in (("qk_bias", True), ("bias", False), ("tie_embeddings", True),
-                          ("injection_type", "linear"), ("test_time_noise", 0)):
+                          ("injection_type", "linear"), ("test_time_noise", 0),
+                          ("block_class_name", "SandwichBlock"), ("mlp_class_name", "GatedMLP"),
+                          ("nonlin_name", "SiLU"), ("norm_class_name", "RMSNorm_llama")):
             if d.get(key, want) != want:
                 raise ValueError(f"{key} must be {want!r} (the released model's), got {d.get(key)!r}")
         self.embed_scale = math.sqrt(self.hidden_size)
@@ -139,7 +144,8 @@ def check_optional(cfg, name, dtype, raw, weights):
     inv_freq = 1.0 / np.power(cfg.rope_theta, np.arange(0, d, 2, dtype=np.float64) / d)
     angle = np.arange(table.shape[0], dtype=np.float64)[:, None] * inv_freq[None, :]
     want = np.stack([np.cos(angle), np.sin(angle)], axis=-1)
-    if not np.allclose(table, want, atol=1e-3):
+    # A 16-bit table's own rounding near +-1 reaches 2e-3.
+    if not np.allclose(table, want, atol=1e-3 if dtype in ("F32", "F64") else 4e-3):
         raise ValueError(f"freqs_cis does not match RoPE with rope_base {cfg.rope_theta}")
 
 

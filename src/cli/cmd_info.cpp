@@ -14,6 +14,7 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_bf16.h"
 #include "kernels/cpu/linear_quant_int8.h"
+#include "model/loop_program.h"
 #include "model/model_capabilities.h"
 #include "model/ouro_weights.h"
 #include "source/model_source.h"
@@ -141,8 +142,10 @@ int run_info(const InfoOptions& opt) {
   const WeightReport w = check_weights(*src, quantized_to);
   const int64_t kv_elem_bytes = w.kv_dtype == "f32" ? 4 : 2;
   const int64_t plane_bytes = c.kv_values_per_token_per_depth() * kv_elem_bytes;
-  const int64_t last_exited = plane_bytes * c.total_ut_steps;
-  const int64_t shared = plane_bytes;
+  // Huginn's prelude and coda blocks keep their K/V in outer planes beside the loop planes.
+  const int64_t outer_planes = c.recurrent_injection() ? model::outer_kv_planes(c) : 0;
+  const int64_t last_exited = plane_bytes * (c.total_ut_steps + outer_planes);
+  const int64_t shared = plane_bytes * (1 + outer_planes);
   const int64_t expected_weight_bytes = c.parameter_count() * (w.dtype == "f32" ? 4 : 2);
   const model::ModelCapabilities caps = model::model_capabilities(c);
 
@@ -238,9 +241,10 @@ int run_info(const InfoOptions& opt) {
         : opt.dtype == WeightDType::kAuto ? "; as loaded: quantized types the CPU computes on kept "
                                             "as stored, others dequantized (--dtype)"
                                           : "; as loaded, quantized tensors dequantized (--dtype)");
-    std::cout << fmt::format("kv per token   last_exited {} ({} planes), shared {} (1 plane), {}\n",
-                             human_bytes(static_cast<double>(last_exited)), c.total_ut_steps,
-                             human_bytes(static_cast<double>(shared)), w.kv_dtype);
+    std::cout << fmt::format("kv per token   last_exited {} ({} planes), shared {} ({} plane{}), {}\n",
+                             human_bytes(static_cast<double>(last_exited)), c.total_ut_steps + outer_planes,
+                             human_bytes(static_cast<double>(shared)), 1 + outer_planes, outer_planes > 0 ? "s" : "",
+                             w.kv_dtype);
     std::cout << fmt::format("eos ids        {}\n", fmt::join(c.eos_token_ids, ", "));
     std::cout << fmt::format("tokenizer      {}\n", tokenizer_summary(*src));
     std::cout << fmt::format(

@@ -325,6 +325,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested,
   load.write_cache_in_background = true;  // the first token does not wait for the disk
   RLT_ASSIGN_OR_RETURN(source::ModelSource source, source::ModelSource::open(config.model));
   for (const std::string& note : source.notes()) log_warn(fmt::format("{}: {}", config.model, note));
+  // What the model cannot do is refused before its weights are read.
+  RLT_RETURN_IF_ERROR(model::check_model_capabilities(model::model_capabilities(source.config()), config));
   // The tokenizer before the weights: building it takes transient memory that would otherwise
   // stack on the packed weights' peak.
   if (config.detokenize && tokenizer) {
@@ -345,7 +347,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested,
   if (!device.cuda) log_info(fmt::format("weights loaded in {}", impl->model->load_report.summary()));
   const io::ModelConfig& mc = impl->model->config;
   RLT_ASSIGN_OR_RETURN(sched::SchedulerConfig sc, scheduler_config(config));
-  RLT_RETURN_IF_ERROR(model::check_model_capabilities(model::model_capabilities(mc), config));
   RLT_RETURN_IF_ERROR(check_speculation(config, mc.total_ut_steps, device.cuda));
   // What a token's CODA (and, for Huginn, its attending prelude and coda blocks) costs next to
   // one loop of the core (all stream their weights).
@@ -413,6 +414,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested,
   kc.geometry.num_blocks = static_cast<int32_t>(blocks);
   kc.depth = static_cast<int32_t>(mc.total_ut_steps);
   kc.outer_planes = mc.recurrent_injection() ? model::outer_kv_planes(mc) : 0;
+  // Attending readouts (Huginn's) stream a loop's worth of weights or more whatever their rows.
+  sc.gather_exited_tokens = kc.outer_planes > 0 && sc.coda_loops >= 1.0;
   kc.layout = layout;
   kc.watermark_ratio = config.watermark;
   kc.enable_prefix_caching = config.enable_prefix_caching;
@@ -494,6 +497,20 @@ Status Engine::add_request(uint64_t id, std::vector<int32_t> prompt, const Sampl
                        model::resolve_exit_params({params.min_loops, params.max_loops, params.exit_threshold,
                                                    params.exit_criterion, params.exit_criterion_threshold},
                                                   mc.total_ut_steps));
+  // A request's own speculation, against what the model supports (the engine's default was
+  // checked at startup).
+  if (params.speculative && params.speculative->method && *params.speculative->method != SpeculativeMethod::kOff) {
+    const model::ModelFeature feature = *params.speculative->method == SpeculativeMethod::kNgram
+                                            ? model::ModelFeature::kSpeculativeNgram
+                                            : model::ModelFeature::kSpeculativeSelf;
+    const model::ModelCapabilities caps = model::model_capabilities(mc);
+    if (!caps.supports(feature)) {
+      const bool ngram = caps.supports(model::ModelFeature::kSpeculativeNgram);
+      return unimplemented(fmt::format("speculative {}: this {} model does not support it ({}); {}",
+                                       name(*params.speculative->method), caps.architecture, caps.get(feature).why,
+                                       ngram ? "use speculative method ngram" : "drop speculative"));
+    }
+  }
   if (exit.criterion != model::ExitCriterion::kGate && !mc.recurrent_injection()) {
     return unimplemented(fmt::format("exit_criterion {} is one of Huginn's criteria; this {} model exits by its "
                                      "gate (exit_criterion gate, with exit_threshold)",

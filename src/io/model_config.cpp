@@ -355,22 +355,23 @@ Status check_ouro_semantics(const FieldReader& r, const json& j, const ModelConf
   return {};
 }
 
-// Fields of Huginn-0125's config.json (RavenConfig, as released). Training-only fields are
-// accepted and have no effect on inference; the others are parsed or must keep the released
-// model's value (parse_huginn).
+// Fields of Huginn-0125's config.json: RavenConfig's (raven_config_minimal.py, as the released
+// file and save_pretrained write them). Training-only fields are accepted and have no effect on
+// inference; the others are parsed or must keep the released model's value (parse_huginn).
 const std::set<std::string>& huginn_known_fields() {
   static const std::set<std::string> kFields = {
-      "architectures", "model_type", "n_embd", "n_heads", "num_key_value_heads", "n_layers",
-      "n_layers_in_prelude", "n_layers_in_recurrent_block", "n_layers_in_coda", "intermediate_size",
-      "vocab_size", "padded_vocab_size", "block_size", "rope_base", "norm_eps", "mean_recurrence",
-      "init_values", "injection_type", "state_init", "qk_bias", "bias", "tie_embeddings",
-      "test_time_noise", "test_time_noise_type", "bos_token_id", "eos_token_id", "pad_token_id",
-      "nonlin", "norm_class_name", "block_class_name", "attn_impl",
+      "architectures", "model_type", "n_embd", "n_heads", "num_attention_heads", "num_key_value_heads",
+      "head_dim", "n_layers", "n_layers_in_prelude", "n_layers_in_recurrent_block", "n_layers_in_coda",
+      "intermediate_size", "vocab_size", "padded_vocab_size", "block_size", "rope_base", "norm_eps",
+      "mean_recurrence", "init_values", "injection_type", "state_init", "qk_bias", "bias", "tie_embeddings",
+      "tie_word_embeddings", "test_time_noise", "test_time_noise_type", "bos_token_id", "eos_token_id",
+      "pad_token_id", "architecture_class_name", "block_class_name", "norm_class_name", "mlp_class_name",
+      "nonlin_name",
       // training-only
-      "effective_expected_depth", "mean_backprop_depth", "sampling_scheme", "randomize_embedding",
-      "activation_checkpoint_impl", "init_orthogonal", "initializer_range",
+      "effective_expected_depth", "mean_backprop_depth", "sampling_scheme", "init_strategy", "init_orthogonal",
+      "activation_checkpoint_impl", "padding_multiple",
       // metadata
-      "auto_map", "use_cache"};
+      "name", "hf_config", "auto_map", "use_cache"};
   return kFields;
 }
 
@@ -378,7 +379,14 @@ const std::set<std::string>& huginn_known_fields() {
 // code that would change the math held at the released model's value.
 Status parse_huginn(const FieldReader& r, const json& j, ModelConfig& c) {
   RLT_ASSIGN_OR_RETURN(c.hidden_size, r.positive_int("n_embd"));
-  RLT_ASSIGN_OR_RETURN(c.num_heads, r.positive_int("n_heads"));
+  // RavenConfig maps num_attention_heads to n_heads: the released file has the first.
+  if (!r.has("n_heads") && !r.has("num_attention_heads")) return r.error("n_heads", "is required (or num_attention_heads)");
+  RLT_ASSIGN_OR_RETURN(c.num_heads, r.positive_int(r.has("n_heads") ? "n_heads" : "num_attention_heads"));
+  if (r.has("n_heads") && r.has("num_attention_heads")) {
+    RLT_ASSIGN_OR_RETURN(int64_t heads, r.positive_int("num_attention_heads"));
+    if (heads != c.num_heads)
+      return r.error("num_attention_heads", fmt::format("({}) disagrees with n_heads ({})", heads, c.num_heads));
+  }
   c.num_kv_heads = c.num_heads;
   if (r.has("num_key_value_heads")) {
     RLT_ASSIGN_OR_RETURN(int64_t kv, r.positive_int("num_key_value_heads"));
@@ -388,6 +396,11 @@ Status parse_huginn(const FieldReader& r, const json& j, ModelConfig& c) {
   if (c.hidden_size % c.num_heads != 0)
     return r.error("n_embd", fmt::format("({}) must be a multiple of n_heads ({})", c.hidden_size, c.num_heads));
   c.head_dim = c.hidden_size / c.num_heads;
+  if (r.has("head_dim")) {
+    RLT_ASSIGN_OR_RETURN(int64_t head_dim, r.positive_int("head_dim"));
+    if (head_dim != c.head_dim)
+      return r.error("head_dim", fmt::format("({}) must be n_embd / n_heads ({})", head_dim, c.head_dim));
+  }
   RLT_ASSIGN_OR_RETURN(c.prelude_layers, r.positive_int("n_layers_in_prelude"));
   RLT_ASSIGN_OR_RETURN(c.num_layers, r.positive_int("n_layers_in_recurrent_block"));
   RLT_ASSIGN_OR_RETURN(c.coda_layers, r.positive_int("n_layers_in_coda"));
@@ -439,17 +452,71 @@ Status parse_huginn(const FieldReader& r, const json& j, ModelConfig& c) {
       {"qk_bias", true, "true (the released blocks add a bias to q and k)"},
       {"bias", false, "false (no other projection biases)"},
       {"tie_embeddings", true, "true (the head is the embedding)"},
+      {"tie_word_embeddings", true, "true (the head is the embedding)"},
       {"injection_type", "linear", "\"linear\" (the adapter on concat[state, prelude output])"},
       {"state_init", "like-init", "\"like-init\" (a truncated normal scaled as the embedding)"},
       {"test_time_noise", 0, "0 (no noise added during the recurrence)"},
-      {"nonlin", "SiLU", "\"SiLU\""},
+      {"architecture_class_name", "RecurrentGPT", "\"RecurrentGPT\""},
+      {"block_class_name", "SandwichBlock", "\"SandwichBlock\" (norms on the residual sums)"},
       {"norm_class_name", "RMSNorm_llama", "\"RMSNorm_llama\""},
+      {"mlp_class_name", "GatedMLP", "\"GatedMLP\" (SiLU-gated)"},
+      {"nonlin_name", "SiLU", "\"SiLU\""},
   };
   for (const Fixed& f : fixed)
     if (r.has(f.field) && j[f.field] != f.value) return r.unsupported(f.field, j[f.field], f.why);
-  if (c.head_dim % 2 != 0) return r.error("n_heads", fmt::format("gives heads of {} (odd): RoPE needs an even size", c.head_dim));
   c.tie_word_embeddings = true;
   c.exit_gate = false;
+  return {};
+}
+
+// The sizes, loops and RoPE of a transformers-style config (Ouro, Llama, Nanbeige).
+Status parse_layer_stack(const FieldReader& r, const json& j, ModelConfig& c) {
+  const bool llama = c.architecture == Architecture::kLlama;
+  const bool nanbeige = c.architecture == Architecture::kNanbeige;
+  RLT_ASSIGN_OR_RETURN(c.vocab_size, r.positive_int("vocab_size"));
+  RLT_ASSIGN_OR_RETURN(c.hidden_size, r.positive_int("hidden_size"));
+  RLT_ASSIGN_OR_RETURN(c.intermediate_size, r.positive_int("intermediate_size"));
+  RLT_ASSIGN_OR_RETURN(c.num_layers, r.positive_int("num_hidden_layers"));
+  RLT_ASSIGN_OR_RETURN(c.num_heads, r.positive_int("num_attention_heads"));
+  if (j.contains("num_key_value_heads")) {
+    RLT_ASSIGN_OR_RETURN(c.num_kv_heads, r.positive_int("num_key_value_heads"));
+  } else {
+    c.num_kv_heads = c.num_heads;
+  }
+  if (r.has("head_dim")) {
+    RLT_ASSIGN_OR_RETURN(c.head_dim, r.positive_int("head_dim"));
+  } else if (nanbeige && r.has("kv_channels")) {
+    RLT_ASSIGN_OR_RETURN(c.head_dim, r.positive_int("kv_channels"));
+  } else {
+    if (c.hidden_size % c.num_heads != 0)
+      return r.error("head_dim", "is absent and hidden_size is not divisible by num_attention_heads");
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  RLT_ASSIGN_OR_RETURN(c.max_position_embeddings, r.positive_int("max_position_embeddings"));
+  if (llama || nanbeige) {
+    // Llama: transformers' LlamaConfig defaults for the optional fields. Nanbeige: no defaults
+    // guessed (its remote code's are not transformers').
+    c.total_ut_steps = 1;
+    if (nanbeige) RLT_RETURN_IF_ERROR(parse_nanbeige_loops(r, j, c));
+    RLT_ASSIGN_OR_RETURN(c.rms_norm_eps,
+                         r.positive_number("rms_norm_eps", llama ? std::optional<double>(1e-6) : std::nullopt));
+    RLT_ASSIGN_OR_RETURN(Rope rope, parse_rope(r, j, llama ? std::optional<double>(10000.0) : std::nullopt));
+    c.rope_theta = rope.theta;
+    c.rope_scaling = rope.scaling;
+    c.tie_word_embeddings = r.has("tie_word_embeddings") && j["tie_word_embeddings"] == true;
+  } else {
+    RLT_ASSIGN_OR_RETURN(c.total_ut_steps, r.positive_int("total_ut_steps"));
+    RLT_ASSIGN_OR_RETURN(c.rms_norm_eps, r.positive_number("rms_norm_eps", std::nullopt));
+    if (r.has("rope_scaling")) return r.unsupported("rope_scaling", j["rope_scaling"], "null (no RoPE scaling)");
+    RLT_ASSIGN_OR_RETURN(Rope rope, parse_rope(r, j, std::nullopt));
+    c.rope_theta = rope.theta;
+    c.rope_scaling = rope.scaling;
+  }
+  if (r.has("early_exit_threshold")) {
+    if (!j["early_exit_threshold"].is_number())
+      return r.error("early_exit_threshold", "must be a number");
+    c.early_exit_threshold = j["early_exit_threshold"].get<double>();
+  }
   return {};
 }
 
@@ -460,16 +527,17 @@ Status check_config_limits(const ModelConfig& c, const std::string& source) {
     const char* what;
     int64_t value, max;
   };
+  const bool huginn = c.recurrent_injection();  // RavenConfig's names
   const Limit limits[] = {
-      {"vocab_size", c.vocab_size, int64_t{1} << 24},
-      {"hidden_size", c.hidden_size, int64_t{1} << 17},
+      {huginn ? "padded_vocab_size" : "vocab_size", c.vocab_size, int64_t{1} << 24},
+      {huginn ? "n_embd" : "hidden_size", c.hidden_size, int64_t{1} << 17},
       {"intermediate_size", c.intermediate_size, int64_t{1} << 19},
-      {"num_hidden_layers", c.num_layers, 1024},
-      {"num_attention_heads", c.num_heads, 1024},
+      {huginn ? "n_layers_in_recurrent_block" : "num_hidden_layers", c.num_layers, 1024},
+      {huginn ? "n_heads" : "num_attention_heads", c.num_heads, 1024},
       {"num_key_value_heads", c.num_kv_heads, 1024},
       {"head_dim", c.head_dim, 4096},
-      {"max_position_embeddings", c.max_position_embeddings, int64_t{1} << 30},
-      {"total_ut_steps", c.total_ut_steps, 256},
+      {huginn ? "block_size" : "max_position_embeddings", c.max_position_embeddings, int64_t{1} << 30},
+      {huginn ? "mean_recurrence" : "total_ut_steps", c.total_ut_steps, 256},
       {"n_layers_in_prelude", c.prelude_layers, 1024},
       {"n_layers_in_coda", c.coda_layers, 1024},
   };
@@ -556,64 +624,7 @@ Result<ModelConfig> parse_model_config(std::string_view json_text, const std::st
     if (r.has(f.name) && j[f.name] != f.neutral && !(f.neutral.is_null() && j[f.name].is_null()))
       return r.unsupported(f.name, j[f.name], f.accepted);
   }
-  if (huginn) {
-    RLT_RETURN_IF_ERROR(parse_huginn(r, j, c));
-    RLT_ASSIGN_OR_RETURN(c.bos_token_id, r.optional_token_id("bos_token_id"));
-    RLT_ASSIGN_OR_RETURN(c.pad_token_id, r.optional_token_id("pad_token_id"));
-    RLT_ASSIGN_OR_RETURN(c.eos_token_ids, r.token_id_list("eos_token_id"));
-    for (const char* f : {"torch_dtype", "dtype"})
-      if (r.has(f) && j[f].is_string()) c.torch_dtype = j[f].get<std::string>();
-    RLT_RETURN_IF_ERROR(check_config_limits(c, source));
-    for (int64_t id : c.eos_token_ids) {
-      if (id >= c.vocab_size)
-        return r.error("eos_token_id", fmt::format("{} is outside the vocabulary ({})", id, c.vocab_size));
-    }
-    return c;
-  }
-  RLT_ASSIGN_OR_RETURN(c.vocab_size, r.positive_int("vocab_size"));
-  RLT_ASSIGN_OR_RETURN(c.hidden_size, r.positive_int("hidden_size"));
-  RLT_ASSIGN_OR_RETURN(c.intermediate_size, r.positive_int("intermediate_size"));
-  RLT_ASSIGN_OR_RETURN(c.num_layers, r.positive_int("num_hidden_layers"));
-  RLT_ASSIGN_OR_RETURN(c.num_heads, r.positive_int("num_attention_heads"));
-  if (j.contains("num_key_value_heads")) {
-    RLT_ASSIGN_OR_RETURN(c.num_kv_heads, r.positive_int("num_key_value_heads"));
-  } else {
-    c.num_kv_heads = c.num_heads;
-  }
-  if (r.has("head_dim")) {
-    RLT_ASSIGN_OR_RETURN(c.head_dim, r.positive_int("head_dim"));
-  } else if (nanbeige && r.has("kv_channels")) {
-    RLT_ASSIGN_OR_RETURN(c.head_dim, r.positive_int("kv_channels"));
-  } else {
-    if (c.hidden_size % c.num_heads != 0)
-      return r.error("head_dim", "is absent and hidden_size is not divisible by num_attention_heads");
-    c.head_dim = c.hidden_size / c.num_heads;
-  }
-  RLT_ASSIGN_OR_RETURN(c.max_position_embeddings, r.positive_int("max_position_embeddings"));
-  if (llama || nanbeige) {
-    // Llama: transformers' LlamaConfig defaults for the optional fields. Nanbeige: no defaults
-    // guessed (its remote code's are not transformers').
-    c.total_ut_steps = 1;
-    if (nanbeige) RLT_RETURN_IF_ERROR(parse_nanbeige_loops(r, j, c));
-    RLT_ASSIGN_OR_RETURN(c.rms_norm_eps,
-                         r.positive_number("rms_norm_eps", llama ? std::optional<double>(1e-6) : std::nullopt));
-    RLT_ASSIGN_OR_RETURN(Rope rope, parse_rope(r, j, llama ? std::optional<double>(10000.0) : std::nullopt));
-    c.rope_theta = rope.theta;
-    c.rope_scaling = rope.scaling;
-    c.tie_word_embeddings = r.has("tie_word_embeddings") && j["tie_word_embeddings"] == true;
-  } else {
-    RLT_ASSIGN_OR_RETURN(c.total_ut_steps, r.positive_int("total_ut_steps"));
-    RLT_ASSIGN_OR_RETURN(c.rms_norm_eps, r.positive_number("rms_norm_eps", std::nullopt));
-    if (r.has("rope_scaling")) return r.unsupported("rope_scaling", j["rope_scaling"], "null (no RoPE scaling)");
-    RLT_ASSIGN_OR_RETURN(Rope rope, parse_rope(r, j, std::nullopt));
-    c.rope_theta = rope.theta;
-    c.rope_scaling = rope.scaling;
-  }
-  if (r.has("early_exit_threshold")) {
-    if (!j["early_exit_threshold"].is_number())
-      return r.error("early_exit_threshold", "must be a number");
-    c.early_exit_threshold = j["early_exit_threshold"].get<double>();
-  }
+  RLT_RETURN_IF_ERROR(huginn ? parse_huginn(r, j, c) : parse_layer_stack(r, j, c));
   RLT_ASSIGN_OR_RETURN(c.bos_token_id, r.optional_token_id("bos_token_id"));
   RLT_ASSIGN_OR_RETURN(c.pad_token_id, r.optional_token_id("pad_token_id"));
   RLT_ASSIGN_OR_RETURN(c.eos_token_ids, r.token_id_list("eos_token_id"));
@@ -623,6 +634,7 @@ Result<ModelConfig> parse_model_config(std::string_view json_text, const std::st
   RLT_RETURN_IF_ERROR(check_common_semantics(r, j, c));
   RLT_RETURN_IF_ERROR(llama      ? check_llama_semantics(r, j)
                       : nanbeige ? check_nanbeige_semantics(r, j, c)
+                      : huginn   ? Status()  // parse_huginn checked its switches
                                  : check_ouro_semantics(r, j, c));
   for (int64_t id : c.eos_token_ids) {
     if (id >= c.vocab_size)

@@ -60,8 +60,8 @@ Result<int64_t> required_blocks(int64_t prompt_len, int64_t max_new_tokens, KVLa
   if (prompt_len < 1 || max_new_tokens < 1 || depth < 1 || block_size < 1 || outer_planes < 0) {
     return invalid_argument(fmt::format(
         "required_blocks needs positive sizes, got prompt_len {} max_new_tokens {} depth {} "
-        "block_size {}",
-        prompt_len, max_new_tokens, depth, block_size));
+        "block_size {} outer_planes {}",
+        prompt_len, max_new_tokens, depth, block_size, outer_planes));
   }
   return blocks_for_tokens(capacity_tokens(prompt_len, max_new_tokens), block_size,
                            storage_planes(layout, depth) + outer_planes);

@@ -105,7 +105,7 @@ ordered_json huginn_config(const RandomCheckpointShape& s) {
   c["architectures"] = {"RavenForCausalLM"};
   c["model_type"] = "huginn_raven";
   c["n_embd"] = s.hidden;
-  c["n_heads"] = s.heads;
+  c["num_attention_heads"] = s.heads;  // the released file's name for RavenConfig's n_heads
   c["num_key_value_heads"] = s.heads;
   c["n_layers"] = s.prelude_layers + s.layers + s.coda_layers;
   c["n_layers_in_prelude"] = s.prelude_layers;
@@ -119,6 +119,11 @@ ordered_json huginn_config(const RandomCheckpointShape& s) {
   c["norm_eps"] = s.rms_norm_eps;
   c["mean_recurrence"] = s.loops;
   c["init_values"] = {{"embed_scale", std::sqrt(static_cast<double>(s.hidden))}, {"embedding", std}, {"std", std}};
+  c["architecture_class_name"] = "RecurrentGPT";
+  c["block_class_name"] = "SandwichBlock";
+  c["norm_class_name"] = "RMSNorm_llama";
+  c["mlp_class_name"] = "GatedMLP";
+  c["nonlin_name"] = "SiLU";
   c["injection_type"] = "linear";
   c["state_init"] = "like-init";
   c["qk_bias"] = true;

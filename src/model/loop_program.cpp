@@ -6,8 +6,14 @@ namespace rlt::model {
 
 namespace {
 
-// Huginn's blocks of `group`: both residuals normalized on the sum.
-void add_sum_norm_blocks(LoopProgram& p, LayerGroup group, int64_t count) {
+// How a block adds its two sublayers back: Ouro's sandwich (h += rms_norm(out)), Llama's plain sum
+// (h += out), or Huginn's norm on the sum (h = rms_norm(h + out)).
+enum class ResidualForm { kSandwich, kPlain, kSumNorm };
+
+// `count` blocks of `group`: attention then MLP, each closed by its residual.
+void add_blocks(LoopProgram& p, LayerGroup group, int64_t count, ResidualForm form) {
+  const LoopOpKind residual = form == ResidualForm::kSumNorm ? LoopOpKind::kSumNorm : LoopOpKind::kResidual;
+  const bool normed = form != ResidualForm::kPlain;
   for (int32_t l = 0; l < static_cast<int32_t>(count); ++l) {
     auto add = [&](LoopOpKind kind, NormWeight norm = NormWeight::kNone, Projection proj = Projection::kQkv) {
       LoopOp op;
@@ -22,11 +28,11 @@ void add_sum_norm_blocks(LoopProgram& p, LayerGroup group, int64_t count) {
     add(LoopOpKind::kProject, NormWeight::kNone, Projection::kQkv);
     add(LoopOpKind::kAttend);
     add(LoopOpKind::kProject, NormWeight::kNone, Projection::kOProj);
-    add(LoopOpKind::kSumNorm, NormWeight::kAttnOut);
+    add(residual, normed ? NormWeight::kAttnOut : NormWeight::kNone);
     add(LoopOpKind::kNorm, NormWeight::kPostAttn);
     add(LoopOpKind::kProject, NormWeight::kNone, Projection::kGateUp);
     add(LoopOpKind::kProject, NormWeight::kNone, Projection::kDown);
-    add(LoopOpKind::kSumNorm, NormWeight::kMlpOut);
+    add(residual, normed ? NormWeight::kMlpOut : NormWeight::kNone);
   }
 }
 
@@ -34,7 +40,7 @@ void add_sum_norm_blocks(LoopProgram& p, LayerGroup group, int64_t count) {
 
 LoopProgram prelude_program(const io::ModelConfig& c) {
   LoopProgram p;
-  if (c.recurrent_injection()) add_sum_norm_blocks(p, LayerGroup::kPrelude, c.prelude_layers);
+  if (c.recurrent_injection()) add_blocks(p, LayerGroup::kPrelude, c.prelude_layers, ResidualForm::kSumNorm);
   return p;
 }
 
@@ -42,7 +48,7 @@ LoopProgram readout_program(const io::ModelConfig& c) {
   LoopProgram p;
   if (!c.recurrent_injection()) return p;
   p.push_back({LoopOpKind::kLoopNorm, 0, NormWeight::kFinal});
-  add_sum_norm_blocks(p, LayerGroup::kCoda, c.coda_layers);
+  add_blocks(p, LayerGroup::kCoda, c.coda_layers, ResidualForm::kSumNorm);
   p.push_back({LoopOpKind::kLoopNorm, 0, NormWeight::kFinal});
   return p;
 }
@@ -72,30 +78,10 @@ LoopProgram core_loop_program(const io::ModelConfig& c) {
   LoopProgram p;
   if (c.recurrent_injection()) {
     p.push_back({LoopOpKind::kAdapter});
-    add_sum_norm_blocks(p, LayerGroup::kCore, c.num_layers);
+    add_blocks(p, LayerGroup::kCore, c.num_layers, ResidualForm::kSumNorm);
     return p;
   }
-  const bool sandwich = c.sandwich_norms();
-  for (int32_t l = 0; l < static_cast<int32_t>(c.num_layers); ++l) {
-    LoopOp op;
-    op.layer = l;
-    auto add = [&](LoopOpKind kind, NormWeight norm = NormWeight::kNone,
-                   Projection proj = Projection::kQkv) {
-      op.kind = kind;
-      op.norm = norm;
-      op.proj = proj;
-      p.push_back(op);
-    };
-    add(LoopOpKind::kNorm, NormWeight::kInput);
-    add(LoopOpKind::kProject, NormWeight::kNone, Projection::kQkv);
-    add(LoopOpKind::kAttend);
-    add(LoopOpKind::kProject, NormWeight::kNone, Projection::kOProj);
-    add(LoopOpKind::kResidual, sandwich ? NormWeight::kAttnOut : NormWeight::kNone);
-    add(LoopOpKind::kNorm, NormWeight::kPostAttn);
-    add(LoopOpKind::kProject, NormWeight::kNone, Projection::kGateUp);
-    add(LoopOpKind::kProject, NormWeight::kNone, Projection::kDown);
-    add(LoopOpKind::kResidual, sandwich ? NormWeight::kMlpOut : NormWeight::kNone);
-  }
+  add_blocks(p, LayerGroup::kCore, c.num_layers, c.sandwich_norms() ? ResidualForm::kSandwich : ResidualForm::kPlain);
   p.push_back({LoopOpKind::kLoopNorm, 0, NormWeight::kFinal});
   p.push_back({LoopOpKind::kGate});
   return p;

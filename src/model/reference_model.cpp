@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "kernels/cpu/dense_attention.h"
 #include "model/initial_state.h"
@@ -191,7 +192,7 @@ Result<StepResult> ReferenceModel::decode(int32_t token, const ExitParams& resol
   out.logits.resize(static_cast<size_t>(c.vocab_size));
   bool have_logits = false;
   for (int64_t loop = 0; loop < c.total_ut_steps; ++loop) {
-    float gate = 0.0f;
+    float gate = -std::numeric_limits<float>::infinity();  // stays so without a gate op (Huginn)
     kv_->set_pass(loop, position);
     core_.run_loop(h.data(), &position, 1, *kv_, scratch_, &gate, injection.empty() ? nullptr : injection.data());
     if (trace) {

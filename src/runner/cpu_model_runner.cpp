@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "common/log.h"
 #include "model/initial_state.h"
@@ -205,7 +206,8 @@ class CpuModelRunner::Stages final : public StageExecutor {
     gather_states(pass);
     if (huginn()) RLT_RETURN_IF_ERROR(gather_injections(pass));
     RLT_RETURN_IF_ERROR(r_.attention_.bind(pass));
-    out_->gate_logits.assign(static_cast<size_t>(n), 0.0f);
+    // A model without a gate op (Huginn) leaves -inf: sigmoid(-inf) = 0 never fires.
+    out_->gate_logits.assign(static_cast<size_t>(n), -std::numeric_limits<float>::infinity());
     r_.core_.run_loop(r_.h_.data(), r_.positions_.data(), n, r_.attention_, r_.scratch_,
                       out_->gate_logits.data(), huginn() ? r_.injection_.data() : nullptr);
     RLT_RETURN_IF_ERROR(r_.attention_.status());

@@ -181,14 +181,23 @@ Stage Scheduler::decode_stage() const {
   return verify ? Stage::kVerify : Stage::kWaiting;
 }
 
+bool Scheduler::first_token_in_coda() const {
+  for (RequestId id : queue(Stage::kCoda)) {
+    auto it = requests_.find(id);
+    if (it != requests_.end() && it->second->output_tokens.empty()) return true;
+  }
+  return false;
+}
+
 Stage Scheduler::choose_stage_refill() const {
   const bool decode_due = prefill_batches_since_recurrent_ >= config_.max_prefill_batches_before_decode;
   if (ready(Stage::kPrelude)) return Stage::kPrelude;
   // A CODA that costs a loop or more (Huginn reads out through attending blocks, then runs an
   // attending prelude) streams its weights whatever its rows: tokens that left the loop wait
-  // until they are as many as those still looping, or the loop is idle, and go out together.
-  const bool gather = config_.coda_loops >= 1.0 && ready(Stage::kRecurrent) &&
-                      queue(Stage::kCoda).size() < queue(Stage::kRecurrent).size();
+  // until they are as many as those still looping, or the loop is idle, and go out together. A
+  // prompt's first token never waits (time to first token).
+  const bool gather = config_.gather_exited_tokens && ready(Stage::kRecurrent) &&
+                      queue(Stage::kCoda).size() < queue(Stage::kRecurrent).size() && !first_token_in_coda();
   if (ready(Stage::kCoda) && !gather) return Stage::kCoda;
   const Stage decode = decode_stage();
   if (decode_due && decode != Stage::kWaiting) return decode;

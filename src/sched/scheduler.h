@@ -193,6 +193,8 @@ class Scheduler {
   void finish(Request& r, FinishReason reason);
   // `exit_value`: the criterion's value for a request exiting by one of Huginn's criteria.
   bool exit_now(Request& r, float gate_logit, double exit_value);
+  // Whether a request waits in CODA for its first token.
+  bool first_token_in_coda() const;
   // CODA: the token just read out has its K/V in the outer planes (Huginn's prelude and coda).
   Status record_outer_written(const Request& r);
   void apply_prefill(Request& r, const ScheduledItem& item);

@@ -38,9 +38,11 @@ struct SchedulerConfig {
   SpeculativeConfig speculative;
   // A token's CODA (and attending PRELUDE) cost in loops (their weight bytes over one loop's):
   // what a self draft costs besides its draft_loops loops, for choosing how many drafts a cycle
-  // makes; and, from one loop up (Huginn), what makes refill mode gather exited tokens before
-  // reading them out (choose_stage_refill).
+  // makes.
   double coda_loops = 0.0;
+  // Refill mode gathers tokens that left the loop before reading them out (choose_stage_refill):
+  // the engine sets it for models whose CODA and PRELUDE attend and cost a loop or more (Huginn).
+  bool gather_exited_tokens = false;
 
   Status validate() const;
 };

@@ -234,6 +234,26 @@ EngineConfig base_config(const TestModel& m = demo()) {
   return c;
 }
 
+// Three mixes of eight requests in a pool of `blocks` blocks of 4 tokens, with preemption on;
+// returns how many preemptions they needed.
+int64_t preemptions_in_mixes(TestModel& m, int64_t blocks, uint32_t seed_base) {
+  int64_t preemptions = 0;
+  for (uint32_t seed = 0; seed < 3; ++seed) {
+    Mix mix;
+    mix.model = &m;
+    mix.config = base_config(m);
+    mix.config.block_size = 4;
+    mix.config.num_kv_blocks = blocks;
+    mix.config.enable_preemption = true;
+    mix.config.incremental_kv = true;
+    mix.config.watermark = 0.0;
+    mix.config.max_num_seqs = 8;
+    mix.requests = 8;
+    preemptions += run_mix(mix, seed_base + seed, model::KvSemantics::kLastExited).preemptions;
+  }
+  return preemptions;
+}
+
 TEST(EngineEquivalence, RandomMixesMatchTheReferenceModelExactly) {
   int64_t prefix_hits = 0;
   bool early_exits = false;
@@ -344,21 +364,8 @@ TEST(EngineEquivalence, NanbeigeRandomMixesPreemptionAndBothLayouts) {
     mix.requests = 6;
     run_mix(mix, 6000 + seed, model::KvSemantics::kLastExited);
   }
-  int64_t preemptions = 0;
-  for (uint32_t seed = 0; seed < 3; ++seed) {
-    Mix mix;
-    mix.model = &nanbeige();
-    mix.config = base_config(nanbeige());
-    mix.config.block_size = 4;
-    mix.config.num_kv_blocks = 80;  // a few requests' worth of two planes: growth must preempt
-    mix.config.enable_preemption = true;
-    mix.config.incremental_kv = true;
-    mix.config.watermark = 0.0;
-    mix.config.max_num_seqs = 8;
-    mix.requests = 8;
-    preemptions += run_mix(mix, 7000 + seed, model::KvSemantics::kLastExited).preemptions;
-  }
-  EXPECT_GT(preemptions, 0) << "the pool is small enough that growth must preempt";
+  // A few requests' worth of two planes: growth must preempt.
+  EXPECT_GT(preemptions_in_mixes(nanbeige(), 80, 7000), 0) << "the pool is small enough that growth must preempt";
   for (uint32_t seed = 0; seed < 2; ++seed) {
     Mix mix;
     mix.model = &nanbeige();
@@ -395,21 +402,8 @@ TEST(EngineEquivalence, HuginnMixedCriteriaDepthsAndPreemption) {
     loops = std::max(loops, 8.0 - run_mix(mix, 9000 + seed, model::KvSemantics::kLastExited).mean_loops_per_token);
   }
   EXPECT_GT(loops, 0.5) << "the mixes must stop tokens before the last step";
-  int64_t preemptions = 0;
-  for (uint32_t seed = 0; seed < 3; ++seed) {
-    Mix mix;
-    mix.model = &huginn();
-    mix.config = base_config(huginn());
-    mix.config.block_size = 4;
-    mix.config.num_kv_blocks = 200;  // a few requests' worth of 8 + 1 planes: growth must preempt
-    mix.config.enable_preemption = true;
-    mix.config.incremental_kv = true;
-    mix.config.watermark = 0.0;
-    mix.config.max_num_seqs = 8;
-    mix.requests = 8;
-    preemptions += run_mix(mix, 9500 + seed, model::KvSemantics::kLastExited).preemptions;
-  }
-  EXPECT_GT(preemptions, 0) << "the pool is small enough that growth must preempt";
+  // A few requests' worth of 8 + 1 planes: growth must preempt.
+  EXPECT_GT(preemptions_in_mixes(huginn(), 200, 9500), 0) << "the pool is small enough that growth must preempt";
 }
 
 }  // namespace

@@ -169,30 +169,53 @@ TEST(ModelConfig, NanbeigeRefusals) {
   expect_error(j, "field 'num_loops' must be positive");
 }
 
-// Huginn-0125's config.json fields (RavenConfig as released: tomg-group-umd/huginn-0125).
+// Huginn-0125's config.json as released (seal-rg/recurrent-pretraining's raven_config_minimal.json:
+// num_attention_heads, not n_heads; no rope_base, init_values or padded_vocab_size), plus the ids
+// a tokenizer-aware export adds.
 nlohmann::json huginn_config() {
+  return nlohmann::json::parse(R"({
+    "name": "nebel-raven-3.5b", "architectures": ["RavenForCausalLM"],
+    "auto_map": {"AutoConfig": "raven_config_minimal.RavenConfig",
+                 "AutoModelForCausalLM": "raven_modeling_minimal.RavenForCausalLM"},
+    "torch_dtype": "bfloat16", "transformers_version": "4.28.1",
+    "hf_config": {"org": "tomg-group-umd", "name": "nebel-raven-3.5b"},
+    "model_type": "huginn_raven", "block_size": 4096, "vocab_size": 65536, "padding_multiple": 4096,
+    "tie_embeddings": true, "num_attention_heads": 55, "num_key_value_heads": 55, "n_embd": 5280,
+    "intermediate_size": 17920, "bias": false, "architecture_class_name": "RecurrentGPT",
+    "block_class_name": "SandwichBlock", "norm_class_name": "RMSNorm_llama", "norm_eps": 0.000001,
+    "mlp_class_name": "GatedMLP", "nonlin_name": "SiLU", "init_strategy": "takase", "init_orthogonal": false,
+    "state_init": "like-init", "injection_type": "linear", "n_layers_in_recurrent_block": 4,
+    "mean_recurrence": 32, "sampling_scheme": "poisson-lognormal-filling", "mean_backprop_depth": 8,
+    "n_layers_in_prelude": 2, "n_layers_in_coda": 2, "qk_bias": true,
+    "activation_checkpoint_impl": "per-iteration",
+    "bos_token_id": 65504, "eos_token_id": 65505, "pad_token_id": 65509})");
+}
+
+// What RavenConfig.save_pretrained adds: the derived fields.
+nlohmann::json huginn_saved_config() {
+  nlohmann::json j = huginn_config();
   const double std = std::sqrt(2.0 / (5.0 * 5280));
-  return {{"architectures", {"RavenForCausalLM"}},
-          {"auto_map", {{"AutoConfig", "raven_config_minimal.RavenConfig"},
-                        {"AutoModelForCausalLM", "raven_modeling_minimal.RavenForCausalLM"}}},
-          {"model_type", "huginn_raven"}, {"n_embd", 5280}, {"n_heads", 55}, {"n_layers", 8},
-          {"n_layers_in_prelude", 2}, {"n_layers_in_recurrent_block", 4}, {"n_layers_in_coda", 2},
-          {"intermediate_size", 17920}, {"vocab_size", 65536}, {"padded_vocab_size", 65536},
-          {"block_size", 4096}, {"rope_base", 50000}, {"norm_eps", 1e-6}, {"mean_recurrence", 32},
-          {"mean_backprop_depth", 8}, {"sampling_scheme", "poisson-lognormal-filling"},
-          {"init_values", {{"embed_scale", std::sqrt(5280.0)}, {"embedding", std}, {"std", std},
-                           {"out_proj", std / std::sqrt(2.0 * 132)}}},
-          {"injection_type", "linear"}, {"state_init", "like-init"}, {"qk_bias", true}, {"bias", false},
-          {"tie_embeddings", true}, {"test_time_noise", 0}, {"test_time_noise_type", "fixed"},
-          {"nonlin", "SiLU"}, {"norm_class_name", "RMSNorm_llama"}, {"block_class_name", "SandwichBlock"},
-          {"effective_expected_depth", 132}, {"activation_checkpoint_impl", "per-iteration"},
-          {"bos_token_id", 65504}, {"eos_token_id", 65505}, {"pad_token_id", 65509},
-          {"torch_dtype", "float32"}, {"transformers_version", "4.44.2"}};
+  j["n_heads"] = 55;
+  j["n_layers"] = 8;
+  j["head_dim"] = 96;
+  j["padded_vocab_size"] = 65536;
+  j["rope_base"] = 50000;
+  j["test_time_noise"] = 0;
+  j["test_time_noise_type"] = "fixed";
+  j["effective_expected_depth"] = 132;
+  j["tie_word_embeddings"] = true;
+  j["init_values"] = {{"std", std}, {"out_proj", std / std::sqrt(2.0 * 132)}, {"embedding", std},
+                      {"embed_scale", std::sqrt(5280.0)}};
+  return j;
 }
 
 TEST(ModelConfig, ParsesTheHuginnConfig) {
+  auto saved = parse(huginn_saved_config());
+  ASSERT_TRUE(saved.ok()) << saved.status().to_string();
   auto r = parse(huginn_config());
   ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(saved->parameter_count(), r->parameter_count());
+  EXPECT_EQ(saved->initial_state_std, r->initial_state_std);
   EXPECT_EQ(r->architecture, Architecture::kHuginn);
   EXPECT_STREQ(architecture_name(r->architecture), "huginn_raven");
   EXPECT_EQ(r->hidden_size, 5280);
@@ -217,7 +240,7 @@ TEST(ModelConfig, ParsesTheHuginnConfig) {
 }
 
 TEST(ModelConfig, HuginnDefaultsAndRefusals) {
-  auto j = huginn_config();
+  auto j = huginn_saved_config();
   for (const char* f : {"rope_base", "norm_eps", "block_size", "init_values", "n_layers", "padded_vocab_size"}) j.erase(f);
   auto r = parse(j);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -239,7 +262,12 @@ TEST(ModelConfig, HuginnDefaultsAndRefusals) {
       {"test_time_noise", 1, "no noise"},
       {"num_key_value_heads", 5, "no GQA"},
       {"n_layers", 9, "prelude, recurrent and coda blocks together (8)"},
-      {"n_heads", 64, "multiple of n_heads"},
+      {"n_heads", 64, "disagrees with n_heads"},
+      {"head_dim", 64, "must be n_embd / n_heads (96)"},
+      {"block_class_name", "PreNormBlock", "norms on the residual sums"},
+      {"mlp_class_name", "MLP", "GatedMLP"},
+      {"nonlin_name", "GELU", "'nonlin_name'"},
+      {"tie_word_embeddings", false, "the head is the embedding"},
       {"mean_recurrence", 0, "'mean_recurrence' must be positive"},
       {"n_layers_in_coda", nullptr, "'n_layers_in_coda' must be an integer"},
       {"vocab_size", 70000, "exceeds padded_vocab_size"},
@@ -247,13 +275,22 @@ TEST(ModelConfig, HuginnDefaultsAndRefusals) {
       {"recurrent_norm", true, "unknown field 'recurrent_norm'"},
   };
   for (const Case& c : cases) {
-    auto bad = huginn_config();
+    auto bad = huginn_saved_config();
     bad[c.field] = c.value;
     expect_error(bad, c.needle);
   }
   auto missing = huginn_config();
   missing.erase("n_layers_in_prelude");
   expect_error(missing, "'n_layers_in_prelude' is required");
+  auto headless = huginn_config();
+  headless.erase("num_attention_heads");
+  expect_error(headless, "'n_heads' is required (or num_attention_heads)");
+  auto odd = huginn_config();
+  odd["num_attention_heads"] = odd["num_key_value_heads"] = 64;
+  expect_error(odd, "must be a multiple of n_heads");
+  auto huge = huginn_config();
+  huge["mean_recurrence"] = 100000;
+  expect_error(huge, "mean_recurrence = 100000 is larger than any model");
 }
 
 TEST(ModelConfig, LlamaDefaultsAndRefusals) {

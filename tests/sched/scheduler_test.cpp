@@ -165,15 +165,15 @@ TEST(Scheduler, RowsAtDifferentDepthsShareARecurrentBatchAndRefill) {
 
 // Where a CODA costs a loop or more (Huginn: its readout and prelude attend), tokens that left the
 // loop wait until they are as many as those still looping, then go out together: fewer CODA
-// batches, the same depths.
+// batches, the same depths. (The first token after a prompt never waits.)
 TEST(Scheduler, ExpensiveReadoutsGatherExitedTokens) {
-  std::map<double, int64_t> coda_batches;
-  std::map<double, std::vector<std::vector<int32_t>>> depths;
-  for (double coda_loops : {0.5, 1.5}) {
+  std::map<bool, int64_t> coda_batches;
+  std::map<bool, std::vector<std::vector<int32_t>>> depths;
+  for (bool gather : {false, true}) {
     auto kv = make_kv(256, 4, kv::KVLayout::kLastExited, 8);
     SchedulerConfig cfg;
     cfg.exit_mode = ExitMode::kTrace;
-    cfg.coda_loops = coda_loops;
+    cfg.gather_exited_tokens = gather;
     Scheduler s(cfg, kv, 8, {0}, nullptr);
     const std::vector<std::vector<int32_t>> traces = {
         {8, 2, 2, 7}, {8, 3, 5, 3}, {8, 5, 6, 2}, {8, 6, 1, 4}, {8, 1, 8, 5}, {8, 7, 3, 6}};
@@ -186,17 +186,17 @@ TEST(Scheduler, ExpensiveReadoutsGatherExitedTokens) {
     for (int i = 0; i < 400 && s.has_unfinished(); ++i) {
       auto b = s.schedule();
       ASSERT_TRUE(b.ok() && b->has_value());
-      coda_batches[coda_loops] += (**b).stage == Stage::kCoda;
+      coda_batches[gather] += (**b).stage == Stage::kCoda;
       StepUpdate u = apply(s, **b);
       ASSERT_TRUE(s.confirm_finalized(u.exited).ok());
     }
     ASSERT_FALSE(s.has_unfinished());
     for (size_t i = 0; i < traces.size(); ++i) {
-      depths[coda_loops].push_back(s.take_finished(1 + i)->exit_depths);
-      EXPECT_EQ(depths[coda_loops].back(), traces[i]);
+      depths[gather].push_back(s.take_finished(1 + i)->exit_depths);
+      EXPECT_EQ(depths[gather].back(), traces[i]);
     }
   }
-  EXPECT_LT(coda_batches[1.5], coda_batches[0.5]);
+  EXPECT_LT(coda_batches[true], coda_batches[false]);
 }
 
 TEST(Scheduler, DelayedExitTriggersOneLoopLater) {
