@@ -192,6 +192,7 @@ class CpuModelRunner::Stages final : public StageExecutor {
       Recurrence& rec = r_.recurrence_[id];
       rec.injection.assign(r_.injection_.begin() + i * hidden, r_.injection_.begin() + (i + 1) * hidden);
       rec.criterion.reset();
+      rec.logits_current = false;
       std::copy(r_.h_.begin() + i * hidden, r_.h_.begin() + (i + 1) * hidden, r_.state(id).begin());
     }
     return {};
@@ -228,6 +229,7 @@ class CpuModelRunner::Stages final : public StageExecutor {
       if (input.passes().size() != 1 || input.passes()[0].num_rows() != n)
         return internal_error("a Huginn CODA batch needs one pass over its requests");
       const PassInput& pass = input.passes()[0];
+      if (reuse_step_logits(pass)) return {};
       gather_states(pass);
       RLT_RETURN_IF_ERROR(r_.attention_.bind(pass));
       read_out(n);
@@ -273,6 +275,21 @@ class CpuModelRunner::Stages final : public StageExecutor {
     return {};
   }
 
+  // When every row's exit step read its state out (its criterion needed the logits), those are the
+  // logits CODA would compute, and the coda's K/V of the rows are already that state's: copied.
+  bool reuse_step_logits(const PassInput& pass) {
+    const auto vocab = static_cast<size_t>(r_.model_->config.vocab_size);
+    for (const attention::PlannedRow& row : pass.rows) {
+      auto it = r_.recurrence_.find(row.request);
+      if (it == r_.recurrence_.end() || !it->second.logits_current) return false;
+    }
+    for (size_t i = 0; i < pass.rows.size(); ++i) {
+      const std::vector<float>& logits = r_.recurrence_[pass.rows[i].request].logits;
+      std::copy(logits.begin(), logits.end(), out_->logits.begin() + static_cast<int64_t>(i * vocab));
+    }
+    return true;
+  }
+
   // h_ = the readout of its first `rows` rows (the lm head's input).
   void read_out(int64_t rows) {
     const float* out = r_.core_.readout(r_.h_.data(), r_.positions_.data(), rows, r_.attention_, r_.scratch_);
@@ -306,6 +323,8 @@ class CpuModelRunner::Stages final : public StageExecutor {
               ? std::span<const float>(r_.step_logits_.data() + i * vocab, static_cast<size_t>(vocab))
               : std::span<const float>();
       out_->exit_values[static_cast<size_t>(i)] = rec.criterion->step(state, row_logits);
+      rec.logits_current = logits;
+      if (logits) rec.logits.assign(r_.step_logits_.begin() + i * vocab, r_.step_logits_.begin() + (i + 1) * vocab);
     }
     return {};
   }

@@ -53,6 +53,10 @@ class CpuModelRunner final : public ModelRunner {
   struct Recurrence {
     std::vector<float> injection;                    // the prelude's output, [hidden]
     std::optional<model::CriterionState> criterion;  // from the token's first step
+    // The logits of the current state when its step read it out (for an exit criterion): the
+    // token's CODA reuses them instead of reading the same state out again.
+    std::vector<float> logits;
+    bool logits_current = false;
   };
 
   std::shared_ptr<const model::OuroModel> model_;
