@@ -29,13 +29,6 @@ kernels::WeightMatrix matrix(const io::TensorView& t, int64_t rows, int64_t cols
   return {t.dtype, rows, cols, data};
 }
 
-std::vector<float> widen(const io::TensorView& t) {
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  kernels::WeightMatrix m{t.dtype, 1, t.numel(), t.data};
-  m.row_to_f32(0, out.data());
-  return out;
-}
-
 // The row of the checkpoint's q or k block that becomes row `row` (split-half order within each
 // head of `head_dim`): the same map as llama.cpp's Q/K interleaving.
 int64_t source_row(int64_t row, int64_t head_dim) {
@@ -58,7 +51,7 @@ std::vector<uint8_t> reordered_qkv(const io::TensorView& t, const io::ModelConfi
 }
 
 std::vector<float> reordered_bias(const io::TensorView& t, const io::ModelConfig& c) {
-  const std::vector<float> raw = widen(t);  // [2, 1, heads, head_dim]: q's, then k's
+  const std::vector<float> raw = widen_to_f32(t);  // [2, 1, heads, head_dim]: q's, then k's
   const int64_t h = c.hidden_size;
   std::vector<float> out(raw.size());
   for (int64_t block = 0; block < 2; ++block)
@@ -93,7 +86,7 @@ Status check_tied_head(const io::TensorView& head, const io::TensorView& wte) {
 // stored table is how a real checkpoint settles the RoPE base; one that disagrees with the
 // config's would give other attention scores.
 Status check_rope_table(const io::TensorView& t, const io::ModelConfig& c) {
-  const std::vector<float> table = widen(t);
+  const std::vector<float> table = widen_to_f32(t);
   // The table's own rounding: 16-bit floats near ±1 are 2e-3 apart at worst.
   const double tolerance = t.dtype == DType::kF32 ? 1e-3 : 4e-3;
   const int64_t half = c.head_dim / 2;
@@ -156,7 +149,7 @@ Result<OuroWeights> bind_huginn_weights(const io::Checkpoint& ckpt, const io::Mo
   OuroWeights w;
   const io::TensorView& wte = get(kEmbedding);
   w.embed_tokens = matrix(wte, c.vocab_size, c.hidden_size);
-  w.final_norm = widen(get("transformer.ln_f.weight"));
+  w.final_norm = widen_to_f32(get("transformer.ln_f.weight"));
   w.layers.resize(static_cast<size_t>(c.num_layers));
   w.prelude.resize(static_cast<size_t>(c.prelude_layers));
   w.coda.resize(static_cast<size_t>(c.coda_layers));
@@ -167,10 +160,10 @@ Result<OuroWeights> bind_huginn_weights(const io::Checkpoint& ckpt, const io::Mo
   for (size_t b = 0; b < blocks.size(); ++b) {
     OuroLayerWeights& l = *blocks[b];
     const std::string& p = prefixes[b];
-    l.input_norm = widen(get(p + "norm_1.weight"));
-    l.attn_out_norm = widen(get(p + "norm_2.weight"));
-    l.post_attn_norm = widen(get(p + "norm_3.weight"));
-    l.mlp_out_norm = widen(get(p + "norm_4.weight"));
+    l.input_norm = widen_to_f32(get(p + "norm_1.weight"));
+    l.attn_out_norm = widen_to_f32(get(p + "norm_2.weight"));
+    l.post_attn_norm = widen_to_f32(get(p + "norm_3.weight"));
+    l.mlp_out_norm = widen_to_f32(get(p + "norm_4.weight"));
     l.qk_bias = reordered_bias(get(p + "attn.qk_bias"), c);
     if (!pack_linear_layers) continue;
     const io::TensorView& qkv = get(p + "attn.Wqkv.weight");

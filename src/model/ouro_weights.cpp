@@ -34,14 +34,14 @@ constexpr const char* kLinearSuffixes[] = {"self_attn.q_proj.weight", "self_attn
                                            "mlp.gate_proj.weight",    "mlp.up_proj.weight",
                                            "mlp.down_proj.weight"};
 
-std::vector<float> widen(const io::TensorView& t) {
+}  // namespace
+
+std::vector<float> widen_to_f32(const io::TensorView& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   kernels::WeightMatrix m{t.dtype, 1, t.numel(), t.data};
   m.row_to_f32(0, out.data());
   return out;
 }
-
-}  // namespace
 
 std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& c) {
   const int64_t h = c.hidden_size;
@@ -90,12 +90,12 @@ Result<OuroWeights> bind_vectors(const io::Checkpoint& ckpt, const io::ModelConf
   RLT_RETURN_IF_ERROR(needed("model.embed_tokens.weight"));
   RLT_RETURN_IF_ERROR(needed("model.norm.weight"));
   w.embed_tokens = matrix(get("model.embed_tokens.weight"));
-  w.final_norm = widen(get("model.norm.weight"));
+  w.final_norm = widen_to_f32(get("model.norm.weight"));
   if (c.has_exit_gate()) {
     RLT_RETURN_IF_ERROR(needed("model.early_exit_gate.weight"));
     RLT_RETURN_IF_ERROR(needed("model.early_exit_gate.bias"));
-    w.exit_gate_weight = widen(get("model.early_exit_gate.weight"));
-    w.exit_gate_bias = widen(get("model.early_exit_gate.bias"))[0];
+    w.exit_gate_weight = widen_to_f32(get("model.early_exit_gate.weight"));
+    w.exit_gate_bias = widen_to_f32(get("model.early_exit_gate.bias"))[0];
   }
   w.layers.resize(static_cast<size_t>(c.num_layers));
   for (int64_t i = 0; i < c.num_layers; ++i) {
@@ -105,11 +105,11 @@ Result<OuroWeights> bind_vectors(const io::Checkpoint& ckpt, const io::ModelConf
       if (ckpt.find(layer_name(i, norm)) != nullptr)
         RLT_RETURN_IF_ERROR(needed(layer_name(i, norm)));
     }
-    l.input_norm = widen(get(layer_name(i, "input_layernorm.weight")));
-    l.post_attn_norm = widen(get(layer_name(i, "post_attention_layernorm.weight")));
+    l.input_norm = widen_to_f32(get(layer_name(i, "input_layernorm.weight")));
+    l.post_attn_norm = widen_to_f32(get(layer_name(i, "post_attention_layernorm.weight")));
     if (c.sandwich_norms()) {
-      l.attn_out_norm = widen(get(layer_name(i, "input_layernorm_2.weight")));
-      l.mlp_out_norm = widen(get(layer_name(i, "post_attention_layernorm_2.weight")));
+      l.attn_out_norm = widen_to_f32(get(layer_name(i, "input_layernorm_2.weight")));
+      l.mlp_out_norm = widen_to_f32(get(layer_name(i, "post_attention_layernorm_2.weight")));
     }
   }
   return w;
@@ -175,8 +175,7 @@ std::string OuroModel::quantized_types() const {
 
 int64_t OuroModel::core_weight_bytes_per_loop() const {
   int64_t bytes = weights.adapter.bytes();
-  for (const auto& l : weights.layers)
-    bytes += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
+  for (const auto& l : weights.layers) bytes += l.linear_bytes();
   if (bytes > 0 || config.recurrent_injection()) return bytes;
   for (int64_t i = 0; i < config.num_layers; ++i) {  // not packed: the checkpoint's tensors
     for (const char* suffix : kLinearSuffixes) {
@@ -195,7 +194,7 @@ int64_t OuroModel::lm_head_bytes() const {
 int64_t OuroModel::outer_block_bytes() const {
   int64_t bytes = 0;
   for (const auto* group : {&weights.prelude, &weights.coda})
-    for (const auto& l : *group) bytes += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
+    for (const auto& l : *group) bytes += l.linear_bytes();
   return bytes;
 }
 
@@ -326,7 +325,7 @@ Status check_fits(const io::Checkpoint& described, const io::ModelConfig& c,
 int64_t packed_bytes(const OuroWeights& w) {
   int64_t n = w.lm_head.bytes() + w.adapter.bytes();
   for (const auto* group : {&w.prelude, &w.layers, &w.coda})
-    for (const auto& l : *group) n += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down_proj.bytes();
+    for (const auto& l : *group) n += l.linear_bytes();
   return n;
 }
 

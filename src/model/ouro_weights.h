@@ -32,6 +32,9 @@ struct OuroLayerWeights {
   // Huginn: added to q and k before RoPE, [q_dim + kv_dim] (q's, then k's, in the rows' order);
   // empty otherwise.
   std::vector<float> qk_bias;
+
+  // The packed bytes of the four matrices.
+  int64_t linear_bytes() const { return qkv.bytes() + o_proj.bytes() + gate_up.bytes() + down_proj.bytes(); }
 };
 
 struct OuroWeights {
@@ -47,6 +50,9 @@ struct OuroWeights {
   std::vector<OuroLayerWeights> prelude, coda;
   kernels::PackedMatrix adapter;
 };
+
+// A tensor's elements widened to f32 (the vectors: norm weights, gate, biases).
+std::vector<float> widen_to_f32(const io::TensorView& t);
 
 // Every tensor a checkpoint with this config holds (Ouro or Llama layout), with its exact shape.
 std::vector<io::ExpectedTensor> ouro_expected_tensors(const io::ModelConfig& config);
