@@ -124,6 +124,10 @@ struct EngineConfig {
   QuantizeType quantize = QuantizeType::kNone;
   // CPU runs: the packed-weight cache's folder (docs/loading.md); empty: packed at every start.
   std::string packed_cache_dir;
+  // CPU runs, bf16 / f16 checkpoints that have to be packed (no cache file to map): answer at
+  // once from the checkpoint's rows and pack one layer at a time between batches and while idle,
+  // instead of packing before the first request (same results bit for bit; docs/loading.md).
+  bool defer_packing = true;
 
   // KV cache
   int32_t block_size = 16;    // tokens per page

@@ -184,6 +184,12 @@ class Engine {
   // Cancels a request; its final output ("abort") comes with the next step().
   Status abort(uint64_t id);
   bool has_unfinished() const;
+  // Work for the engine's spare time: weights still computed from the checkpoint until packed
+  // (EngineConfig::defer_packing). step() packs a slice before each batch after the first; a
+  // loop that idles (a server between requests) calls do_idle_work() while has_idle_work().
+  bool has_idle_work() const;
+  // One slice (the lm head or one layer's matrices: tens of milliseconds on a 1B model).
+  void do_idle_work();
 
   // The attention selection report as JSON (requested, selected, reason, candidates).
   const std::string& attention_info() const;

@@ -434,6 +434,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                   "JSONL of real prompts ({\"prompt\": text} or {\"messages\": [...]} per line), used in turn "
                   "instead of random ones; requests then stop at EOS");
   add_sampling_flags(*cmd, opt->sampling);
+  // A benchmark measures the packed kernels from its first request, not a start-up ramp.
+  opt->engine.pack_weights = "at-load";
   add_engine_flags(*cmd, opt->engine);
   cmd->callback([opt, exit_code] { *exit_code = run_bench(*opt); });
 }

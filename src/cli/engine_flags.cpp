@@ -37,6 +37,7 @@ EngineConfig EngineFlags::resolve(const std::string& model_dir) const {
   EngineConfig c = config;
   c.model = model_dir;
   if (c.packed_cache_dir == "off") c.packed_cache_dir.clear();
+  c.defer_packing = pack_weights == "deferred";
   c.kv_cache_bytes = static_cast<int64_t>(kv_cache_gib * static_cast<double>(int64_t{1} << 30));
   c.preemption_host_bytes = static_cast<int64_t>(preemption_host_gib * static_cast<double>(int64_t{1} << 30));
   c.incremental_kv = !no_incremental_kv;
@@ -75,6 +76,12 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
                  "the next start instead of packing again (auto: ~/.cache/rlt/packed, at most "
                  "32 GiB, least recently used files first out; off: pack at every start; "
                  "docs/loading.md)")
+      ->capture_default_str();
+  cmd.add_option("--pack-weights", f.pack_weights,
+                 "CPU runs, bf16/f16 weights without a packed cache to map: deferred (answer at "
+                 "once from the checkpoint's rows, pack a layer at a time between batches and "
+                 "while idle; same results) or at-load (pack before the first request)")
+      ->check(CLI::IsMember({"deferred", "at-load"}))
       ->capture_default_str();
   add_enum_option(cmd, "--kv-dtype", c.kv_dtype, parse_kv_dtype,
                   "K/V cache dtype: auto (the weights' float type; bf16 for quantized weights), f32, bf16, f16");

@@ -25,6 +25,7 @@ struct EngineFlags {
   bool host_sampling = false;
   bool no_adaptive_threads = false;
   bool no_adaptive_speculation = false;
+  std::string pack_weights = "deferred";  // or "at-load"
 
   // The final configuration for `model_dir`.
   EngineConfig resolve(const std::string& model_dir) const;

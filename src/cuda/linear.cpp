@@ -1,19 +1,19 @@
 #include "cuda/linear.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include "cuda/cublas_library.h"
 #include "cuda/device.h"
 #include "cuda/gemv_bf16.h"
 
 namespace rlt::cuda {
 namespace {
 
-Status cublas_status(cublasStatus_t s, const char* what) {
+Status cublas_status(const CublasLibrary& api, cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return {};
   return internal_error(
-      fmt::format("{}: cuBLAS error {} ({})", what, static_cast<int>(s), cublasGetStatusName(s)));
+      fmt::format("{}: cuBLAS error {} ({})", what, static_cast<int>(s), api.status_name(s)));
 }
 
 size_t element_size(ElementType t) {
@@ -38,22 +38,24 @@ size_t DeviceMatrix::bytes() const {
 }
 
 Result<std::unique_ptr<LinearRunner>> LinearRunner::create(StreamHandle stream) {
+  RLT_ASSIGN_OR_RETURN(const CublasLibrary* api, cublas_library());
   std::unique_ptr<LinearRunner> r(new LinearRunner());
+  r->cublas_ = api;
   cublasHandle_t h = nullptr;
-  RLT_RETURN_IF_ERROR(cublas_status(cublasCreate(&h), "creating a cuBLAS handle"));
+  RLT_RETURN_IF_ERROR(cublas_status(*api, api->create(&h), "creating a cuBLAS handle"));
   r->handle_ = h;
   r->stream_ = stream;
-  RLT_RETURN_IF_ERROR(cublas_status(cublasSetStream(h, stream), "binding cuBLAS to a stream"));
+  RLT_RETURN_IF_ERROR(cublas_status(*api, api->set_stream(h, stream), "binding cuBLAS to a stream"));
   constexpr size_t kWorkspaceBytes = size_t{32} << 20;
   RLT_ASSIGN_OR_RETURN(r->workspace_,
                        DeviceAllocation::allocate(kWorkspaceBytes, "cuBLAS workspace"));
-  RLT_RETURN_IF_ERROR(cublas_status(cublasSetWorkspace(h, r->workspace_.data(), kWorkspaceBytes),
+  RLT_RETURN_IF_ERROR(cublas_status(*api, api->set_workspace(h, r->workspace_.data(), kWorkspaceBytes),
                                     "giving cuBLAS its workspace"));
   return r;
 }
 
 LinearRunner::~LinearRunner() {
-  if (handle_) cublasDestroy(static_cast<cublasHandle_t>(handle_));
+  if (handle_) cublas_->destroy(static_cast<cublasHandle_t>(handle_));
 }
 
 Status LinearRunner::reserve(int64_t rows, int64_t cols) {
@@ -101,7 +103,8 @@ Status LinearRunner::gemm(const DeviceMatrix& w, const void* input, int64_t rows
   const cublasComputeType_t compute =
       w.type == ElementType::kF32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
   return cublas_status(
-      cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), static_cast<int>(rows),
+      *cublas_,
+      cublas_->gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), static_cast<int>(rows),
                    static_cast<int>(w.cols), &one, w.data(), t, static_cast<int>(w.cols), input, t,
                    static_cast<int>(w.cols), &zero, y, CUDA_R_32F, static_cast<int>(w.rows),
                    compute, CUBLAS_GEMM_DEFAULT),

@@ -13,6 +13,8 @@
 
 namespace rlt::cuda {
 
+struct CublasLibrary;  // cublas_library.h
+
 // A weight matrix in device memory; owns its bytes unless it is a view of another (tied heads).
 struct DeviceMatrix {
   std::shared_ptr<DeviceAllocation> storage;
@@ -49,6 +51,7 @@ class LinearRunner {
  private:
   LinearRunner() = default;
   Status gemm(const DeviceMatrix& w, const void* input, int64_t rows, float* y);
+  const CublasLibrary* cublas_ = nullptr;
   void* handle_ = nullptr;  // cublasHandle_t
   StreamHandle stream_ = nullptr;
   DeviceAllocation scratch_;

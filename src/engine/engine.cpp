@@ -19,6 +19,7 @@
 #include "engine/model_input_builder.h"
 #include "kernels/cpu/linear.h"
 #include "kv/kv_cache_manager.h"
+#include "model/deferred_packing.h"
 #include "model/loop_program.h"
 #include "model/model_capabilities.h"
 #include "model/ouro_weights.h"
@@ -190,6 +191,8 @@ struct Engine::Impl : public sched::PreemptionHooks {
   // Asynchronous scheduling: submitted batches whose results are not applied yet, oldest first,
   // and the runner time their submission took.
   std::deque<sched::SchedulerOutput> in_flight;
+  int64_t batches_stepped = 0;     // batches step() has scheduled
+  double last_batch_seconds = 0;  // the runner's time for the last batch applied
   std::deque<double> in_flight_submit_seconds;
   int64_t lookahead_batches = 0;
   // VERIFY rows that could not be sampled: (request, why), aborted once the tokens before them
@@ -256,6 +259,8 @@ struct Engine::Impl : public sched::PreemptionHooks {
   // Files a PREFILL batch's prompt scores with their (still live) requests.
   Status apply_prompt_scores(const sched::SchedulerOutput& batch, std::vector<runner::PromptScore>& scores);
   Status no_progress_error() const;
+  // Deferred packing (EngineConfig::defer_packing) between two batches.
+  void pack_between_steps();
   // Builds `input` for `batch`: the runner's view of it, with CODA rows' sampling parameters,
   // uniforms and histories.
   Status prepare_input(const sched::SchedulerOutput& batch);
@@ -323,6 +328,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& requested,
   load.pack_for_cpu = !device.cuda;  // the GPU uploads the checkpoint's tensors itself
   if (!device.cuda && config.num_kv_blocks <= 0) load.other_bytes = config.kv_cache_bytes;
   load.write_cache_in_background = true;  // the first token does not wait for the disk
+  load.defer_packing = config.defer_packing;
   RLT_ASSIGN_OR_RETURN(source::ModelSource source, source::ModelSource::open(config.model));
   for (const std::string& note : source.notes()) log_warn(fmt::format("{}: {}", config.model, note));
   // What the model cannot do is refused before its weights are read.
@@ -933,11 +939,37 @@ Status Engine::Impl::no_progress_error() const {
                                     kv->num_blocks()));
 }
 
+bool Engine::has_idle_work() const {
+  const auto& packing = impl_->model->deferred_packing;
+  return packing && packing->pending();
+}
+
+void Engine::do_idle_work() {
+  // Never beside a forward pass still running on the runner's threads (asynchronous scheduling).
+  if (has_idle_work() && impl_->in_flight.empty()) impl_->model->deferred_packing->pack_next();
+}
+
+void Engine::Impl::pack_between_steps() {
+  model::DeferredPacking* packing = model->deferred_packing.get();
+  if (packing == nullptr || !packing->pending() || !in_flight.empty() || batches_stepped == 0) return;
+  // Up to half the last step's runner time (one slice at least): the packed speed comes within a
+  // few steps, and no step waits much longer than a step.
+  const double budget = 0.5 * last_batch_seconds;
+  const auto start = std::chrono::steady_clock::now();
+  do {
+    packing->pack_next();
+  } while (packing->pending() &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < budget);
+}
+
 Result<std::vector<RequestOutput>> Engine::step() {
   Impl& m = *impl_;
+  // Deferred packing before each batch but the first: the first token never waits for it.
+  m.pack_between_steps();
   std::vector<RequestOutput> outputs;
   m.take_pending(outputs);
   RLT_ASSIGN_OR_RETURN(std::optional<sched::SchedulerOutput> batch, m.scheduler->schedule());
+  if (batch) ++m.batches_stepped;
   if (!m.config.async_scheduling) {
     if (!batch) {
       if (outputs.empty() && m.scheduler->has_unfinished()) return m.no_progress_error();
@@ -951,7 +983,8 @@ Result<std::vector<RequestOutput>> Engine::step() {
       m.fail_batch(*batch, ran, outputs);
       return outputs;
     }
-    m.observe_cost(*batch, m.runner_seconds - runner_before);
+    m.last_batch_seconds = m.runner_seconds - runner_before;
+    m.observe_cost(*batch, m.last_batch_seconds);
     RLT_RETURN_IF_ERROR(m.apply(*batch, result, outputs));
     return outputs;
   }
@@ -988,7 +1021,8 @@ Result<std::vector<RequestOutput>> Engine::step() {
       m.fail_batch(done, ran, outputs);
       continue;
     }
-    m.observe_cost(done, submit_seconds + m.runner_seconds - runner_before);
+    m.last_batch_seconds = submit_seconds + m.runner_seconds - runner_before;
+    m.observe_cost(done, m.last_batch_seconds);
     RLT_RETURN_IF_ERROR(m.apply(done, result, outputs));
   }
   // Nothing ran and nothing came back: only then is the scheduler stuck.

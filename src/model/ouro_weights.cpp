@@ -12,6 +12,7 @@
 #include "kernels/cpu/linear_bf16.h"
 #include "kernels/cpu/linear_quant_int8.h"
 #include "kernels/cpu/quant_panels.h"
+#include "model/deferred_packing.h"
 #include "model/demo_checkpoint.h"
 #include "model/huginn_weights.h"
 #include "model/packed_cache.h"
@@ -33,6 +34,33 @@ constexpr const char* kLinearSuffixes[] = {"self_attn.q_proj.weight", "self_attn
                                            "self_attn.v_proj.weight", "self_attn.o_proj.weight",
                                            "mlp.gate_proj.weight",    "mlp.up_proj.weight",
                                            "mlp.down_proj.weight"};
+
+
+// The checkpoint tensor the lm head's matrix is packed from.
+std::string linear_head_name(const io::ModelConfig& c) {
+  return c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+}
+
+// Gives a packed tensor's source memory back. The embedding stays readable (token lookups read
+// it in place; only the rows used come back).
+void release_source(io::Checkpoint& ckpt, const std::string& name) {
+  ckpt.release(name, name == "model.embed_tokens.weight");
+}
+
+// Whether every linear weight is a bf16 / f16 tensor as stored in the checkpoint's mapping, which
+// lives as long as the model: what computing from the rows in place needs.
+bool linear_tensors_mapped_16bit(const io::Checkpoint& ckpt, const io::ModelConfig& c) {
+  auto mapped = [&](const std::string& name) {
+    const io::TensorView* t = ckpt.find(name);
+    return t != nullptr && t->mapping && t->data != nullptr && !t->owner && !t->convert &&
+           !t->quant && (t->dtype == DType::kBF16 || t->dtype == DType::kF16);
+  };
+  if (!mapped(linear_head_name(c))) return false;
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    for (const char* suffix : kLinearSuffixes)
+      if (!mapped(layer_name(i, suffix))) return false;
+  return true;
+}
 
 }  // namespace
 
@@ -124,7 +152,7 @@ Status pack_linear(OuroWeights& w, const io::Checkpoint& ckpt, const io::ModelCo
                    kernels::PackOptions pack, OnNeeded needed, OnPacked packed) {
   using kernels::PackedMatrix;
   auto get = [&](const std::string& name) { return matrix(*ckpt.find(name)); };
-  const char* head = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  const std::string head = linear_head_name(c);
   RLT_RETURN_IF_ERROR(needed(head));
   w.lm_head = PackedMatrix::pack(get(head), pack);
   packed(head);
@@ -187,8 +215,7 @@ int64_t OuroModel::core_weight_bytes_per_loop() const {
 
 int64_t OuroModel::lm_head_bytes() const {
   if (weights.lm_head.bytes() > 0 || config.recurrent_injection()) return weights.lm_head.bytes();
-  const char* name = config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-  return static_cast<int64_t>(checkpoint.find(name)->nbytes);
+  return static_cast<int64_t>(checkpoint.find(linear_head_name(config))->nbytes);
 }
 
 int64_t OuroModel::outer_block_bytes() const {
@@ -212,9 +239,11 @@ std::string LoadReport::summary() const {
   if (!cache_note.empty()) cache_text += " (" + cache_note + ")";
   return fmt::format(
       "{:.2f} s (open {:.2f} s, pack {:.2f} s, cache {:.2f} s); {:.1f} MiB of packed "
-      "weights; packed-weight cache: {}",
+      "weights{}; packed-weight cache: {}",
       open_seconds + pack_seconds + cache_seconds, open_seconds, pack_seconds, cache_seconds,
-      static_cast<double>(packed_bytes) / (1 << 20), cache_text);
+      static_cast<double>(packed_bytes) / (1 << 20),
+      packing_deferred ? " (packed between steps; computed from the checkpoint until then)" : "",
+      cache_text);
 }
 
 io::QuantizedTensors quantized_tensors(WeightDType weights, bool for_cpu) {
@@ -459,16 +488,42 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
   // Each tensor's source memory goes back as soon as it is packed, so the weights are resident
   // once and loading peaks at the packed weights plus one layer's sources. The embedding stays
   // readable (token lookups read it in place; only the rows used come back).
+  const bool deferred = options.pack_for_cpu && options.defer_packing &&
+                        !options.bf16_activations && options.quantize == QuantizeType::kNone &&
+                        linear_tensors_mapped_16bit(ckpt, model->config);
   if (options.pack_for_cpu) {
-    Status packed = pack_linear(
-        *bound, ckpt, model->config, pack, materialize,
-        [&](const std::string& name) { ckpt.release(name, name == "model.embed_tokens.weight"); });
+    kernels::PackOptions p = pack;
+    p.rows_in_place = deferred;
+    Status packed = pack_linear(*bound, ckpt, model->config, p, materialize,
+                                [&](const std::string& name) {
+                                  if (!deferred) release_source(ckpt, name);
+                                });
     if (!packed.ok()) return packed.with_context(dir);
-    ckpt.release_mappings();
+    if (!deferred) ckpt.release_mappings();
   }
   model->weights = std::move(bound).value();
   report.pack_seconds = clock.lap();
   report.packed_bytes = packed_bytes(model->weights);
+  if (deferred) {
+    report.packing_deferred = true;
+    if (use_cache) report.cache = "writing";
+    std::optional<PackedCacheKey> cache;
+    if (use_cache) cache = key;
+    const io::ModelConfig& c = model->config;
+    std::vector<DeferredPacking::Step> steps;
+    steps.push_back({{&model->weights.lm_head}, {linear_head_name(c)}});
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      const OuroLayerWeights& l = model->weights.layers[static_cast<size_t>(i)];
+      DeferredPacking::Step step{{&l.qkv, &l.o_proj, &l.gate_up, &l.down_proj}, {}};
+      for (const char* suffix : kLinearSuffixes) step.sources.push_back(layer_name(i, suffix));
+      steps.push_back(std::move(step));
+    }
+    io::Checkpoint* checkpoint = &model->checkpoint;
+    model->deferred_packing = std::make_shared<DeferredPacking>(
+        std::move(steps), [checkpoint](const std::string& name) { release_source(*checkpoint, name); },
+        std::move(cache), packed_slots(model->weights, model->config));
+    return std::shared_ptr<const OuroModel>(std::move(model));
+  }
   if (use_cache && options.write_cache_in_background) {
     model->cache_write =
         std::make_shared<BackgroundCacheWrite>(key, packed_slots(model->weights, model->config));

@@ -66,6 +66,7 @@ Result<OuroWeights> bind_ouro_weights(const io::Checkpoint& ckpt, const io::Mode
                                       kernels::PackOptions pack = {}, bool pack_linear_layers = true);
 
 class BackgroundCacheWrite;  // packed_cache.h
+class DeferredPacking;      // deferred_packing.h
 
 struct LoadOptions {
   // Round activations to bf16 in the linear layers (bf16 weights, AVX512_BF16 CPUs only).
@@ -86,6 +87,11 @@ struct LoadOptions {
   // Write the packed-weight cache on a thread of its own (OuroModel::cache_write) instead of
   // before returning.
   bool write_cache_in_background = false;
+  // CPU runs whose linear layers are bf16 / f16 tensors of the checkpoint's mapping, to be packed
+  // as stored (no cache hit, no --quantize, f32 activations): return at once with the kernels
+  // computing from the mapping, and leave the packing to the engine's spare time
+  // (OuroModel::deferred_packing; deferred_packing.h). Same results bit for bit.
+  bool defer_packing = false;
   // Bytes the caller allocates beside the weights (the KV pools): counted when checking, before
   // packing, that the model fits in memory.
   int64_t other_bytes = 0;
@@ -103,6 +109,7 @@ struct LoadReport {
   std::string cache_path;
   std::string cache_note;
   int64_t packed_bytes = 0;  // the linear layers' packed bytes (resident, or mapped from the cache)
+  bool packing_deferred = false;  // LoadOptions::defer_packing took effect
   std::string summary() const;
 };
 
@@ -127,6 +134,10 @@ struct OuroModel {
   // write_cache_in_background); after `weights`, so that its destructor, which waits for the
   // write, runs while the matrices it writes are alive.
   std::shared_ptr<BackgroundCacheWrite> cache_write;
+  // The packing left to do (LoadOptions::defer_packing); null when none. Last, so that its
+  // destructor (which, with a cache to write, packs what is left) runs while the matrices and the
+  // checkpoint are alive.
+  std::shared_ptr<DeferredPacking> deferred_packing;
 
   // Stop token ids: generation_config.json's eos ids, else config.json's.
   std::vector<int64_t> eos_token_ids() const;

@@ -258,6 +258,10 @@ Status write_packed_cache(const PackedCacheKey& key, const std::vector<PackedSlo
   // the data after a generous bound on the header, then check the bound held.
   uint64_t header_bound = 4096 + 512 * slots.size();
   uint64_t offset = align_up(kPrefixBytes + header_bound);
+  for (const PackedSlot& slot : slots) {
+    if (slot.matrix->pending_rows() != nullptr)
+      return internal_error(fmt::format("'{}' is not packed yet; nothing to cache", slot.name));
+  }
   std::vector<uint64_t> hashes(slots.size());
 #pragma omp parallel for schedule(dynamic)
   for (size_t i = 0; i < slots.size(); ++i) {

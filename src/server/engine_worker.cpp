@@ -241,7 +241,8 @@ void EngineWorker::run() {
     bool stopping = false;
     {
       std::unique_lock lock(mutex_);
-      const bool busy = !failed && engine_->has_unfinished();
+      // Deferred packing keeps the loop awake: a slice at a time below, between arrivals.
+      const bool busy = !failed && (engine_->has_unfinished() || engine_->has_idle_work());
       if (!busy)
         cv_.wait_for(lock, kIdleWait,
                      [&] { return stopping_ || !submissions_.empty() || !cancels_.empty(); });
@@ -286,6 +287,7 @@ void EngineWorker::run() {
         for (RequestOutput& o : *outputs) distribute(std::move(o));
       }
     }
+    if (!stepped && !failed) engine_->do_idle_work();
     publish_metrics();
     if (stepped && options_.step_delay_s > 0)
       std::this_thread::sleep_for(duration<double>(options_.step_delay_s));

@@ -1,8 +1,8 @@
 // The packed-weight cache: a model mapped from it is bit-identical to one packed at load (the
 // packed bytes and the logits), for float, --quantize and int8-activation layouts; a corrupted,
 // truncated, foreign or stale cache file is detected, reported and rebuilt; a cache that cannot be
-// written costs nothing but the note. Also: a model that cannot fit in memory is refused before
-// loading, with the numbers.
+// written costs nothing but the note; deferred packing ends with the same bytes and cache.
+// Also: a model that cannot fit in memory is refused before loading, with the numbers.
 #include "model/packed_cache.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/cpu/linear_quant_int8.h"
+#include "model/deferred_packing.h"
 #include "model/demo_checkpoint.h"
 #include "model/ouro_weights.h"
 #include "model/reference_model.h"
@@ -153,6 +154,69 @@ TEST_F(PackedCache, ABackgroundWriteLeavesAUsableCache) {
   EXPECT_EQ(second->load_report.cache, "hit") << second->load_report.cache_note;
   EXPECT_EQ(second->cache_write, nullptr);
   expect_bit_identical(logits(first), logits(second));
+}
+
+// Deferred packing: the model answers at once from the checkpoint's rows with the packed kernels'
+// results bit for bit, step by step ends with the bytes packing at load gives, and writes the
+// cache a later start maps.
+TEST_F(PackedCache, DeferredPackingComputesTheSameAndWritesTheSameCache) {
+  auto plain = load({});
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->load_report.packing_deferred);
+  EXPECT_EQ(plain->deferred_packing, nullptr);
+  LoadOptions o = cached();
+  o.write_cache_in_background = true;
+  o.defer_packing = true;
+  auto first = load(o);
+  ASSERT_TRUE(first && first->deferred_packing);
+  EXPECT_TRUE(first->load_report.packing_deferred);
+  EXPECT_EQ(first->load_report.cache, "writing");
+  EXPECT_NE(first->load_report.summary().find("packed between steps"), std::string::npos);
+  for (const kernels::PackedMatrix* m : matrices(*first)) EXPECT_NE(m->pending_rows(), nullptr);
+  const std::vector<float> expected = logits(plain);
+  expect_bit_identical(expected, logits(first));
+  DeferredPacking& packing = *first->deferred_packing;
+  size_t steps = 0;
+  while (packing.pending()) {  // a step at a time, every state in between computing the same
+    packing.pack_next();
+    ++steps;
+    expect_bit_identical(expected, logits(first));
+  }
+  EXPECT_EQ(steps, 1 + first->weights.layers.size());
+  ASSERT_TRUE(packing.finish().ok());
+  for (const kernels::PackedMatrix* m : matrices(*first)) EXPECT_EQ(m->pending_rows(), nullptr);
+  expect_same_packing(*plain, *first);
+  auto second = load(o);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->load_report.cache, "hit") << second->load_report.cache_note;
+  EXPECT_EQ(second->deferred_packing, nullptr);
+  EXPECT_FALSE(second->load_report.packing_deferred);
+  expect_same_packing(*plain, *second);
+}
+
+TEST_F(PackedCache, DeferredPackingLeavesACacheEvenWhenNothingWasPackedYet) {
+  LoadOptions o = cached();
+  o.write_cache_in_background = true;
+  o.defer_packing = true;
+  ASSERT_TRUE(load(o));  // released at once: the rest is packed and the cache written then
+  auto second = load(o);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->load_report.cache, "hit") << second->load_report.cache_note;
+}
+
+TEST_F(PackedCache, DeferredPackingAppliesOnlyToRowsPackedAsStored) {
+  LoadOptions o;
+  o.defer_packing = true;
+  auto deferred = load(o);
+  ASSERT_TRUE(deferred && deferred->deferred_packing);  // released unpacked: nothing dangles
+  // What packing converts is packed at load: --quantize, bf16 activations (their own layout).
+  LoadOptions q8 = o;
+  q8.quantize = QuantizeType::kQ8_0;
+  auto quantized = load(q8);
+  ASSERT_TRUE(quantized);
+  EXPECT_EQ(quantized->deferred_packing, nullptr);
+  EXPECT_FALSE(quantized->load_report.packing_deferred);
+  for (const kernels::PackedMatrix* m : matrices(*quantized)) EXPECT_EQ(m->pending_rows(), nullptr);
 }
 
 TEST_F(PackedCache, OptionsThatChangeThePackingUseAnotherFile) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/linear_bf16.h"
 #include "kernels/cpu/linear_epilogue.h"
@@ -68,6 +69,59 @@ HWY_INLINE void PanelTile(const float* HWY_RESTRICT x, int64_t k, const W* HWY_R
   }
 }
 
+// PanelTile over columns [i0, i1) of the rows, with the panel's block of those columns at
+// `block` and the running sums in acc (rows of kPanel, zero before the first block): storing and
+// reloading an f32 sum between blocks leaves every fma and its order as in PanelTile.
+template <int kRows, typename W>
+HWY_INLINE void PanelTileBlock(const float* HWY_RESTRICT x, int64_t k, int64_t i0, int64_t i1,
+                               const W* HWY_RESTRICT block, float* HWY_RESTRICT acc) {
+  const DF df;
+  for (int slice = 0; slice < kVectors; slice += kSliceVectors) {
+    VF a[kRows][kSliceVectors];
+    for (int r = 0; r < kRows; ++r)
+      for (int v = 0; v < kSliceVectors; ++v)
+        a[r][v] = hn::LoadU(df, acc + r * kPanel + (slice + v) * kLanes);
+    for (int64_t i = i0; i < i1; ++i) {
+      const W* wi = block + (i - i0) * kPanel + slice * kLanes;
+      VF wv[kSliceVectors];
+      for (int v = 0; v < kSliceVectors; ++v) wv[v] = LoadWidened(df, wi + v * kLanes);
+      for (int r = 0; r < kRows; ++r) {
+        const VF xb = hn::Set(df, x[r * k + i]);
+        for (int v = 0; v < kSliceVectors; ++v) a[r][v] = hn::MulAdd(xb, wv[v], a[r][v]);
+      }
+    }
+    for (int r = 0; r < kRows; ++r)
+      for (int v = 0; v < kSliceVectors; ++v)
+        hn::StoreU(a[r][v], df, acc + r * kPanel + (slice + v) * kLanes);
+  }
+}
+
+// A kRows panel: each block of columns is transposed into an L1-sized scratch as packing would
+// have stored it and consumed at once by every input row, so no panel copy ever reaches memory
+// and the results equal the packed kernel's bit for bit.
+// A panel whose packing is deferred (PackedMatrix::pending_rows): each block of columns is
+// transposed into an L1-sized scratch as packing would have stored it and used at once by every
+// input row, so the panel never goes through memory and the results equal the packed kernel's.
+template <typename W>
+void PendingPanel(const float* HWY_RESTRICT x, int64_t m, const PackedMatrix& w,
+                  const uint16_t* const* rows, int64_t p, float* HWY_RESTRICT y) {
+  constexpr int64_t kBlock = 128;  // 16 KiB of 16-bit weights
+  static thread_local std::vector<float> sums;
+  alignas(64) uint16_t block[kBlock * kPanel];
+  const int64_t k = w.cols();
+  sums.assign(static_cast<size_t>(m * kPanel), 0.0f);
+  for (int64_t i0 = 0; i0 < k; i0 += kBlock) {
+    const int64_t i1 = std::min(k, i0 + kBlock);
+    transpose_panel_u16(rows + p * kPanel, k, i0, i1, block);
+    const W* wb = reinterpret_cast<const W*>(block);
+    int64_t m0 = 0;
+    for (; m0 + kRowsTile <= m; m0 += kRowsTile)
+      PanelTileBlock<kRowsTile>(x + m0 * k, k, i0, i1, wb, sums.data() + m0 * kPanel);
+    for (; m0 < m; ++m0) PanelTileBlock<1>(x + m0 * k, k, i0, i1, wb, sums.data() + m0 * kPanel);
+  }
+  store_panel(w, p, sums.data(), static_cast<int>(m), 0, y);
+}
+
 template <int kRows, typename W>
 HWY_INLINE void PanelRows(const float* HWY_RESTRICT x, const PackedMatrix& w,
                           const W* HWY_RESTRICT panel, int64_t p, int64_t m0,
@@ -79,6 +133,8 @@ HWY_INLINE void PanelRows(const float* HWY_RESTRICT x, const PackedMatrix& w,
 
 template <typename W>
 void LinearTyped(const float* x, int64_t m, const PackedMatrix& w, float* y) {
+  // Read once: a matrix packed in the background meanwhile gives the same results either way.
+  [[maybe_unused]] const uint16_t* const* pending = w.pending_rows();
   const auto* base = static_cast<const W*>(w.data());
   const int64_t panel_elems = kPanel * w.cols();
   // Threads split the panels; each output element is still computed by exactly one thread in
@@ -88,6 +144,12 @@ void LinearTyped(const float* x, int64_t m, const PackedMatrix& w, float* y) {
   const bool parallel = m * w.outputs() * w.cols() >= (int64_t{1} << 22);
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t p = 0; p < w.panels(); ++p) {
+    if constexpr (sizeof(W) == 2) {
+      if (pending != nullptr) {
+        PendingPanel<W>(x, m, w, pending, p, y);
+        continue;
+      }
+    }
     const W* panel = base + p * panel_elems;
     int64_t m0 = 0;
     for (; m0 + kRowsTile <= m; m0 += kRowsTile) PanelRows<kRowsTile>(x, w, panel, p, m0, y);

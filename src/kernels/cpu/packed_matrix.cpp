@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <optional>
@@ -47,53 +48,6 @@ void scatter_row(const WeightMatrix& w, int64_t r, T* dst, int64_t stride, int f
   }
 }
 
-#if defined(__SSE2__)
-// 16-bit rows into a panel (dst[c * 64 + slot] = row_slot[c]) by 8 × 8 transposes in registers:
-// eight 16-byte loads and stores where the element loop makes 64 of each. Packing a model is
-// most of a first start's time, and this loop most of packing.
-void transpose_panel_u16(const RowRef* rows, int64_t cols, uint16_t* dst) {
-  constexpr int64_t kWidth = PackedMatrix::kPanelWidth, kBlock = 128;
-  const uint16_t* src[kWidth];
-  for (int64_t slot = 0; slot < kWidth; ++slot) {
-    const RowRef& r = rows[slot];
-    src[slot] = r.matrix == nullptr ? nullptr
-                                    : static_cast<const uint16_t*>(r.matrix->data) + r.row * cols;
-  }
-  const int64_t whole = cols / 8 * 8;
-  // Blocks of columns, so that a block's destination (128 columns × 64 outputs, 16 KiB) and its
-  // sources stay in L1 while the eight groups of rows pass through it.
-  for (int64_t c0 = 0; c0 < whole; c0 += kBlock) {
-    const int64_t c1 = std::min(whole, c0 + kBlock);
-    for (int64_t group = 0; group < kWidth; group += 8) {
-      const uint16_t* const* g = src + group;
-      for (int64_t c = c0; c < c1; c += 8) {
-        __m128i v[8];
-        for (int i = 0; i < 8; ++i)
-          v[i] = g[i] == nullptr ? _mm_setzero_si128()
-                                 : _mm_loadu_si128(reinterpret_cast<const __m128i*>(g[i] + c));
-        const __m128i a0 = _mm_unpacklo_epi16(v[0], v[1]), a1 = _mm_unpackhi_epi16(v[0], v[1]);
-        const __m128i a2 = _mm_unpacklo_epi16(v[2], v[3]), a3 = _mm_unpackhi_epi16(v[2], v[3]);
-        const __m128i a4 = _mm_unpacklo_epi16(v[4], v[5]), a5 = _mm_unpackhi_epi16(v[4], v[5]);
-        const __m128i a6 = _mm_unpacklo_epi16(v[6], v[7]), a7 = _mm_unpackhi_epi16(v[6], v[7]);
-        const __m128i b0 = _mm_unpacklo_epi32(a0, a2), b1 = _mm_unpackhi_epi32(a0, a2);
-        const __m128i b2 = _mm_unpacklo_epi32(a1, a3), b3 = _mm_unpackhi_epi32(a1, a3);
-        const __m128i b4 = _mm_unpacklo_epi32(a4, a6), b5 = _mm_unpackhi_epi32(a4, a6);
-        const __m128i b6 = _mm_unpacklo_epi32(a5, a7), b7 = _mm_unpackhi_epi32(a5, a7);
-        const __m128i out[8] = {_mm_unpacklo_epi64(b0, b4), _mm_unpackhi_epi64(b0, b4),
-                                _mm_unpacklo_epi64(b1, b5), _mm_unpackhi_epi64(b1, b5),
-                                _mm_unpacklo_epi64(b2, b6), _mm_unpackhi_epi64(b2, b6),
-                                _mm_unpacklo_epi64(b3, b7), _mm_unpackhi_epi64(b3, b7)};
-        for (int k = 0; k < 8; ++k)
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (c + k) * kWidth + group), out[k]);
-      }
-    }
-  }
-  for (int64_t c = whole; c < cols; ++c)
-    for (int64_t slot = 0; slot < kWidth; ++slot)
-      if (src[slot] != nullptr) dst[c * kWidth + slot] = src[slot][c];
-}
-#endif
-
 // One kPanels panel whose source rows are all stored in the packed dtype: copied in blocks of
 // columns, so that a block's destination (kBlock columns × the panel's 64 outputs) stays in L1
 // while the 64 source rows stream through it, instead of each row's scatter sweeping the whole
@@ -110,12 +64,16 @@ bool copy_panel_blocked(DType dtype, int64_t panel, int64_t cols, void* raw, int
   }
   auto copy = [&](auto* dst) {
     using T = std::remove_pointer_t<decltype(dst)>;
-#if defined(__SSE2__)
     if constexpr (sizeof(T) == 2) {
-      transpose_panel_u16(rows, cols, reinterpret_cast<uint16_t*>(dst));
+      const uint16_t* src[kWidth];
+      for (int64_t slot = 0; slot < kWidth; ++slot)
+        src[slot] = rows[slot].matrix == nullptr
+                        ? nullptr
+                        : static_cast<const uint16_t*>(rows[slot].matrix->data) +
+                              rows[slot].row * cols;
+      transpose_panel_u16(src, cols, 0, cols, reinterpret_cast<uint16_t*>(dst));
       return;
     }
-#endif
     for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
       const int64_t c1 = std::min(cols, c0 + kBlock);
       for (int64_t slot = 0; slot < kWidth; ++slot) {
@@ -166,11 +124,101 @@ bool int8_layout(const PackOptions& options) {
 
 }  // namespace
 
+#if defined(__SSE2__)
+// 8 × 8 transposes in registers: eight 16-byte loads and stores where the element loop makes 64
+// of each. Packing a model is most of a first start's time, and this loop most of packing; for
+// a matrix whose packing is deferred it runs on every pass, block by block.
+void transpose_panel_u16(const uint16_t* const* src, int64_t cols, int64_t begin, int64_t end,
+                         uint16_t* dst) {
+  constexpr int64_t kWidth = PackedMatrix::kPanelWidth;
+  constexpr int64_t kBlock = 128, kPrefetchAhead = 2 * kBlock;
+  const int64_t whole = begin + (end - begin) / 8 * 8;
+  // Blocks of columns, so that a block's destination (128 columns × 64 outputs, 16 KiB) and its
+  // sources stay in L1 while the eight groups of rows pass through it.
+  for (int64_t c0 = begin; c0 < whole; c0 += kBlock) {
+    const int64_t c1 = std::min(whole, c0 + kBlock);
+    // 64 rows are 64 streams, more than the hardware prefetcher follows (a deferred matrix's
+    // pass reads them straight from the checkpoint): each row's block after next is asked for while this
+    // one is transposed.
+    if (c0 + kPrefetchAhead < cols) {
+      for (int64_t slot = 0; slot < kWidth; ++slot) {
+        if (src[slot] == nullptr) continue;
+        const char* line = reinterpret_cast<const char*>(src[slot] + c0 + kPrefetchAhead);
+        for (int64_t b = 0; b < kBlock * 2; b += 64) _mm_prefetch(line + b, _MM_HINT_T0);
+      }
+    }
+    for (int64_t group = 0; group < kWidth; group += 8) {
+      const uint16_t* const* g = src + group;
+      for (int64_t c = c0; c < c1; c += 8) {
+        __m128i v[8];
+        for (int i = 0; i < 8; ++i)
+          v[i] = g[i] == nullptr ? _mm_setzero_si128()
+                                 : _mm_loadu_si128(reinterpret_cast<const __m128i*>(g[i] + c));
+        const __m128i a0 = _mm_unpacklo_epi16(v[0], v[1]), a1 = _mm_unpackhi_epi16(v[0], v[1]);
+        const __m128i a2 = _mm_unpacklo_epi16(v[2], v[3]), a3 = _mm_unpackhi_epi16(v[2], v[3]);
+        const __m128i a4 = _mm_unpacklo_epi16(v[4], v[5]), a5 = _mm_unpackhi_epi16(v[4], v[5]);
+        const __m128i a6 = _mm_unpacklo_epi16(v[6], v[7]), a7 = _mm_unpackhi_epi16(v[6], v[7]);
+        const __m128i b0 = _mm_unpacklo_epi32(a0, a2), b1 = _mm_unpackhi_epi32(a0, a2);
+        const __m128i b2 = _mm_unpacklo_epi32(a1, a3), b3 = _mm_unpackhi_epi32(a1, a3);
+        const __m128i b4 = _mm_unpacklo_epi32(a4, a6), b5 = _mm_unpackhi_epi32(a4, a6);
+        const __m128i b6 = _mm_unpacklo_epi32(a5, a7), b7 = _mm_unpackhi_epi32(a5, a7);
+        const __m128i out[8] = {_mm_unpacklo_epi64(b0, b4), _mm_unpackhi_epi64(b0, b4),
+                                _mm_unpacklo_epi64(b1, b5), _mm_unpackhi_epi64(b1, b5),
+                                _mm_unpacklo_epi64(b2, b6), _mm_unpackhi_epi64(b2, b6),
+                                _mm_unpacklo_epi64(b3, b7), _mm_unpackhi_epi64(b3, b7)};
+        for (int k = 0; k < 8; ++k)
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (c - begin + k) * kWidth + group),
+                           out[k]);
+      }
+    }
+  }
+  for (int64_t c = whole; c < end; ++c)
+    for (int64_t slot = 0; slot < kWidth; ++slot)
+      dst[(c - begin) * kWidth + slot] = src[slot] == nullptr ? 0 : src[slot][c];
+}
+#else
+void transpose_panel_u16(const uint16_t* const* src, int64_t, int64_t begin, int64_t end,
+                         uint16_t* dst) {
+  constexpr int64_t kWidth = PackedMatrix::kPanelWidth;
+  for (int64_t c = begin; c < end; ++c)
+    for (int64_t slot = 0; slot < kWidth; ++slot)
+      dst[(c - begin) * kWidth + slot] = src[slot] == nullptr ? 0 : src[slot][c];
+}
+#endif
+
 // Zero-filled (the padding outputs must read as zeros).
 static std::shared_ptr<void> allocate_panels(int64_t bytes) {
   std::shared_ptr<void> p = allocate_zeroed(static_cast<size_t>(bytes));
   if (p == nullptr) throw std::bad_alloc();
   return p;
+}
+
+struct PackedMatrix::Deferred {
+  std::vector<const uint16_t*> rows;  // one per packed row, null for padding
+  std::atomic<const void*> packed{nullptr};
+  std::shared_ptr<void> buffer;  // written before `packed` is published
+};
+
+const void* PackedMatrix::data() const {
+  return deferred_ ? deferred_->packed.load(std::memory_order_acquire) : data_.get();
+}
+
+const uint16_t* const* PackedMatrix::pending_rows() const {
+  if (!deferred_ || deferred_->packed.load(std::memory_order_acquire) != nullptr) return nullptr;
+  return deferred_->rows.data();
+}
+
+void PackedMatrix::complete_packing() const {
+  if (pending_rows() == nullptr) return;
+  std::shared_ptr<void> buffer = allocate_panels(bytes());
+  auto* dst = static_cast<uint16_t*>(buffer.get());
+  const int64_t panel_elems = kPanelWidth * desc_.cols;
+#pragma omp parallel for schedule(static)
+  for (int64_t panel = 0; panel < desc_.panels; ++panel)
+    transpose_panel_u16(deferred_->rows.data() + panel * kPanelWidth, desc_.cols, 0, desc_.cols,
+                        dst + panel * panel_elems);
+  deferred_->buffer = std::move(buffer);
+  deferred_->packed.store(deferred_->buffer.get(), std::memory_order_release);
 }
 
 template <typename SourceRow>
@@ -185,6 +233,22 @@ PackedMatrix PackedMatrix::build(DType dtype, Epilogue epilogue, Options options
   if (options.bf16_activations && dtype == DType::kBF16 && bf16_dot_supported())
     p.desc_.layout = Layout::kBf16Pairs;
   if (p.bytes() == 0) return p;
+  if (options.rows_in_place && p.desc_.layout == Layout::kPanels && dtype_size(dtype) == 2) {
+    auto deferred = std::make_shared<Deferred>();
+    deferred->rows.assign(static_cast<size_t>(p.desc_.panels * kPanelWidth), nullptr);
+    bool as_stored = true;
+    for (int64_t r = 0; r < packed_rows && as_stored; ++r) {
+      const RowRef src = source(r);
+      if (src.matrix == nullptr) continue;
+      as_stored = !src.matrix->quantized() && src.matrix->dtype == dtype;
+      deferred->rows[static_cast<size_t>(r)] =
+          static_cast<const uint16_t*>(src.matrix->data) + src.row * cols;
+    }
+    if (as_stored) {
+      p.deferred_ = std::move(deferred);
+      return p;
+    }
+  }
   std::shared_ptr<void> buffer = allocate_panels(p.bytes());
   void* raw = buffer.get();
   p.data_ = std::move(buffer);

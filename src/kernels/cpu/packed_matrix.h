@@ -32,6 +32,11 @@ struct PackOptions {
   // Lay quantized matrices out for the int8-activation kernel where the CPU has it
   // (linear_quant_int8.h); float matrices keep f32 activations.
   bool int8_activations = false;
+  // The sources outlive the matrix (a checkpoint's mapping held by the model): 16-bit float rows
+  // that would be packed as they are, into the f32-activation layout, are not packed yet: the
+  // kernel computes from the rows where they are (transposing each block of a panel as packing
+  // would) until PackedMatrix::complete_packing() has run, with the same results bit for bit.
+  bool rows_in_place = false;
 };
 
 class PackedMatrix {
@@ -98,7 +103,16 @@ class PackedMatrix {
   int64_t outputs() const { return desc_.outputs; }  // columns of the result
   int64_t cols() const { return desc_.cols; }        // input features
   int64_t panels() const { return desc_.panels; }
-  const void* data() const { return data_.get(); }
+  // The packed bytes; null while packing is deferred (pending_rows()).
+  const void* data() const;
+  // Packing deferred (PackOptions::rows_in_place) and not yet done: the source row of every packed
+  // row (panels() * kPanelWidth of them, null for zero padding); else null. Once it returns null
+  // it stays null.
+  const uint16_t* const* pending_rows() const;
+  // Packs a deferred matrix now (on the calling thread) and publishes the bytes: kernels running
+  // meanwhile read the rows or the bytes, both valid. Not to be run on one matrix by two threads
+  // at once; nothing to do for a matrix packed already.
+  void complete_packing() const;
   // kQuant, kQuantInt8: one entry per panel.
   const std::vector<QuantPanel>& quant_panels() const { return desc_.quant_panels; }
   bool quantized() const {
@@ -126,8 +140,18 @@ class PackedMatrix {
   static PackedMatrix build_quant(Epilogue epilogue, bool int8, int64_t outputs,
                                   int64_t packed_rows, int64_t cols, SourceRow source);
 
+  struct Deferred;
+
   Descriptor desc_;
   std::shared_ptr<const void> data_;
+  std::shared_ptr<Deferred> deferred_;  // rows_in_place: shared by copies
 };
+
+// Columns [begin, end) of 64 rows of `cols` 16-bit elements (a null row reads as zeros) in the
+// panel layout, dst[(c - begin) * 64 + row] = rows[row][c]: how packing fills a panel and how the
+// kernel lays out a block of a pending panel (pending_rows()) as it computes (the columns after
+// `end` are prefetched).
+void transpose_panel_u16(const uint16_t* const* rows, int64_t cols, int64_t begin, int64_t end,
+                         uint16_t* dst);
 
 }  // namespace rlt::kernels
