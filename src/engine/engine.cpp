@@ -191,9 +191,9 @@ struct Engine::Impl : public sched::PreemptionHooks {
   // Asynchronous scheduling: submitted batches whose results are not applied yet, oldest first,
   // and the runner time their submission took.
   std::deque<sched::SchedulerOutput> in_flight;
+  std::deque<double> in_flight_submit_seconds;
   int64_t batches_stepped = 0;     // batches step() has scheduled
   double last_batch_seconds = 0;  // the runner's time for the last batch applied
-  std::deque<double> in_flight_submit_seconds;
   int64_t lookahead_batches = 0;
   // VERIFY rows that could not be sampled: (request, why), aborted once the tokens before them
   // are applied.
@@ -944,16 +944,19 @@ bool Engine::has_idle_work() const {
   return packing && packing->pending();
 }
 
+// Deferred packing is for CPU runs only, whose runner computes a batch inside submit(): between
+// two calls of the engine no forward pass is running, asynchronous scheduling or not, so packing
+// never competes with one for the cores.
 void Engine::do_idle_work() {
-  // Never beside a forward pass still running on the runner's threads (asynchronous scheduling).
-  if (has_idle_work() && impl_->in_flight.empty()) impl_->model->deferred_packing->pack_next();
+  if (has_idle_work()) impl_->model->deferred_packing->pack_next();
 }
 
 void Engine::Impl::pack_between_steps() {
   model::DeferredPacking* packing = model->deferred_packing.get();
-  if (packing == nullptr || !packing->pending() || !in_flight.empty() || batches_stepped == 0) return;
-  // Up to half the last step's runner time (one slice at least): the packed speed comes within a
-  // few steps, and no step waits much longer than a step.
+  if (packing == nullptr || !packing->pending() || batches_stepped == 0) return;
+  // One step (the lm head or a layer), and more while within half the last batch's runner time:
+  // the packed speed comes within a few batches, and no batch waits much more than a step's
+  // packing.
   const double budget = 0.5 * last_batch_seconds;
   const auto start = std::chrono::steady_clock::now();
   do {
@@ -964,7 +967,8 @@ void Engine::Impl::pack_between_steps() {
 
 Result<std::vector<RequestOutput>> Engine::step() {
   Impl& m = *impl_;
-  // Deferred packing before each batch but the first: the first token never waits for it.
+  // Deferred packing before each batch but the engine's first: a first start's first token never
+  // waits for it.
   m.pack_between_steps();
   std::vector<RequestOutput> outputs;
   m.take_pending(outputs);

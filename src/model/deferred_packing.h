@@ -25,18 +25,21 @@ class DeferredPacking {
     std::vector<std::string> sources;  // the checkpoint tensors they are packed from
   };
 
-  // `release` gives a source tensor back once its step is packed. The matrices and whatever
-  // `release` touches must outlive this object. `cache`: written once every step is done, from
-  // `slots` (the same matrices).
+  // `release` gives a source tensor back once its step is packed, `done` the rest of the sources
+  // once every step is. The matrices and whatever the callbacks touch must outlive this object.
+  // `cache`: written once every step is done, from `slots` (the same matrices).
   DeferredPacking(std::vector<Step> steps, std::function<void(const std::string&)> release,
-                  std::optional<PackedCacheKey> cache, std::vector<PackedSlot> slots);
+                  std::function<void()> done, std::optional<PackedCacheKey> cache,
+                  std::vector<PackedSlot> slots);
   // With a cache to write, packs what is left and waits for the write (a first start leaves a
   // cache behind, as when packing at load); without one, drops what is left.
   ~DeferredPacking();
   DeferredPacking(const DeferredPacking&) = delete;
   DeferredPacking& operator=(const DeferredPacking&) = delete;
 
-  bool pending() const { return next_ < steps_.size(); }
+  // False once every step is packed, or when packing failed (no memory for a buffer: the
+  // matrices left compute from the checkpoint, slower and still exact; logged).
+  bool pending() const { return next_ < steps_.size() && !failed_; }
   // Packs the next step on the calling thread (its panels across the OpenMP threads) and gives
   // its sources back; after the last one, starts the cache write on a thread of its own. Not to
   // be called while a forward pass runs on other threads (it would compete for their cores).
@@ -48,6 +51,8 @@ class DeferredPacking {
   std::vector<Step> steps_;
   size_t next_ = 0;
   std::function<void(const std::string&)> release_;
+  std::function<void()> done_;
+  bool failed_ = false;
   std::optional<PackedCacheKey> cache_;
   std::vector<PackedSlot> slots_;
   std::unique_ptr<BackgroundCacheWrite> cache_write_;

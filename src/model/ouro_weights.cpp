@@ -488,7 +488,9 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
   // Each tensor's source memory goes back as soon as it is packed, so the weights are resident
   // once and loading peaks at the packed weights plus one layer's sources. The embedding stays
   // readable (token lookups read it in place; only the rows used come back).
+  // A cache written before returning needs the packed bytes now: no deferring then.
   const bool deferred = options.pack_for_cpu && options.defer_packing &&
+                        (!use_cache || options.write_cache_in_background) &&
                         !options.bf16_activations && options.quantize == QuantizeType::kNone &&
                         linear_tensors_mapped_16bit(ckpt, model->config);
   if (options.pack_for_cpu) {
@@ -521,7 +523,9 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
     io::Checkpoint* checkpoint = &model->checkpoint;
     model->deferred_packing = std::make_shared<DeferredPacking>(
         std::move(steps), [checkpoint](const std::string& name) { release_source(*checkpoint, name); },
-        std::move(cache), packed_slots(model->weights, model->config));
+        // Pages the passes mapped back in while layers were pending (fault-around, boundaries).
+        [checkpoint] { checkpoint->release_mappings(); }, std::move(cache),
+        packed_slots(model->weights, model->config));
     return std::shared_ptr<const OuroModel>(std::move(model));
   }
   if (use_cache && options.write_cache_in_background) {

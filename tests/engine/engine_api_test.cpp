@@ -102,6 +102,47 @@ TEST(EngineApi, SeededRequestIsIdenticalAloneOrInAnyBatch) {
 // n > 1 choices of one prompt (or any concurrent identical prompts): with prefix caching the
 // first computes the shared pages while the others wait, then read them from the cache; each
 // choice still gets exactly what it gets alone.
+// Deferred packing (the default for bf16 checkpoints): the engine computes from the checkpoint's
+// rows, packs between batches, and its outputs are those of an engine that packed at load, token
+// for token and exit for exit, synchronous or asynchronous; idle work finishes the packing.
+TEST(EngineApi, DeferredPackingGivesThePackedEnginesOutputs) {
+  set_log_level(LogLevel::kWarn);
+  auto run = [](bool defer, bool async, bool idle_first) {
+    EngineConfig c = demo_config();
+    c.defer_packing = defer;
+    c.async_scheduling = async;
+    if (async) c.exit_policy = ExitPolicy::kOuroDelayed;
+    auto e = Engine::create(c);
+    EXPECT_TRUE(e.ok()) << e.status().to_string();
+    EXPECT_EQ((*e)->has_idle_work(), defer);
+    if (idle_first) {
+      (*e)->do_idle_work();  // one step of packing: the lm head
+      EXPECT_TRUE((*e)->has_idle_work());
+    }
+    for (uint64_t id = 0; id < 4; ++id) {
+      std::vector<int32_t> prompt;
+      for (int i = 0; i < 5 + 7 * static_cast<int>(id); ++i) prompt.push_back((i * 13 + static_cast<int>(id)) % 200 + 3);
+      EXPECT_TRUE((*e)->add_request(id, prompt, sampled(100 + id)).ok());
+    }
+    auto finals = drain(**e);
+    for (int i = 0; i < 100 && (*e)->has_idle_work(); ++i) (*e)->do_idle_work();
+    EXPECT_FALSE((*e)->has_idle_work());
+    return finals;
+  };
+  for (bool async : {false, true}) {
+    const auto packed = run(false, async, false);
+    ASSERT_EQ(packed.size(), 4u);
+    for (bool idle_first : {false, true}) {
+      const auto deferred = run(true, async, idle_first);
+      ASSERT_EQ(deferred.size(), packed.size());
+      for (const auto& [id, r] : packed) {
+        EXPECT_EQ(deferred.at(id).token_ids, r.token_ids) << "request " << id << " async " << async;
+        EXPECT_EQ(deferred.at(id).exit_depths, r.exit_depths) << "request " << id;
+      }
+    }
+  }
+}
+
 TEST(EngineApi, ConcurrentIdenticalPromptsComputeTheirPagesOnce) {
   set_log_level(LogLevel::kWarn);
   EngineConfig c = demo_config();

@@ -96,9 +96,6 @@ HWY_INLINE void PanelTileBlock(const float* HWY_RESTRICT x, int64_t k, int64_t i
   }
 }
 
-// A kRows panel: each block of columns is transposed into an L1-sized scratch as packing would
-// have stored it and consumed at once by every input row, so no panel copy ever reaches memory
-// and the results equal the packed kernel's bit for bit.
 // A panel whose packing is deferred (PackedMatrix::pending_rows): each block of columns is
 // transposed into an L1-sized scratch as packing would have stored it and used at once by every
 // input row, so the panel never goes through memory and the results equal the packed kernel's.
