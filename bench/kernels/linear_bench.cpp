@@ -2,7 +2,9 @@
 //   GEMV (one token, decode): weight bytes streamed per second vs the copy bandwidth
 //   GEMM (prefill rows): GFLOP/s vs OpenBLAS f32 sgemm on the same shape
 // "bf16·bf16" rows: bf16 weights with activations rounded to bf16 (the AVX512_BF16 dot-product
-// kernel, opt-in with --activation-dtype bf16), where the CPU has it.
+// kernel, opt-in with --activation-dtype bf16), where the CPU has it. "pending" rows: bf16 weights
+// whose packing is deferred (computed from the source rows, as a first start does until the
+// engine has packed them; docs/loading.md).
 // Usage: rlt_bench_linear [--quick]
 #include <fmt/format.h>
 #include <omp.h>
@@ -32,6 +34,7 @@ struct Kind {
   const char* label;
   DType dtype;
   bool bf16_activations;
+  bool deferred = false;
 };
 
 Weights make_weights(const Kind& kind, int64_t rows, int64_t cols) {
@@ -49,7 +52,8 @@ Weights make_weights(const Kind& kind, int64_t rows, int64_t cols) {
     for (auto& x : w.half) x = dtype == DType::kBF16 ? f32_to_bf16(u(rng)) : f32_to_f16(u(rng));
     w.view = {dtype, rows, cols, w.half.data()};
   }
-  w.packed = kernels::PackedMatrix::pack(w.view, {.bf16_activations = kind.bf16_activations});
+  w.packed = kernels::PackedMatrix::pack(
+      w.view, {.bf16_activations = kind.bf16_activations, .rows_in_place = kind.deferred});
   return w;
 }
 
@@ -70,7 +74,10 @@ int main(int argc, char** argv) {
   // Decode streams every weight once per token, never from cache: each timed pass walks enough
   // distinct copies of the matrix (>= 256 MiB in all) that none of it survives in the caches.
   // Each pass is judged against a copy probe taken right before it (median of adjacent ratios).
-  std::vector<Kind> kinds = {{"bf16", DType::kBF16, false}, {"f16", DType::kF16, false}, {"f32", DType::kF32, false}};
+  std::vector<Kind> kinds = {{"bf16", DType::kBF16, false},
+                             {"pending", DType::kBF16, false, true},
+                             {"f16", DType::kF16, false},
+                             {"f32", DType::kF32, false}};
   if (kernels::bf16_dot_supported()) kinds.push_back({"bf16·bf16", DType::kBF16, true});  // bf16 activations
   fmt::print("{:<32} {:<9} {:>10} {:>10}\n", "GEMV (1 row, from memory)", "weights", "GB/s", "of copy");
   for (const Shape& s : shapes) {

@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include <hwy/targets.h>
+
 #include "common/half.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/packed_matrix.h"
@@ -52,8 +54,7 @@ class DeferredPacking : public ::testing::TestWithParam<DType> {};
 
 // Columns: below one 8-wide transpose, not a multiple of 8, across the 128-column blocks and
 // their prefetch distance; outputs: partial and several panels; rows: every row tile and tails.
-TEST_P(DeferredPacking, EqualsThePackedKernelBitForBitBeforeAndAfterPacking) {
-  const DType dtype = GetParam();
+void check_equals_packed(DType dtype) {
   std::mt19937 rng(2024);
   const PackOptions deferred{.rows_in_place = true};
   for (int64_t cols : {1, 7, 8, 130, 257, 300, 1000}) {
@@ -88,6 +89,22 @@ TEST_P(DeferredPacking, EqualsThePackedKernelBitForBitBeforeAndAfterPacking) {
       }
     }
   }
+}
+
+TEST_P(DeferredPacking, EqualsThePackedKernelBitForBitBeforeAndAfterPacking) {
+  check_equals_packed(GetParam());
+}
+
+// Every SIMD target compiled in and supported here: their vectors split a panel differently
+// (16, 8 or 4 lanes; slices of 4 vectors).
+TEST_P(DeferredPacking, EveryCompiledTargetEqualsItsPackedKernel) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    SCOPED_TRACE(hwy::TargetName(target));
+    hwy::SetSupportedTargetsForTest(target);
+    ASSERT_EQ(cpu_dispatch_target(), hwy::TargetName(target));
+    check_equals_packed(GetParam());
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST_P(DeferredPacking, CopiesSharePackingDoneOnAnyOfThem) {

@@ -40,19 +40,26 @@ constexpr int64_t kPrefetchBytes = 2048;
 // f32 accumulator per output running over k in order. Tiling over rows, slices and panels only
 // shares loads, and threads split panels, so the order never depends on the batch or the thread
 // count. Input row r of the tile is x + r * k.
-template <int kRows, typename W>
-HWY_INLINE void PanelTile(const float* HWY_RESTRICT x, int64_t k, const W* HWY_RESTRICT panel,
-                          float (&out)[kRows][kPanel]) {
+//
+// Columns [i0, i1) of the tile, with the panel's rows for them at `panel` (column i0 first) and
+// the sums in `sums` (rows of kPanel): started from zero, or (kCarry) carried on from the sums
+// of the columns before, for a panel that comes block by block. Storing and reloading an f32 sum
+// between blocks leaves every fma and its order as in one pass.
+template <int kRows, bool kCarry, typename W>
+HWY_INLINE void PanelTile(const float* HWY_RESTRICT x, int64_t k, int64_t i0, int64_t i1,
+                          const W* HWY_RESTRICT panel, float* HWY_RESTRICT sums) {
   const DF df;
   for (int slice = 0; slice < kVectors; slice += kSliceVectors) {
     VF acc[kRows][kSliceVectors];
     for (int r = 0; r < kRows; ++r)
-      for (int v = 0; v < kSliceVectors; ++v) acc[r][v] = hn::Zero(df);
-    for (int64_t i = 0; i < k; ++i) {
-      const W* wi = panel + i * kPanel + slice * kLanes;
-      // The panel is one forward stream; asking for lines ahead keeps more misses in flight than
-      // the hardware prefetcher alone (prefetching past the end is harmless).
-      if (slice == 0) {
+      for (int v = 0; v < kSliceVectors; ++v)
+        acc[r][v] = kCarry ? hn::LoadU(df, sums + r * kPanel + (slice + v) * kLanes) : hn::Zero(df);
+    for (int64_t i = i0; i < i1; ++i) {
+      const W* wi = panel + (i - i0) * kPanel + slice * kLanes;
+      // A packed panel is one forward stream; asking for lines ahead keeps more misses in flight
+      // than the hardware prefetcher alone (prefetching past the end is harmless). A block comes
+      // from L1.
+      if (!kCarry && slice == 0) {
         for (size_t line = 0; line < sizeof(W) * kPanel; line += 64)
           __builtin_prefetch(reinterpret_cast<const char*>(wi) + kPrefetchBytes + line);
       }
@@ -65,40 +72,15 @@ HWY_INLINE void PanelTile(const float* HWY_RESTRICT x, int64_t k, const W* HWY_R
     }
     for (int r = 0; r < kRows; ++r)
       for (int v = 0; v < kSliceVectors; ++v)
-        hn::StoreU(acc[r][v], df, out[r] + (slice + v) * kLanes);
-  }
-}
-
-// PanelTile over columns [i0, i1) of the rows, with the panel's block of those columns at
-// `block` and the running sums in acc (rows of kPanel, zero before the first block): storing and
-// reloading an f32 sum between blocks leaves every fma and its order as in PanelTile.
-template <int kRows, typename W>
-HWY_INLINE void PanelTileBlock(const float* HWY_RESTRICT x, int64_t k, int64_t i0, int64_t i1,
-                               const W* HWY_RESTRICT block, float* HWY_RESTRICT acc) {
-  const DF df;
-  for (int slice = 0; slice < kVectors; slice += kSliceVectors) {
-    VF a[kRows][kSliceVectors];
-    for (int r = 0; r < kRows; ++r)
-      for (int v = 0; v < kSliceVectors; ++v)
-        a[r][v] = hn::LoadU(df, acc + r * kPanel + (slice + v) * kLanes);
-    for (int64_t i = i0; i < i1; ++i) {
-      const W* wi = block + (i - i0) * kPanel + slice * kLanes;
-      VF wv[kSliceVectors];
-      for (int v = 0; v < kSliceVectors; ++v) wv[v] = LoadWidened(df, wi + v * kLanes);
-      for (int r = 0; r < kRows; ++r) {
-        const VF xb = hn::Set(df, x[r * k + i]);
-        for (int v = 0; v < kSliceVectors; ++v) a[r][v] = hn::MulAdd(xb, wv[v], a[r][v]);
-      }
-    }
-    for (int r = 0; r < kRows; ++r)
-      for (int v = 0; v < kSliceVectors; ++v)
-        hn::StoreU(a[r][v], df, acc + r * kPanel + (slice + v) * kLanes);
+        hn::StoreU(acc[r][v], df, sums + r * kPanel + (slice + v) * kLanes);
   }
 }
 
 // A panel whose packing is deferred (PackedMatrix::pending_rows): each block of columns is
 // transposed into an L1-sized scratch as packing would have stored it and used at once by every
 // input row, so the panel never goes through memory and the results equal the packed kernel's.
+// (Taking the panel as two halves of 32 row streams for decode, which the hardware prefetcher
+// could follow, measured within noise of this: not kept.)
 template <typename W>
 void PendingPanel(const float* HWY_RESTRICT x, int64_t m, const PackedMatrix& w,
                   const uint16_t* const* rows, int64_t p, float* HWY_RESTRICT y) {
@@ -113,8 +95,8 @@ void PendingPanel(const float* HWY_RESTRICT x, int64_t m, const PackedMatrix& w,
     const W* wb = reinterpret_cast<const W*>(block);
     int64_t m0 = 0;
     for (; m0 + kRowsTile <= m; m0 += kRowsTile)
-      PanelTileBlock<kRowsTile>(x + m0 * k, k, i0, i1, wb, sums.data() + m0 * kPanel);
-    for (; m0 < m; ++m0) PanelTileBlock<1>(x + m0 * k, k, i0, i1, wb, sums.data() + m0 * kPanel);
+      PanelTile<kRowsTile, true>(x + m0 * k, k, i0, i1, wb, sums.data() + m0 * kPanel);
+    for (; m0 < m; ++m0) PanelTile<1, true>(x + m0 * k, k, i0, i1, wb, sums.data() + m0 * kPanel);
   }
   store_panel(w, p, sums.data(), static_cast<int>(m), 0, y);
 }
@@ -124,7 +106,7 @@ HWY_INLINE void PanelRows(const float* HWY_RESTRICT x, const PackedMatrix& w,
                           const W* HWY_RESTRICT panel, int64_t p, int64_t m0,
                           float* HWY_RESTRICT y) {
   float out[kRows][kPanel];
-  PanelTile<kRows>(x + m0 * w.cols(), w.cols(), panel, out);
+  PanelTile<kRows, false>(x + m0 * w.cols(), w.cols(), 0, w.cols(), panel, &out[0][0]);
   store_panel(w, p, &out[0][0], kRows, m0, y);
 }
 
