@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include "common/shared_library.h"
+
 namespace rlt::attention::cudnn_library {
 namespace {
 
@@ -29,10 +31,7 @@ Entries entries;
 
 template <typename F>
 Status resolve(void* library, const char* name, F& out) {
-  out = reinterpret_cast<F>(::dlsym(library, name));
-  if (out == nullptr)
-    return failed_precondition(fmt::format("{} is missing from the loaded cuDNN library", name));
-  return {};
+  return resolve_symbol(library, name, "the loaded cuDNN library", out);
 }
 
 Result<int64_t> open_library(const std::string& name, bool keep) {

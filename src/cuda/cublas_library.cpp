@@ -6,6 +6,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/shared_library.h"
+
 namespace rlt::cuda {
 namespace {
 
@@ -13,18 +15,6 @@ namespace {
 // cublasCreate_v2): expanding the macro before quoting gives the name to look up.
 #define RLT_QUOTE_EXPANDED(name) RLT_QUOTE(name)
 #define RLT_QUOTE(name) #name
-
-template <typename F>
-Status bind(void* library, const char* symbol, F* out) {
-  void* p = ::dlsym(library, symbol);
-  if (p == nullptr)
-    return not_found(
-        fmt::format("{} has no symbol {}: a cuBLAS older than the one rlt was built "
-                    "against ({})",
-                    RLT_CUBLAS_SONAME, symbol, RLT_CUBLAS_PATH));
-  *out = reinterpret_cast<F>(p);
-  return {};
-}
 
 Result<CublasLibrary> load() {
   // The name the loader resolves (RUNPATH, LD_LIBRARY_PATH, ld.so.conf), then the toolkit's copy
@@ -38,13 +28,17 @@ Result<CublasLibrary> load() {
                     "cuBLAS or add its folder to LD_LIBRARY_PATH",
                     RLT_CUBLAS_SONAME, RLT_CUBLAS_PATH, why ? why : "not found"));
   }
+  const std::string older = fmt::format(
+      "{}: a cuBLAS older than the one rlt was built against ({})", RLT_CUBLAS_SONAME,
+      RLT_CUBLAS_PATH);
   CublasLibrary api;
-  RLT_RETURN_IF_ERROR(bind(library, RLT_QUOTE_EXPANDED(cublasCreate), &api.create));
-  RLT_RETURN_IF_ERROR(bind(library, RLT_QUOTE_EXPANDED(cublasDestroy), &api.destroy));
-  RLT_RETURN_IF_ERROR(bind(library, RLT_QUOTE_EXPANDED(cublasSetStream), &api.set_stream));
-  RLT_RETURN_IF_ERROR(bind(library, RLT_QUOTE_EXPANDED(cublasSetWorkspace), &api.set_workspace));
-  RLT_RETURN_IF_ERROR(bind(library, RLT_QUOTE_EXPANDED(cublasGemmEx), &api.gemm_ex));
-  RLT_RETURN_IF_ERROR(bind(library, RLT_QUOTE_EXPANDED(cublasGetStatusName), &api.status_name));
+  auto bind = [&](const char* symbol, auto& out) { return resolve_symbol(library, symbol, older, out); };
+  RLT_RETURN_IF_ERROR(bind(RLT_QUOTE_EXPANDED(cublasCreate), api.create));
+  RLT_RETURN_IF_ERROR(bind(RLT_QUOTE_EXPANDED(cublasDestroy), api.destroy));
+  RLT_RETURN_IF_ERROR(bind(RLT_QUOTE_EXPANDED(cublasSetStream), api.set_stream));
+  RLT_RETURN_IF_ERROR(bind(RLT_QUOTE_EXPANDED(cublasSetWorkspace), api.set_workspace));
+  RLT_RETURN_IF_ERROR(bind(RLT_QUOTE_EXPANDED(cublasGemmEx), api.gemm_ex));
+  RLT_RETURN_IF_ERROR(bind(RLT_QUOTE_EXPANDED(cublasGetStatusName), api.status_name));
   return api;  // the library stays loaded for the process's life
 }
 

@@ -35,7 +35,6 @@ constexpr const char* kLinearSuffixes[] = {"self_attn.q_proj.weight", "self_attn
                                            "mlp.gate_proj.weight",    "mlp.up_proj.weight",
                                            "mlp.down_proj.weight"};
 
-
 // The checkpoint tensor the lm head's matrix is packed from.
 std::string linear_head_name(const io::ModelConfig& c) {
   return c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
@@ -485,14 +484,13 @@ Result<std::shared_ptr<const OuroModel>> load_ouro_model(const source::ModelSour
   if (options.pack_for_cpu) RLT_RETURN_IF_ERROR(check_fits(ckpt, model->config, options));
   if (options.int8_activations) RLT_RETURN_IF_ERROR(check_int8_activations(*model, options));
   report.open_seconds += clock.lap();
-  // Each tensor's source memory goes back as soon as it is packed, so the weights are resident
-  // once and loading peaks at the packed weights plus one layer's sources. The embedding stays
-  // readable (token lookups read it in place; only the rows used come back).
   // A cache written before returning needs the packed bytes now: no deferring then.
   const bool deferred = options.pack_for_cpu && options.defer_packing &&
                         (!use_cache || options.write_cache_in_background) &&
                         !options.bf16_activations && options.quantize == QuantizeType::kNone &&
                         linear_tensors_mapped_16bit(ckpt, model->config);
+  // Each tensor's source memory goes back as soon as it is packed (deferred: by the steps), so the
+  // weights are resident once and loading peaks at the packed weights plus one layer's sources.
   if (options.pack_for_cpu) {
     kernels::PackOptions p = pack;
     p.rows_in_place = deferred;

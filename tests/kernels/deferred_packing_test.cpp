@@ -13,6 +13,7 @@
 #include "common/half.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/packed_matrix.h"
+#include "simd_targets.h"
 
 namespace rlt::kernels {
 namespace {
@@ -98,13 +99,10 @@ TEST_P(DeferredPacking, EqualsThePackedKernelBitForBitBeforeAndAfterPacking) {
 // Every SIMD target compiled in and supported here: their vectors split a panel differently
 // (16, 8 or 4 lanes; slices of 4 vectors).
 TEST_P(DeferredPacking, EveryCompiledTargetEqualsItsPackedKernel) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    SCOPED_TRACE(hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
+  for_each_simd_target([this](int64_t target) {
     ASSERT_EQ(cpu_dispatch_target(), hwy::TargetName(target));
     check_equals_packed(GetParam());
-  }
-  hwy::SetSupportedTargetsForTest(0);
+  });
 }
 
 TEST_P(DeferredPacking, CopiesSharePackingDoneOnAnyOfThem) {

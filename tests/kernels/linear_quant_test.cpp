@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/linear.h"
+#include "simd_targets.h"
 #include "kernels/cpu/quant_panels.h"
 #include "quant/dequantize.h"
 #include "quant_rows.h"
@@ -120,12 +121,7 @@ void check_odd_shapes(GgmlType type) {
 // Every SIMD target compiled in and supported here (AVX-512, AVX2, SSE4, ...): each one's decode
 // and expanded prefill paths.
 TEST_P(LinearQuantTest, OddShapesAgainstOrderAndDequantizedOracle) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    SCOPED_TRACE(hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
-    check_odd_shapes(GetParam());
-  }
-  hwy::SetSupportedTargetsForTest(0);
+  for_each_simd_target([this](int64_t) { check_odd_shapes(GetParam()); });
 }
 
 TEST_P(LinearQuantTest, ThreadCountDoesNotChangeResults) {

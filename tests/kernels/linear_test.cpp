@@ -10,6 +10,7 @@
 #include <hwy/targets.h>
 
 #include "common/half.h"
+#include "simd_targets.h"
 
 namespace rlt::kernels {
 namespace {
@@ -83,13 +84,10 @@ TEST_P(LinearTest, MatchesFloat64ReferenceOnOddShapes) { check_odd_shapes(GetPar
 // Every SIMD target compiled into this build and supported by this CPU (AVX-512, AVX2, SSE4, ...)
 // is checked, not only the one dynamic dispatch picks here.
 TEST_P(LinearTest, EveryCompiledTargetIsCorrect) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    SCOPED_TRACE(hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
+  for_each_simd_target([this](int64_t target) {
     ASSERT_EQ(cpu_dispatch_target(), hwy::TargetName(target));
     check_odd_shapes(GetParam());
-  }
-  hwy::SetSupportedTargetsForTest(0);
+  });
 }
 
 // The batch-invariance contract: a row's outputs are bit-identical whatever else is in the batch.

@@ -25,6 +25,16 @@ namespace {
 struct RowRef {
   const WeightMatrix* matrix = nullptr;  // null: a zero padding row
   int64_t row = 0;
+
+  // Whether the row is stored as `dtype` elements (padding is), so it can be copied as it is.
+  bool stored_as(DType dtype) const {
+    return matrix == nullptr || (!matrix->quantized() && matrix->dtype == dtype);
+  }
+  // The row's first element (null for padding); rows of a panel share `cols`.
+  template <typename T>
+  const T* start(int64_t cols) const {
+    return matrix == nullptr ? nullptr : static_cast<const T*>(matrix->data) + row * cols;
+  }
 };
 
 // Writes columns first, first + step, ... of row r of w (step 1 or 2) into one slot of a panel:
@@ -59,26 +69,21 @@ bool copy_panel_blocked(DType dtype, int64_t panel, int64_t cols, void* raw, int
   RowRef rows[kWidth];
   for (int64_t slot = 0; slot < kWidth; ++slot) {
     rows[slot] = source(panel * kWidth + slot);
-    const WeightMatrix* m = rows[slot].matrix;
-    if (m != nullptr && (m->quantized() || m->dtype != dtype)) return false;
+    if (!rows[slot].stored_as(dtype)) return false;
   }
   auto copy = [&](auto* dst) {
     using T = std::remove_pointer_t<decltype(dst)>;
     if constexpr (sizeof(T) == 2) {
       const uint16_t* src[kWidth];
-      for (int64_t slot = 0; slot < kWidth; ++slot)
-        src[slot] = rows[slot].matrix == nullptr
-                        ? nullptr
-                        : static_cast<const uint16_t*>(rows[slot].matrix->data) +
-                              rows[slot].row * cols;
+      for (int64_t slot = 0; slot < kWidth; ++slot) src[slot] = rows[slot].start<uint16_t>(cols);
       transpose_panel_u16(src, cols, 0, cols, reinterpret_cast<uint16_t*>(dst));
       return;
     }
     for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
       const int64_t c1 = std::min(cols, c0 + kBlock);
       for (int64_t slot = 0; slot < kWidth; ++slot) {
-        if (rows[slot].matrix == nullptr) continue;
-        const T* src = static_cast<const T*>(rows[slot].matrix->data) + rows[slot].row * cols;
+        const T* src = rows[slot].start<T>(cols);
+        if (src == nullptr) continue;
         for (int64_t c = c0; c < c1; ++c) dst[c * kWidth + slot] = src[c];
       }
     }
@@ -138,8 +143,8 @@ void transpose_panel_u16(const uint16_t* const* src, int64_t cols, int64_t begin
   for (int64_t c0 = begin; c0 < whole; c0 += kBlock) {
     const int64_t c1 = std::min(whole, c0 + kBlock);
     // 64 rows are 64 streams, more than the hardware prefetcher follows (a deferred matrix's
-    // pass reads them straight from the checkpoint): each row's block after next is asked for while this
-    // one is transposed.
+    // pass reads them straight from the checkpoint): each row's block after next is asked for
+    // while this one is transposed.
     if (c0 + kPrefetchAhead < cols) {
       for (int64_t slot = 0; slot < kWidth; ++slot) {
         if (src[slot] == nullptr) continue;
@@ -239,10 +244,8 @@ PackedMatrix PackedMatrix::build(DType dtype, Epilogue epilogue, Options options
     bool as_stored = true;
     for (int64_t r = 0; r < packed_rows && as_stored; ++r) {
       const RowRef src = source(r);
-      if (src.matrix == nullptr) continue;
-      as_stored = !src.matrix->quantized() && src.matrix->dtype == dtype;
-      deferred->rows[static_cast<size_t>(r)] =
-          static_cast<const uint16_t*>(src.matrix->data) + src.row * cols;
+      as_stored = src.stored_as(dtype);
+      deferred->rows[static_cast<size_t>(r)] = src.start<uint16_t>(cols);
     }
     if (as_stored) {
       p.deferred_ = std::move(deferred);
