@@ -49,6 +49,7 @@ struct Scratch {
   std::vector<float> q, scores, acc, m, l;
   std::vector<float> zeros;  // a zero key of head_dim elements, for blocks past a tile's end
   std::vector<float> parts;  // packed rows past kSplitTokens: [range][pair][m, l, acc]
+  std::vector<int64_t> by_head;  // pair indices ordered by KV head
 };
 
 // Merges `count` partial states {m, l, acc[d]} of one (row, head) pair, `stride` floats apart,
@@ -143,6 +144,69 @@ HWY_INLINE void AddScaledV(float* HWY_RESTRICT acc, float p, const T* HWY_RESTRI
   for (; i < d; ++i) acc[i] += p * WidenScalar(v[i]);
 }
 
+// Pairs whose value accumulators one pass keeps in registers, and vectors of the head dimension
+// per pass: each widened V vector then feeds up to kVPairs multiply-adds (four pairs of four
+// vectors: 16 accumulators, 4 values and a broadcast fit AVX-512's and NEON's 32 registers; two
+// pairs on 16-register targets).
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+constexpr int kVPairs = 2;
+#else
+constexpr int kVPairs = 4;
+#endif
+constexpr int kVVectors = 4;
+
+// For the kPairs pairs `prs` sharing one KV head: acc[pr][off .. off + kVec·lanes) += Σ_j w[pr][j] ·
+// values[j][off ..] over keys j < n, key by key in order — each element's sum is the one
+// AddScaledV forms, with the accumulators held in registers instead of reloaded per key. Keys a
+// pair does not see have w = 0 exactly and add nothing.
+template <typename T, int kPairs, int kVec>
+HWY_INLINE void AccumulateValues(const float* HWY_RESTRICT scores, const int64_t* prs, const T* const* values, int64_t n,
+                                 int64_t off, float* HWY_RESTRICT acc, int64_t d) {
+  const hn::ScalableTag<float> df;
+  using V = hn::Vec<decltype(df)>;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(df));
+  V a[kPairs][kVec];
+  for (int p = 0; p < kPairs; ++p)
+    for (int v = 0; v < kVec; ++v) a[p][v] = hn::LoadU(df, acc + prs[p] * d + off + v * lanes);
+  for (int64_t j = 0; j < n; ++j) {
+    V vals[kVec];
+    for (int v = 0; v < kVec; ++v) vals[v] = LoadWidened(df, values[j] + off + v * lanes);
+    for (int p = 0; p < kPairs; ++p) {
+      const V w = hn::Set(df, scores[prs[p] * kTile + j]);
+      for (int v = 0; v < kVec; ++v) a[p][v] = hn::MulAdd(w, vals[v], a[p][v]);
+    }
+  }
+  for (int p = 0; p < kPairs; ++p)
+    for (int v = 0; v < kVec; ++v) hn::StoreU(a[p][v], df, acc + prs[p] * d + off + v * lanes);
+}
+
+template <typename T, int kPairs>
+HWY_INLINE void AccumulateValuesPairs(const float* scores, const int64_t* prs, const T* const* values, int64_t n,
+                                      float* acc, int64_t d) {
+  const hn::ScalableTag<float> df;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t vectors = d / lanes;
+  int64_t v0 = 0;
+  for (; v0 + kVVectors <= vectors; v0 += kVVectors)
+    AccumulateValues<T, kPairs, kVVectors>(scores, prs, values, n, v0 * lanes, acc, d);
+  switch (vectors - v0) {
+    case 3: return AccumulateValues<T, kPairs, 3>(scores, prs, values, n, v0 * lanes, acc, d);
+    case 2: return AccumulateValues<T, kPairs, 2>(scores, prs, values, n, v0 * lanes, acc, d);
+    case 1: return AccumulateValues<T, kPairs, 1>(scores, prs, values, n, v0 * lanes, acc, d);
+    default: return;
+  }
+}
+
+// Up to kVPairs pairs of one KV head (d a multiple of the vector length).
+template <typename T, int kPairs = kVPairs>
+HWY_INLINE void AccumulateValuesUpTo(int64_t count, const float* scores, const int64_t* prs, const T* const* values,
+                                     int64_t n, float* acc, int64_t d) {
+  if constexpr (kPairs >= 1) {
+    if (count == kPairs) return AccumulateValuesPairs<T, kPairs>(scores, prs, values, n, acc, d);
+    AccumulateValuesUpTo<T, kPairs - 1>(count, scores, prs, values, n, acc, d);
+  }
+}
+
 // Walks a sequence's keys in order without a division per key.
 struct KeyCursor {
   const PagedKVLayerView& view;
@@ -208,28 +272,35 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   const size_t zero_floats = static_cast<size_t>(d) * sizeof(T) / sizeof(float) + 1;
   if (s.zeros.size() < zero_floats) s.zeros.assign(zero_floats, 0.0f);  // never written: grown once
   const T* zeros = reinterpret_cast<const T*>(s.zeros.data());
+  // Pairs by KV head, rows in order within each: s.by_head[h * rows * group + ...].
+  const int64_t kv_heads = p.num_kv_heads();
+  const int64_t per_head = rows * group;  // pairs reading each KV head
+  s.by_head.resize(static_cast<size_t>(pairs));
+  for (int64_t h = 0, i = 0; h < kv_heads; ++h)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t g = 0; g < group; ++g) s.by_head[static_cast<size_t>(i++)] = r * q_heads + h * group + g;
   for (int64_t t0 = task.key_begin; t0 < key_end; t0 += kTile) {
     if (ranged && t0 > task.key_begin && t0 % flash::kSplitTokens == 0) close_range();
     const int64_t tn = std::min(kTile, key_end - t0);
     // Scores. One token's K for every head is contiguous, so keys are read sequentially.
     if (blocked) {
-      // kLanes keys at a time (past the tile's end: zero keys, masked below).
-      const T* keys[kTile];
-      for (int64_t j = 0; j < kTile; ++j) {
-        keys[j] = j < tn ? kbase + kc.offset() : zeros;
-        if (j < tn) kc.advance();
-      }
-      for (int64_t pr = 0; pr < pairs; ++pr) {
-        const int64_t limit = first_row_pos + pr / q_heads;  // last visible key of this row
-        const int64_t head_offset = (pr % q_heads) / group * p.k.head_stride;
-        float* sc = s.scores.data() + pr * kTile;
-        for (int64_t j0 = 0; j0 < kTile; j0 += lanes) {
-          const T* block[hn::MaxLanes(df)];
-          for (int64_t k = 0; k < lanes; ++k) block[k] = keys[j0 + k] == zeros ? zeros : keys[j0 + k] + head_offset;
-          hn::StoreU(hn::Mul(DotBlock(q + pr * d, block, d), hn::Set(df, scale)), df, sc + j0);
+      // kLanes keys at a time, head by head. Blocks a pair does not see are not computed:
+      // their scores are -inf whatever they would hold. (Widening a head's keys to f32 once for
+      // all its pairs was measured slower: the stores cost more than the widening they save.)
+      const T* tokens[kTile];
+      for (int64_t j = 0; j < tn; ++j, kc.advance()) tokens[j] = kbase + kc.offset();
+      for (int64_t h = 0; h < kv_heads; ++h) {
+        const int64_t* head_pairs = s.by_head.data() + h * per_head;
+        const T* keys[kTile];  // past the tile's end: a zero key
+        for (int64_t j = 0; j < kTile; ++j) keys[j] = j < tn ? tokens[j] + h * p.k.head_stride : zeros;
+        for (int64_t i = 0; i < per_head; ++i) {
+          const int64_t pr = head_pairs[i];
+          const int64_t visible = std::min(tn, first_row_pos + pr / q_heads - t0 + 1);  // keys the row sees
+          float* sc = s.scores.data() + pr * kTile;
+          for (int64_t j0 = 0; j0 < visible; j0 += lanes)
+            hn::StoreU(hn::Mul(DotBlock(q + pr * d, keys + j0, d), hn::Set(df, scale)), df, sc + j0);
+          for (int64_t j = std::max<int64_t>(visible, 0); j < kTile; ++j) sc[j] = -INFINITY;
         }
-        for (int64_t j = 0; j < tn; ++j)
-          if (t0 + j > limit) sc[j] = -INFINITY;
       }
     } else {
       for (int64_t j = 0; j < tn; ++j, kc.advance()) {
@@ -246,8 +317,9 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
     for (int64_t pr = 0; pr < pairs; ++pr) {
       float* sc = s.scores.data() + pr * kTile;
       for (int64_t j = tn; j < kTile; ++j) sc[j] = -INFINITY;
-      float tile_max = -INFINITY;
-      for (int64_t j = 0; j < tn; ++j) tile_max = std::max(tile_max, sc[j]);
+      auto vmax_tile = hn::Set(df, -INFINITY);  // a maximum is exact in any order
+      for (int64_t j = 0; j < kTile; j += lanes) vmax_tile = hn::Max(vmax_tile, hn::LoadU(df, sc + j));
+      const float tile_max = hn::GetLane(hn::MaxOfLanes(df, vmax_tile));
       const float m_new = std::max(s.m[pr], tile_max);
       if (m_new == -INFINITY) {  // every key of the tile is masked for this row
         for (int64_t j = 0; j < kTile; ++j) sc[j] = 0.0f;
@@ -267,13 +339,32 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       s.m[pr] = m_new;
       if (alpha != 1.0f) Rescale(s.acc.data() + pr * d, alpha, d);
     }
-    // Values, again one token (all heads) at a time.
-    for (int64_t j = 0; j < tn; ++j, vc.advance()) {
-      const T* vj = vbase + vc.offset();
-      for (int64_t pr = 0; pr < pairs; ++pr) {
-        const float w = s.scores[pr * kTile + j];
-        const int64_t head = (pr % q_heads) / group;
-        if (w != 0.0f) AddScaledV(s.acc.data() + pr * d, w, vj + head * p.v.head_stride, d);
+    if (blocked) {
+      // Values: the pairs of each KV head in groups of kVPairs, every widened V vector shared by
+      // the group (pairs sorted by head in s.by_head).
+      const T* tokens[kTile];
+      for (int64_t j = 0; j < tn; ++j, vc.advance()) tokens[j] = vbase + vc.offset();
+      for (int64_t h = 0; h < kv_heads; ++h) {
+        const T* values[kTile];
+        for (int64_t j = 0; j < tn; ++j) values[j] = tokens[j] + h * p.v.head_stride;
+        const int64_t* head_pairs = s.by_head.data() + h * per_head;
+        for (int64_t i = 0; i < per_head; i += kVPairs) {
+          const int64_t count = std::min<int64_t>(kVPairs, per_head - i);
+          // Keys past every pair's causal limit are skipped; below it, a masked key's w is 0.
+          const int64_t last_row = head_pairs[i + count - 1] / q_heads;
+          const int64_t n = std::min(tn, first_row_pos + last_row - t0 + 1);
+          if (n > 0) AccumulateValuesUpTo<T>(count, s.scores.data(), head_pairs + i, values, n, s.acc.data(), d);
+        }
+      }
+    } else {
+      // Values, again one token (all heads) at a time.
+      for (int64_t j = 0; j < tn; ++j, vc.advance()) {
+        const T* vj = vbase + vc.offset();
+        for (int64_t pr = 0; pr < pairs; ++pr) {
+          const float w = s.scores[pr * kTile + j];
+          const int64_t head = (pr % q_heads) / group;
+          if (w != 0.0f) AddScaledV(s.acc.data() + pr * d, w, vj + head * p.v.head_stride, d);
+        }
       }
     }
   }
