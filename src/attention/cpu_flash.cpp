@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "attention/backend.h"
@@ -33,7 +34,7 @@
 namespace rlt::attention::flash {
 
 constexpr int64_t kTile = 32;           // keys per online-softmax step
-constexpr int64_t kSplitTokens = 512;   // single-query contexts longer than this are split
+constexpr int64_t kSplitTokens = 256;   // single-query contexts longer than this are split
 constexpr int64_t kQueryBlock = 4;      // packed-prefill query rows sharing each K/V load
 constexpr int64_t kFewRows = 8;         // a sequence with at most this many rows: one task per row
 
@@ -42,6 +43,9 @@ struct Task {
   int64_t key_begin = 0, key_end = 0;  // keys this task covers
   int64_t row_begin = 0, row_end = 0;  // query rows (absolute row indices)
   int64_t split = -1;                  // >= 0: writes a partial state into slot `split`
+  // Query heads covered (head_end -1: all). Heads are independent, so a task split by heads
+  // gives the same bits; a lone short row is split this way to use more than one thread.
+  int64_t head_begin = 0, head_end = -1;
 };
 
 // Per-thread buffers: grow to the largest task seen, then reused.
@@ -49,7 +53,9 @@ struct Scratch {
   std::vector<float> q, scores, acc, m, l;
   std::vector<float> zeros;  // a zero key of head_dim elements, for blocks past a tile's end
   std::vector<float> parts;  // packed rows past kSplitTokens: [range][pair][m, l, acc]
-  std::vector<int64_t> by_head;  // pair indices ordered by KV head
+  std::vector<int64_t> by_head;      // the task's pair indices ordered by KV head
+  std::vector<int64_t> heads;        // the KV heads they read, in order
+  std::vector<int64_t> head_starts;  // where each head's pairs start in by_head (one past the end last)
 };
 
 // Merges `count` partial states {m, l, acc[d]} of one (row, head) pair, `stride` floats apart,
@@ -230,6 +236,20 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   const int64_t rows = task.row_end - task.row_begin;
   const int64_t pairs = rows * q_heads;  // pair = row * q_heads + query head
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  // The task's pairs grouped by KV head, rows in order within each: KV head s.heads[i] is read
+  // by pairs s.by_head[s.head_starts[i] .. s.head_starts[i + 1]). Every loop over pairs walks these.
+  const int64_t qh0 = task.head_begin, qh1 = task.head_end < 0 ? q_heads : task.head_end;
+  s.by_head.clear();
+  s.heads.clear();
+  s.head_starts.assign(1, 0);
+  for (int64_t h = qh0 / group; h * group < qh1; ++h) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t qh = std::max(qh0, h * group); qh < std::min(qh1, (h + 1) * group); ++qh)
+        s.by_head.push_back(r * q_heads + qh);
+    s.heads.push_back(h);
+    s.head_starts.push_back(static_cast<int64_t>(s.by_head.size()));
+  }
+  const std::span<const int64_t> task_pairs(s.by_head);
   const int32_t* table = p.block_tables + task.seq * p.table_width;
   const T* kbase = static_cast<const T*>(p.k.base);
   const T* vbase = static_cast<const T*>(p.v.base);
@@ -252,7 +272,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   // starts those pairs afresh.
   auto close_range = [&] {
     s.parts.resize(static_cast<size_t>((ranges + 1) * pairs * pair_stride));
-    for (int64_t pr = 0; pr < pairs; ++pr) {
+    for (const int64_t pr : task_pairs) {
       if (first_row_pos + pr / q_heads + 1 <= flash::kSplitTokens) continue;
       float* dst = s.parts.data() + (ranges * pairs + pr) * pair_stride;
       dst[0] = s.m[pr];
@@ -272,13 +292,6 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   const size_t zero_floats = static_cast<size_t>(d) * sizeof(T) / sizeof(float) + 1;
   if (s.zeros.size() < zero_floats) s.zeros.assign(zero_floats, 0.0f);  // never written: grown once
   const T* zeros = reinterpret_cast<const T*>(s.zeros.data());
-  // Pairs by KV head, rows in order within each: s.by_head[h * rows * group + ...].
-  const int64_t kv_heads = p.num_kv_heads();
-  const int64_t per_head = rows * group;  // pairs reading each KV head
-  s.by_head.resize(static_cast<size_t>(pairs));
-  for (int64_t h = 0, i = 0; h < kv_heads; ++h)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t g = 0; g < group; ++g) s.by_head[static_cast<size_t>(i++)] = r * q_heads + h * group + g;
   for (int64_t t0 = task.key_begin; t0 < key_end; t0 += kTile) {
     if (ranged && t0 > task.key_begin && t0 % flash::kSplitTokens == 0) close_range();
     const int64_t tn = std::min(kTile, key_end - t0);
@@ -289,8 +302,9 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       // all its pairs was measured slower: the stores cost more than the widening they save.)
       const T* tokens[kTile];
       for (int64_t j = 0; j < tn; ++j, kc.advance()) tokens[j] = kbase + kc.offset();
-      for (int64_t h = 0; h < kv_heads; ++h) {
-        const int64_t* head_pairs = s.by_head.data() + h * per_head;
+      for (size_t hi = 0; hi < s.heads.size(); ++hi) {
+        const int64_t h = s.heads[hi], per_head = s.head_starts[hi + 1] - s.head_starts[hi];
+        const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
         const T* keys[kTile];  // past the tile's end: a zero key
         for (int64_t j = 0; j < kTile; ++j) keys[j] = j < tn ? tokens[j] + h * p.k.head_stride : zeros;
         for (int64_t i = 0; i < per_head; ++i) {
@@ -305,7 +319,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
     } else {
       for (int64_t j = 0; j < tn; ++j, kc.advance()) {
         const T* kj = kbase + kc.offset();
-        for (int64_t pr = 0; pr < pairs; ++pr) {
+        for (const int64_t pr : task_pairs) {
           const int64_t limit = first_row_pos + pr / q_heads;  // last visible key of this row
           const int64_t head = (pr % q_heads) / group;
           s.scores[pr * kTile + j] =
@@ -314,7 +328,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       }
     }
     // Online softmax: one rescale per pair per tile.
-    for (int64_t pr = 0; pr < pairs; ++pr) {
+    for (const int64_t pr : task_pairs) {
       float* sc = s.scores.data() + pr * kTile;
       for (int64_t j = tn; j < kTile; ++j) sc[j] = -INFINITY;
       auto vmax_tile = hn::Set(df, -INFINITY);  // a maximum is exact in any order
@@ -344,10 +358,11 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       // the group (pairs sorted by head in s.by_head).
       const T* tokens[kTile];
       for (int64_t j = 0; j < tn; ++j, vc.advance()) tokens[j] = vbase + vc.offset();
-      for (int64_t h = 0; h < kv_heads; ++h) {
+      for (size_t hi = 0; hi < s.heads.size(); ++hi) {
+        const int64_t h = s.heads[hi], per_head = s.head_starts[hi + 1] - s.head_starts[hi];
         const T* values[kTile];
         for (int64_t j = 0; j < tn; ++j) values[j] = tokens[j] + h * p.v.head_stride;
-        const int64_t* head_pairs = s.by_head.data() + h * per_head;
+        const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
         for (int64_t i = 0; i < per_head; i += kVPairs) {
           const int64_t count = std::min<int64_t>(kVPairs, per_head - i);
           // Keys past every pair's causal limit are skipped; below it, a masked key's w is 0.
@@ -360,7 +375,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       // Values, again one token (all heads) at a time.
       for (int64_t j = 0; j < tn; ++j, vc.advance()) {
         const T* vj = vbase + vc.offset();
-        for (int64_t pr = 0; pr < pairs; ++pr) {
+        for (const int64_t pr : task_pairs) {
           const float w = s.scores[pr * kTile + j];
           const int64_t head = (pr % q_heads) / group;
           if (w != 0.0f) AddScaledV(s.acc.data() + pr * d, w, vj + head * p.v.head_stride, d);
@@ -369,7 +384,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
     }
   }
   if (partial != nullptr) {  // split: hand (m, l, acc) to the merge
-    for (int64_t pr = 0; pr < pairs; ++pr) {
+    for (const int64_t pr : task_pairs) {
       float* dst = partial + pr * (d + 2);
       dst[0] = s.m[pr];
       dst[1] = s.l[pr];
@@ -379,7 +394,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   }
   if (ranged) close_range();
   float* out = p.out + task.row_begin * q_heads * d;
-  for (int64_t pr = 0; pr < pairs; ++pr) {
+  for (const int64_t pr : task_pairs) {
     if (ranged && first_row_pos + pr / q_heads + 1 > flash::kSplitTokens) {
       flash::merge_partials(s.parts.data() + pr * pair_stride, ranges, pairs * pair_stride, d, out + pr * d);
       continue;
@@ -445,11 +460,29 @@ class CpuFlashBackend final : public AttentionBackend {
     const int64_t stride = p.num_q_heads * pair_stride;  // one split's partial states
     partials_.resize(static_cast<size_t>(splits * stride));
     scratch_.resize(static_cast<size_t>(omp_get_max_threads()));
-    // Small batches run on the calling thread: a parallel region (a few microseconds) costs more
-    // than it saves below ~2^18 multiply-adds of scores (~30 µs on one core).
+    // Small batches run on the calling thread: a parallel region (a microsecond or two with the
+    // workers spinning) costs more than it saves below ~2^17 multiply-adds of scores (~15 µs on
+    // one core).
     int64_t work = 0;
     for (int64_t s = 0; s < p.num_seqs; ++s) work += (p.seq_end(s) - p.seq_begin(s)) * int64_t{p.context_lengths[s]};
-    const bool parallel = tasks_.size() > 1 && work * p.num_q_heads * d >= (int64_t{1} << 18);
+    const bool worth_threads = work * p.num_q_heads * d >= (int64_t{1} << 15);
+    // Fewer tasks than threads (a lone decode row short of a split): each is split by query
+    // heads too, which changes no result.
+    const auto threads = static_cast<size_t>(omp_get_max_threads());
+    if (worth_threads && !tasks_.empty() && tasks_.size() < threads) {
+      const auto ways = static_cast<int64_t>(std::min<size_t>(p.num_q_heads, (threads + tasks_.size() - 1) / tasks_.size()));
+      by_heads_.clear();
+      for (const flash::Task& t : tasks_) {
+        for (int64_t w = 0; w < ways; ++w) {
+          flash::Task part = t;
+          part.head_begin = w * p.num_q_heads / ways;
+          part.head_end = (w + 1) * p.num_q_heads / ways;
+          by_heads_.push_back(part);
+        }
+      }
+      tasks_.swap(by_heads_);
+    }
+    const bool parallel = tasks_.size() > 1 && worth_threads;
     HWY_DYNAMIC_DISPATCH(RunFlash)(p, tasks_, partials_.data(), stride, scratch_, parallel);
     // Merge split partial states in split order: exact log-sum-exp combination.
     for (const Merge& m : merges_) {
@@ -466,7 +499,7 @@ class CpuFlashBackend final : public AttentionBackend {
   struct Merge {
     int64_t seq, first, parts;
   };
-  std::vector<flash::Task> tasks_;
+  std::vector<flash::Task> tasks_, by_heads_;
   std::vector<Merge> merges_;
   std::vector<float> partials_;
   std::vector<flash::Scratch> scratch_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -228,17 +229,32 @@ inline void check_packed_equals_per_row(AttentionBackend& backend, float toleran
   for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(packed[i], per_row[i], tolerance) << i;
 }
 
+// At least two OpenMP threads while alive, so that what a backend does only with threads to spare
+// (cpu_flash splits a lone short row by heads) runs on a one-core machine too.
+class AtLeastTwoThreads {
+ public:
+  AtLeastTwoThreads() { omp_set_num_threads(std::max(saved_, 2)); }
+  ~AtLeastTwoThreads() { omp_set_num_threads(saved_); }
+  AtLeastTwoThreads(const AtLeastTwoThreads&) = delete;
+  AtLeastTwoThreads& operator=(const AtLeastTwoThreads&) = delete;
+
+ private:
+  int saved_ = omp_get_max_threads();
+};
+
 // Declared `deterministic`, and what speculative verification and chunked prefill rely on: a
 // query row packed with other rows of its sequence is bit-identical to the same row decoded
-// alone, also past the lengths where single-query rows split their keys (cpu_flash: 512) — rows
-// that cross 512 and 1024 keys, GQA, bf16 pools.
+// alone, also past the lengths where single-query rows split their keys (cpu_flash: 256) — rows
+// that cross 512 and 1024 keys — and below them (cpu_flash splits a lone short row by heads when
+// threads are idle), GQA, bf16 pools.
 inline void check_packed_bit_equal_per_row(AttentionBackend& backend) {
+  const AtLeastTwoThreads threads;
   std::mt19937 rng(23);
-  const int32_t d = 64, kvh = 2, q_heads = 6, bs = 16, blocks = 160, width = 80;
+  const int32_t d = 64, kvh = 2, q_heads = 6, bs = 16, blocks = 200, width = 80;
   PagedPools pools(DType::kBF16, blocks, bs, kvh, d, rng);
   // Sequence 0: 16 rows at positions 500..515; sequence 1: 12 rows ending at 1100; sequence 2:
-  // 5 rows ending at 1024 exactly.
-  const std::vector<int32_t> lengths = {516, 1100, 1024}, rows = {16, 12, 5};
+  // 5 rows ending at 1024 exactly; sequence 3: 3 rows ending at 150.
+  const std::vector<int32_t> lengths = {516, 1100, 1024, 150}, rows = {16, 12, 5, 3};
   std::vector<int32_t> tables = random_tables(lengths, bs, blocks, width, 0, rng);
   int32_t total = 0;
   std::vector<int32_t> cu = {0};
@@ -247,12 +263,13 @@ inline void check_packed_bit_equal_per_row(AttentionBackend& backend) {
   std::normal_distribution<float> dist;
   for (float& x : q) x = 2 * dist(rng);
   std::vector<float> packed(q.size()), alone(static_cast<size_t>(q_heads * d));
+  const auto seqs = static_cast<int32_t>(lengths.size());
   AttentionParams p = paged_params(pools, q.data(), packed.data(), total, q_heads, tables.data(), width,
-                                   lengths.data(), 3);
+                                   lengths.data(), seqs);
   p.cu_seqlens_q = cu.data();
   p.max_seqlen_q = 16;
   ASSERT_TRUE(run_attention(backend, p).ok());
-  for (int32_t s = 0; s < 3; ++s) {
+  for (int32_t s = 0; s < seqs; ++s) {
     for (int32_t j = 0; j < rows[static_cast<size_t>(s)]; ++j) {
       const int32_t row = cu[static_cast<size_t>(s)] + j;
       const int32_t len = lengths[static_cast<size_t>(s)] - rows[static_cast<size_t>(s)] + j + 1;
@@ -274,20 +291,23 @@ inline void check_packed_bit_equal_per_row(AttentionBackend& backend) {
 
 // Declared `deterministic`: a row computed alone is bit-identical to the same row in a batch.
 inline void check_row_independent(AttentionBackend& backend) {
+  const AtLeastTwoThreads threads;
   std::mt19937 rng(11);
   const int32_t d = 128, kvh = 2, q_heads = 8, bs = 16, blocks = 400;
   PagedPools pools(DType::kF16, blocks, bs, kvh, d, rng);
-  const std::vector<int32_t> lengths = {3000, 17, 1500, 400};
+  // 200 keys: a lone row short of a split, which cpu_flash runs as tasks by heads.
+  const std::vector<int32_t> lengths = {3000, 17, 1500, 400, 200};
+  const auto seqs = static_cast<int32_t>(lengths.size());
   const int32_t width = 190;
   std::vector<int32_t> tables = random_tables(lengths, bs, blocks, width, 0, rng);
   std::vector<float> q(lengths.size() * q_heads * d);
   std::normal_distribution<float> dist;
   for (float& x : q) x = dist(rng);
   std::vector<float> batch(q.size()), alone(static_cast<size_t>(q_heads * d));
-  AttentionParams p = paged_params(pools, q.data(), batch.data(), 4, q_heads, tables.data(), width,
-                                   lengths.data(), 4);
+  AttentionParams p = paged_params(pools, q.data(), batch.data(), seqs, q_heads, tables.data(), width,
+                                   lengths.data(), seqs);
   ASSERT_TRUE(run_attention(backend, p).ok());
-  for (int64_t s = 0; s < 4; ++s) {
+  for (int64_t s = 0; s < seqs; ++s) {
     AttentionParams one = p;
     one.q = q.data() + s * q_heads * d;
     one.out = alone.data();

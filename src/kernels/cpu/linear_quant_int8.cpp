@@ -223,13 +223,12 @@ HWY_INLINE void GroupEpilogue(const QuantizedActivations& a, int64_t r0, const u
 
 // kR input rows from r0 against vectors v0..v0 + kV of one panel, in the fixed order of
 // linear_quant_int8.h; the sums stay in registers through the blocks and are stored at the end to
-// out[r][slot] (row stride kPanel). With ahead_bytes > 0 (decode: one row, all 64 outputs, so the
+// out[r][slot] (row stride kPanel). With kAheadBytes > 0 (decode: one row, all 64 outputs, so the
 // panel is read front to back) each group prefetches its proportional share of the panel that
 // many bytes on, spread over the group's steps.
-template <GgmlType T, int kR, int kV>
+template <GgmlType T, int kR, int kV, int64_t kAheadBytes = 0>
 HWY_INLINE void Int8Tile(const QuantizedActivations& a, int64_t r0,
-                         const uint8_t* HWY_RESTRICT panel, int v0, float* HWY_RESTRICT out,
-                         int64_t ahead_bytes = 0) {
+                         const uint8_t* HWY_RESTRICT panel, int v0, float* HWY_RESTRICT out) {
   constexpr QuantPanelFormat f = Int8Traits<T>::kFormat;
   constexpr int64_t kGroups = f.block_cols / f.group_cols;
   constexpr int64_t kShare = f.block_bytes / kGroups;
@@ -243,10 +242,11 @@ HWY_INLINE void Int8Tile(const QuantizedActivations& a, int64_t r0,
     const uint8_t* blk = panel + b * f.block_bytes;
     const int64_t col0 = b * f.block_cols;
     for (int64_t g = 0; g < kGroups; ++g) {
+      // A compile-time choice: a run-time test per step cost prefill's tiles 25 %.
       const Ahead ahead =
-          ahead_bytes == 0
+          kAheadBytes == 0
               ? Ahead{}
-              : Ahead{reinterpret_cast<const char*>(blk) + ahead_bytes + g * kShare, kShare};
+              : Ahead{reinterpret_cast<const char*>(blk) + kAheadBytes + g * kShare, kShare};
       I acc[kR][kV];
       for (int r = 0; r < kR; ++r)
         for (int v = 0; v < kV; ++v) acc[r][v] = L::Zero();
@@ -265,37 +265,59 @@ HWY_INLINE void Int8Tile(const QuantizedActivations& a, int64_t r0,
     for (int r = 0; r < kR; ++r) L::StoreF(out + r * kPanel + (v0 + v) * L::kLanes, y[v][r]);
 }
 
-// Rows share each weight load four at a time (prefill) in slices of two vectors, and the last two
-// or three rows of a batch (a speculative verification, a decode step of a few requests) likewise
-// in one tile; a single row (decode) takes all 64 outputs at once with the spread prefetch. The
-// first tile's first slice reads the panel from memory and prefetches it as a single row does.
+// Rows share each weight load four at a time (prefill) in slices of two vectors. A batch of 2-7
+// rows (a speculative verification, a decode step of a few requests) goes as one or two tiles of
+// 2-4 rows, never a lone row (which would stream the panel once more), the first of them
+// prefetching the panel from memory as decode does; a single row (decode) takes all 64 outputs
+// at once with the spread prefetch.
 constexpr int kTileRows = 4;
+constexpr int64_t kFewRows = 8;
 constexpr int kTileVectors = L::kTileVectors;
 // Bytes ahead: on the AVX2 EPYC 2–8 KiB measured within noise (8 KiB best for Q6_K); on an AVX-512
 // Xeon, inside the engine's decode, 8 KiB cost 25 % against 1–2 KiB (Ouro-shape Q8_0 3.7 against
 // 5.0 tokens/s, Q4_K 5.3 at 4 KiB against 7.3), so 2 KiB, as the float kernels.
 constexpr int64_t kDecodeAhead = 2048;
 
+// Rows m0 .. m0 + kRows of a panel as one tile, slice by slice, the first slice prefetching the
+// panel if kPrefetch.
+template <GgmlType T, int kRows, bool kPrefetch>
+HWY_INLINE void Int8Rows(const QuantizedActivations& a, int64_t m0, const PackedMatrix& w, int64_t p,
+                         const uint8_t* panel, float* y) {
+  alignas(64) float out[kRows][kPanel];
+  Int8Tile<T, kRows, kTileVectors, kPrefetch ? kDecodeAhead : 0>(a, m0, panel, 0, &out[0][0]);
+  for (int v0 = kTileVectors; v0 < kVectors; v0 += kTileVectors)
+    Int8Tile<T, kRows, kTileVectors>(a, m0, panel, v0, &out[0][0]);
+  store_panel(w, p, &out[0][0], kRows, m0, y);
+}
+
 template <GgmlType T>
 void Int8Panel(const QuantizedActivations& a, int64_t r0, int64_t rows, const PackedMatrix& w,
                int64_t p, const uint8_t* panel, float* y) {
-  auto tile = [&]<int kRows>(int64_t m0) {
-    alignas(64) float out[kRows][kPanel];
-    for (int v0 = 0; v0 < kVectors; v0 += kTileVectors)
-      Int8Tile<T, kRows, kTileVectors>(a, r0 + m0, panel, v0, &out[0][0], m0 == 0 && v0 == 0 ? kDecodeAhead : 0);
-    store_panel(w, p, &out[0][0], kRows, r0 + m0, y);
-  };
-  int64_t m0 = 0;
-  for (; m0 + kTileRows <= rows; m0 += kTileRows) tile.template operator()<kTileRows>(m0);
-  switch (rows - m0) {
-    case 3: return tile.template operator()<3>(m0);
-    case 2: return tile.template operator()<2>(m0);
-    case 1: {
-      alignas(64) float out[1][kPanel];
-      Int8Tile<T, 1, kVectors>(a, r0 + m0, panel, 0, &out[0][0], kDecodeAhead);
-      store_panel(w, p, &out[0][0], 1, r0 + m0, y);
-      return;
+  if (rows == 1) {
+    alignas(64) float out[1][kPanel];
+    Int8Tile<T, 1, kVectors, kDecodeAhead>(a, r0, panel, 0, &out[0][0]);
+    store_panel(w, p, &out[0][0], 1, r0, y);
+    return;
+  }
+  if (rows < kFewRows) {  // one tile of 2-4 rows that prefetches, then the rest
+    const int64_t first = rows == 5 ? 2 : std::min<int64_t>(rows, kTileRows);
+    switch (first) {
+      case 4: Int8Rows<T, 4, true>(a, r0, w, p, panel, y); break;
+      case 3: Int8Rows<T, 3, true>(a, r0, w, p, panel, y); break;
+      default: Int8Rows<T, 2, true>(a, r0, w, p, panel, y); break;
     }
+    switch (rows - first) {
+      case 3: return Int8Rows<T, 3, false>(a, r0 + first, w, p, panel, y);
+      case 2: return Int8Rows<T, 2, false>(a, r0 + first, w, p, panel, y);
+      default: return;
+    }
+  }
+  int64_t m0 = 0;
+  for (; m0 + kTileRows <= rows; m0 += kTileRows) Int8Rows<T, kTileRows, false>(a, r0 + m0, w, p, panel, y);
+  switch (rows - m0) {
+    case 3: return Int8Rows<T, 3, false>(a, r0 + m0, w, p, panel, y);
+    case 2: return Int8Rows<T, 2, false>(a, r0 + m0, w, p, panel, y);
+    case 1: return Int8Rows<T, 1, false>(a, r0 + m0, w, p, panel, y);
     default: return;
   }
 }
@@ -392,7 +414,7 @@ void LinearQuantInt8Impl(const float* x, int64_t m, const PackedMatrix& w, float
   // Threads split panels and, for prefill, blocks of rows, as the f32 kernel does (results do not
   // depend on the split). Integer products cost about a quarter of the f32 kernel's decoding, so
   // the parallel region pays from a larger product.
-  const bool parallel = m * w.outputs() * w.cols() >= (int64_t{1} << 19);
+  const bool parallel = m * w.outputs() * w.cols() >= (int64_t{1} << 18);
   constexpr int64_t kRowBlock = 64;
   const int64_t block_rows = m >= 8 ? kRowBlock : m;
   const int64_t row_blocks = (m + block_rows - 1) / block_rows;
