@@ -36,7 +36,7 @@ namespace rlt::attention::flash {
 constexpr int64_t kTile = 32;           // keys per online-softmax step
 constexpr int64_t kSplitTokens = 256;   // single-query contexts longer than this are split
 constexpr int64_t kQueryBlock = 4;      // packed-prefill query rows sharing each K/V load
-constexpr int64_t kFewRows = 8;         // a sequence with at most this many rows: one task per row
+constexpr int64_t kFewRows = 8;         // a sequence with at most this many rows: one task for all
 
 struct Task {
   int64_t seq = 0;
@@ -292,6 +292,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   const size_t zero_floats = static_cast<size_t>(d) * sizeof(T) / sizeof(float) + 1;
   if (s.zeros.size() < zero_floats) s.zeros.assign(zero_floats, 0.0f);  // never written: grown once
   const T* zeros = reinterpret_cast<const T*>(s.zeros.data());
+  const T* vtokens[kTile];  // the tile's V token rows (blocked path)
   for (int64_t t0 = task.key_begin; t0 < key_end; t0 += kTile) {
     if (ranged && t0 > task.key_begin && t0 % flash::kSplitTokens == 0) close_range();
     const int64_t tn = std::min(kTile, key_end - t0);
@@ -302,6 +303,15 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       // all its pairs was measured slower: the stores cost more than the widening they save.)
       const T* tokens[kTile];
       for (int64_t j = 0; j < tn; ++j, kc.advance()) tokens[j] = kbase + kc.offset();
+      // The tile's V rows (the task's heads) are asked for now, to arrive while the scores are
+      // computed: the V loop otherwise waits on each token's first line. (The next tile's K rows
+      // likewise measured no gain.)
+      for (int64_t j = 0; j < tn; ++j, vc.advance()) {
+        vtokens[j] = vbase + vc.offset();
+        const char* first = reinterpret_cast<const char*>(vtokens[j] + s.heads.front() * p.v.head_stride);
+        const char* last = reinterpret_cast<const char*>(vtokens[j] + s.heads.back() * p.v.head_stride + d);
+        for (const char* line = first; line < last; line += 64) __builtin_prefetch(line);
+      }
       for (size_t hi = 0; hi < s.heads.size(); ++hi) {
         const int64_t h = s.heads[hi], per_head = s.head_starts[hi + 1] - s.head_starts[hi];
         const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
@@ -356,8 +366,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
     if (blocked) {
       // Values: the pairs of each KV head in groups of kVPairs, every widened V vector shared by
       // the group (pairs sorted by head in s.by_head).
-      const T* tokens[kTile];
-      for (int64_t j = 0; j < tn; ++j, vc.advance()) tokens[j] = vbase + vc.offset();
+      const T* const* tokens = vtokens;
       for (size_t hi = 0; hi < s.heads.size(); ++hi) {
         const int64_t h = s.heads[hi], per_head = s.head_starts[hi + 1] - s.head_starts[hi];
         const T* values[kTile];
@@ -449,10 +458,11 @@ class CpuFlashBackend final : public AttentionBackend {
           tasks_.push_back({s, k * flash::kSplitTokens, std::min(len, (k + 1) * flash::kSplitTokens), begin, end, splits++});
         }
       } else {
-        // A few rows (a speculative verification's K + 1, decode rows of one sequence) go one
-        // task each, so that they spread over the threads; prefill chunks share each K/V load
-        // between kQueryBlock rows. Rows are independent inside a task: no result changes.
-        const int64_t block = end - begin <= flash::kFewRows ? 1 : flash::kQueryBlock;
+        // A few rows (a speculative verification's K + 1, decode rows of one sequence) go as one
+        // task, which the split by heads below spreads over idle threads, so that every K/V load
+        // serves all of them; prefill chunks share each K/V load between kQueryBlock rows. Rows
+        // are independent inside a task: no result changes.
+        const int64_t block = end - begin <= flash::kFewRows ? end - begin : flash::kQueryBlock;
         for (int64_t r = begin; r < end; r += block) tasks_.push_back({s, 0, len, r, std::min(end, r + block), -1});
       }
     }
