@@ -1,18 +1,19 @@
 // cpu_flash: tiled online-softmax attention over paged K/V for the CPU.
 //
-// Work is split into tasks of (sequence, key range, query block). A task keeps, for each
-// (query row, query head) pair, the running max m, the running sum l and an f32 accumulator, and
-// walks its key range in tiles of kTile tokens: scores for the tile, one rescale per tile, exp,
-// then V accumulated. A task covers every head, so it reads each token's K (and V) for all heads
-// as one contiguous run: the pools are token-major, and per-head tasks would stride by
-// heads x head_dim through memory, defeating the prefetchers. Long single-query contexts are split into kSplitTokens ranges
-// whose partial states merge exactly (log-sum-exp) in a fixed order. Tile and split boundaries
-// depend only on a row's own causal length: a packed row longer than kSplitTokens restarts its
-// state at every range boundary and merges the ranges' states exactly as a split single-query
-// row does, so a row's result is bit-identical whether it comes alone (decode), in a batch, or
-// with other rows of its sequence (prefill, speculative verification) — the backend declares
-// `deterministic`. Highway picks AVX-512 / AVX2 / SSE4 / NEON at run time; OpenMP runs tasks in
-// parallel.
+// Work is split into tasks of (sequence, key range, query block, query heads). A task keeps, for
+// each (query row, query head) pair, the running max m, the running sum l and an f32 accumulator,
+// and walks its key range in tiles of kTile tokens: scores for the tile, one rescale per tile,
+// exp, then V accumulated. A task normally covers every head, so it reads each token's K (and V)
+// for all heads as one contiguous run: the pools are token-major, and per-head tasks would stride
+// by heads x head_dim through memory, defeating the prefetchers; only when there are fewer tasks
+// than threads is each split by heads. Long single-query contexts are split into kSplitTokens
+// ranges whose partial states merge exactly (log-sum-exp) in a fixed order. Tile and split
+// boundaries depend only on a row's own causal length: a packed row longer than kSplitTokens
+// restarts its state at every range boundary and merges the ranges' states exactly as a split
+// single-query row does, so a row's result is bit-identical whether it comes alone (decode), in a
+// batch, or with other rows of its sequence (prefill, speculative verification) — the backend
+// declares `deterministic`. Highway picks AVX-512 / AVX2 / SSE4 / NEON at run time; OpenMP runs
+// tasks in parallel.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "attention/cpu_flash.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -23,6 +24,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -162,19 +164,19 @@ constexpr int kVPairs = 4;
 constexpr int kVVectors = 4;
 
 // For the kPairs pairs `prs` sharing one KV head: acc[pr][off .. off + kVec·lanes) += Σ_j w[pr][j] ·
-// values[j][off ..] over keys j < n, key by key in order — each element's sum is the one
-// AddScaledV forms, with the accumulators held in registers instead of reloaded per key. Keys a
-// pair does not see have w = 0 exactly and add nothing.
+// values[j][off ..] over keys j0 <= j < n, key by key in order — each element's sum is the one
+// AddScaledV forms, with the accumulators held in registers instead of reloaded per key. Every
+// pair must see every key of the range (a masked key's 0 · V would turn an Inf in V into NaN).
 template <typename T, int kPairs, int kVec>
-HWY_INLINE void AccumulateValues(const float* HWY_RESTRICT scores, const int64_t* prs, const T* const* values, int64_t n,
-                                 int64_t off, float* HWY_RESTRICT acc, int64_t d) {
+HWY_INLINE void AccumulateValues(const float* HWY_RESTRICT scores, const int64_t* prs, const T* const* values, int64_t j0,
+                                 int64_t n, int64_t off, float* HWY_RESTRICT acc, int64_t d) {
   const hn::ScalableTag<float> df;
   using V = hn::Vec<decltype(df)>;
   const auto lanes = static_cast<int64_t>(hn::Lanes(df));
   V a[kPairs][kVec];
   for (int p = 0; p < kPairs; ++p)
     for (int v = 0; v < kVec; ++v) a[p][v] = hn::LoadU(df, acc + prs[p] * d + off + v * lanes);
-  for (int64_t j = 0; j < n; ++j) {
+  for (int64_t j = j0; j < n; ++j) {
     V vals[kVec];
     for (int v = 0; v < kVec; ++v) vals[v] = LoadWidened(df, values[j] + off + v * lanes);
     for (int p = 0; p < kPairs; ++p) {
@@ -187,18 +189,18 @@ HWY_INLINE void AccumulateValues(const float* HWY_RESTRICT scores, const int64_t
 }
 
 template <typename T, int kPairs>
-HWY_INLINE void AccumulateValuesPairs(const float* scores, const int64_t* prs, const T* const* values, int64_t n,
-                                      float* acc, int64_t d) {
+HWY_INLINE void AccumulateValuesPairs(const float* scores, const int64_t* prs, const T* const* values, int64_t j0,
+                                      int64_t n, float* acc, int64_t d) {
   const hn::ScalableTag<float> df;
   const auto lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t vectors = d / lanes;
   int64_t v0 = 0;
   for (; v0 + kVVectors <= vectors; v0 += kVVectors)
-    AccumulateValues<T, kPairs, kVVectors>(scores, prs, values, n, v0 * lanes, acc, d);
+    AccumulateValues<T, kPairs, kVVectors>(scores, prs, values, j0, n, v0 * lanes, acc, d);
   switch (vectors - v0) {
-    case 3: return AccumulateValues<T, kPairs, 3>(scores, prs, values, n, v0 * lanes, acc, d);
-    case 2: return AccumulateValues<T, kPairs, 2>(scores, prs, values, n, v0 * lanes, acc, d);
-    case 1: return AccumulateValues<T, kPairs, 1>(scores, prs, values, n, v0 * lanes, acc, d);
+    case 3: return AccumulateValues<T, kPairs, 3>(scores, prs, values, j0, n, v0 * lanes, acc, d);
+    case 2: return AccumulateValues<T, kPairs, 2>(scores, prs, values, j0, n, v0 * lanes, acc, d);
+    case 1: return AccumulateValues<T, kPairs, 1>(scores, prs, values, j0, n, v0 * lanes, acc, d);
     default: return;
   }
 }
@@ -206,10 +208,10 @@ HWY_INLINE void AccumulateValuesPairs(const float* scores, const int64_t* prs, c
 // Up to kVPairs pairs of one KV head (d a multiple of the vector length).
 template <typename T, int kPairs = kVPairs>
 HWY_INLINE void AccumulateValuesUpTo(int64_t count, const float* scores, const int64_t* prs, const T* const* values,
-                                     int64_t n, float* acc, int64_t d) {
+                                     int64_t j0, int64_t n, float* acc, int64_t d) {
   if constexpr (kPairs >= 1) {
-    if (count == kPairs) return AccumulateValuesPairs<T, kPairs>(scores, prs, values, n, acc, d);
-    AccumulateValuesUpTo<T, kPairs - 1>(count, scores, prs, values, n, acc, d);
+    if (count == kPairs) return AccumulateValuesPairs<T, kPairs>(scores, prs, values, j0, n, acc, d);
+    AccumulateValuesUpTo<T, kPairs - 1>(count, scores, prs, values, j0, n, acc, d);
   }
 }
 
@@ -308,9 +310,9 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       // likewise measured no gain.)
       for (int64_t j = 0; j < tn; ++j, vc.advance()) {
         vtokens[j] = vbase + vc.offset();
-        const char* first = reinterpret_cast<const char*>(vtokens[j] + s.heads.front() * p.v.head_stride);
-        const char* last = reinterpret_cast<const char*>(vtokens[j] + s.heads.back() * p.v.head_stride + d);
-        for (const char* line = first; line < last; line += 64) __builtin_prefetch(line);
+        const auto first = reinterpret_cast<uintptr_t>(vtokens[j] + s.heads.front() * p.v.head_stride) & ~uintptr_t{63};
+        const auto last = reinterpret_cast<uintptr_t>(vtokens[j] + s.heads.back() * p.v.head_stride + d);
+        for (uintptr_t line = first; line < last; line += 64) __builtin_prefetch(reinterpret_cast<const void*>(line));
       }
       for (size_t hi = 0; hi < s.heads.size(); ++hi) {
         const int64_t h = s.heads[hi], per_head = s.head_starts[hi + 1] - s.head_starts[hi];
@@ -374,10 +376,14 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
         const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
         for (int64_t i = 0; i < per_head; i += kVPairs) {
           const int64_t count = std::min<int64_t>(kVPairs, per_head - i);
-          // Keys past every pair's causal limit are skipped; below it, a masked key's w is 0.
-          const int64_t last_row = head_pairs[i + count - 1] / q_heads;
-          const int64_t n = std::min(tn, first_row_pos + last_row - t0 + 1);
-          if (n > 0) AccumulateValuesUpTo<T>(count, s.scores.data(), head_pairs + i, values, n, s.acc.data(), d);
+          // Rows ascend within a head: the group's first pair sees the fewest keys. The keys all
+          // of them see go together, the rest pair by pair up to each one's causal limit.
+          auto visible = [&](int64_t pr) { return std::clamp<int64_t>(first_row_pos + pr / q_heads - t0 + 1, 0, tn); };
+          const int64_t common = visible(head_pairs[i]);
+          if (common > 0) AccumulateValuesUpTo<T>(count, s.scores.data(), head_pairs + i, values, 0, common, s.acc.data(), d);
+          for (int64_t k = i; k < i + count; ++k)
+            if (visible(head_pairs[k]) > common)
+              AccumulateValuesUpTo<T>(1, s.scores.data(), head_pairs + k, values, common, visible(head_pairs[k]), s.acc.data(), d);
         }
       }
     } else {
@@ -471,13 +477,14 @@ class CpuFlashBackend final : public AttentionBackend {
     partials_.resize(static_cast<size_t>(splits * stride));
     scratch_.resize(static_cast<size_t>(omp_get_max_threads()));
     // Small batches run on the calling thread: a parallel region (a microsecond or two with the
-    // workers spinning) costs more than it saves below ~2^17 multiply-adds of scores (~15 µs on
+    // workers spinning) costs more than it saves below ~2^15 multiply-adds of scores (~4 µs on
     // one core).
     int64_t work = 0;
     for (int64_t s = 0; s < p.num_seqs; ++s) work += (p.seq_end(s) - p.seq_begin(s)) * int64_t{p.context_lengths[s]};
     const bool worth_threads = work * p.num_q_heads * d >= (int64_t{1} << 15);
-    // Fewer tasks than threads (a lone decode row short of a split): each is split by query
-    // heads too, which changes no result.
+    // Fewer tasks than threads (a lone decode row short of a split, one verification): each is
+    // split by query heads too, which changes no result. Query-head boundaries, not KV-head
+    // ones: SmolLM2's 9 heads over 2 threads go 4 + 5 (reading one KV head twice) instead of 3 + 6.
     const auto threads = static_cast<size_t>(omp_get_max_threads());
     if (worth_threads && !tasks_.empty() && tasks_.size() < threads) {
       const auto ways = static_cast<int64_t>(std::min<size_t>(p.num_q_heads, (threads + tasks_.size() - 1) / tasks_.size()));

@@ -229,18 +229,20 @@ inline void check_packed_equals_per_row(AttentionBackend& backend, float toleran
   for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(packed[i], per_row[i], tolerance) << i;
 }
 
-// At least two OpenMP threads while alive, so that what a backend does only with threads to spare
-// (cpu_flash splits a lone short row by heads) runs on a one-core machine too.
-class AtLeastTwoThreads {
+// A count of OpenMP threads while alive, so that what a backend does only with threads to spare
+// (cpu_flash splits tasks by heads when it has fewer tasks than threads) runs on any machine.
+class OmpThreads {
  public:
-  AtLeastTwoThreads() { omp_set_num_threads(std::max(saved_, 2)); }
-  ~AtLeastTwoThreads() { omp_set_num_threads(saved_); }
-  AtLeastTwoThreads(const AtLeastTwoThreads&) = delete;
-  AtLeastTwoThreads& operator=(const AtLeastTwoThreads&) = delete;
+  explicit OmpThreads(int n) { omp_set_num_threads(n); }
+  ~OmpThreads() { omp_set_num_threads(saved_); }
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
 
  private:
   int saved_ = omp_get_max_threads();
 };
+// Thread counts the bit-identity checks run at: one task per thread and fewer or more tasks.
+inline constexpr int kCheckedThreadCounts[] = {1, 2, 3, 8};
 
 // Declared `deterministic`, and what speculative verification and chunked prefill rely on: a
 // query row packed with other rows of its sequence is bit-identical to the same row decoded
@@ -248,7 +250,6 @@ class AtLeastTwoThreads {
 // that cross 512 and 1024 keys — and below them (cpu_flash splits a lone short row by heads when
 // threads are idle), GQA, bf16 pools.
 inline void check_packed_bit_equal_per_row(AttentionBackend& backend) {
-  const AtLeastTwoThreads threads;
   std::mt19937 rng(23);
   const int32_t d = 64, kvh = 2, q_heads = 6, bs = 16, blocks = 200, width = 80;
   PagedPools pools(DType::kBF16, blocks, bs, kvh, d, rng);
@@ -256,47 +257,114 @@ inline void check_packed_bit_equal_per_row(AttentionBackend& backend) {
   // 5 rows ending at 1024 exactly; sequence 3: 3 rows ending at 150.
   const std::vector<int32_t> lengths = {516, 1100, 1024, 150}, rows = {16, 12, 5, 3};
   std::vector<int32_t> tables = random_tables(lengths, bs, blocks, width, 0, rng);
-  int32_t total = 0;
-  std::vector<int32_t> cu = {0};
-  for (int32_t r : rows) cu.push_back(total += r);
-  std::vector<float> q(static_cast<size_t>(total * q_heads * d));
+  std::vector<int32_t> first_row = {0};
+  for (int32_t r : rows) first_row.push_back(first_row.back() + r);
+  std::vector<float> q(static_cast<size_t>(first_row.back() * q_heads * d));
   std::normal_distribution<float> dist;
   for (float& x : q) x = 2 * dist(rng);
+  // The sequences `seqs` packed into one call, each row then checked against itself alone.
+  auto check = [&](const std::vector<int32_t>& seqs) {
+    std::vector<float> pq, packed;
+    std::vector<int32_t> cu = {0}, lens, seq_tables;
+    for (int32_t s : seqs) {
+      const auto at = static_cast<size_t>(first_row[static_cast<size_t>(s)]) * q_heads * d;
+      pq.insert(pq.end(), q.begin() + static_cast<std::ptrdiff_t>(at),
+                q.begin() + static_cast<std::ptrdiff_t>(at + static_cast<size_t>(rows[static_cast<size_t>(s)]) * q_heads * d));
+      cu.push_back(cu.back() + rows[static_cast<size_t>(s)]);
+      lens.push_back(lengths[static_cast<size_t>(s)]);
+      seq_tables.insert(seq_tables.end(), tables.begin() + s * width, tables.begin() + (s + 1) * width);
+    }
+    packed.resize(pq.size());
+    std::vector<float> alone(static_cast<size_t>(q_heads * d));
+    AttentionParams p = paged_params(pools, pq.data(), packed.data(), cu.back(), q_heads, seq_tables.data(), width,
+                                     lens.data(), static_cast<int64_t>(seqs.size()));
+    p.cu_seqlens_q = cu.data();
+    p.max_seqlen_q = 16;
+    ASSERT_TRUE(run_attention(backend, p).ok());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const int32_t n = cu[i + 1] - cu[i];
+      for (int32_t j = 0; j < n; ++j) {
+        const int32_t row = cu[i] + j;
+        const int32_t len = lens[i] - n + j + 1;
+        AttentionParams one = p;
+        one.q = pq.data() + static_cast<size_t>(row) * q_heads * d;
+        one.out = alone.data();
+        one.rows = one.num_seqs = 1;
+        one.block_tables = seq_tables.data() + i * width;
+        one.context_lengths = &len;
+        one.cu_seqlens_q = nullptr;
+        one.max_seqlen_q = 1;
+        ASSERT_TRUE(run_attention(backend, one).ok());
+        for (int64_t e = 0; e < q_heads * d; ++e)
+          ASSERT_EQ(alone[static_cast<size_t>(e)], packed[static_cast<size_t>(row) * q_heads * d + e])
+              << "sequence " << seqs[i] << " row " << j << " (" << len << " keys), element " << e;
+      }
+    }
+  };
+  for (const int threads : kCheckedThreadCounts) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    const OmpThreads scope(threads);
+    check({0, 1, 2, 3});
+    check({2});  // a few rows alone: one task, split by heads over the threads
+    check({3});
+    check({1});
+  }
+}
+
+// A key a row may not see contributes nothing, whatever V holds there: an Inf in the V of a
+// sequence's second-to-last key (seen by its last two rows only) leaves every earlier row of the
+// packed call finite and bit-identical to the row alone (0 · Inf would be NaN). cpu_flash groups
+// the (row, head) pairs of a KV head four at a time: with 3 query heads per KV head, rows 2 and 3
+// share a group.
+inline void check_masked_values_do_not_leak(AttentionBackend& backend) {
+  std::mt19937 rng(29);
+  const int32_t d = 64, kvh = 2, q_heads = 6, bs = 16, blocks = 16, width = 8;
+  PagedPools pools(DType::kBF16, blocks, bs, kvh, d, rng);
+  const std::vector<int32_t> lengths = {100};
+  const int32_t rows = 5;
+  std::vector<int32_t> tables = random_tables(lengths, bs, blocks, width, 0, rng);
+  const int32_t key = lengths[0] - 2;
+  const int64_t at = tables[static_cast<size_t>(key / bs)] * pools.v.block_stride + (key % bs) * pools.v.token_stride;
+  for (int64_t e = 0; e < kvh * d; ++e) pools.vh[static_cast<size_t>(at + e)] = 0x7F80;  // +Inf in bf16
+  std::vector<float> q(static_cast<size_t>(rows * q_heads * d));
+  std::normal_distribution<float> dist;
+  for (float& x : q) x = dist(rng);
   std::vector<float> packed(q.size()), alone(static_cast<size_t>(q_heads * d));
-  const auto seqs = static_cast<int32_t>(lengths.size());
-  AttentionParams p = paged_params(pools, q.data(), packed.data(), total, q_heads, tables.data(), width,
-                                   lengths.data(), seqs);
-  p.cu_seqlens_q = cu.data();
-  p.max_seqlen_q = 16;
-  ASSERT_TRUE(run_attention(backend, p).ok());
-  for (int32_t s = 0; s < seqs; ++s) {
-    for (int32_t j = 0; j < rows[static_cast<size_t>(s)]; ++j) {
-      const int32_t row = cu[static_cast<size_t>(s)] + j;
-      const int32_t len = lengths[static_cast<size_t>(s)] - rows[static_cast<size_t>(s)] + j + 1;
+  const std::vector<int32_t> cu = {0, rows};
+  for (const int threads : kCheckedThreadCounts) {
+    const OmpThreads scope(threads);
+    AttentionParams p =
+        paged_params(pools, q.data(), packed.data(), rows, q_heads, tables.data(), width, lengths.data(), 1);
+    p.cu_seqlens_q = cu.data();
+    p.max_seqlen_q = rows;
+    ASSERT_TRUE(run_attention(backend, p).ok());
+    for (int32_t j = 0; j + 2 < rows; ++j) {
+      const int32_t len = lengths[0] - rows + j + 1;
       AttentionParams one = p;
-      one.q = q.data() + static_cast<size_t>(row) * q_heads * d;
+      one.q = q.data() + static_cast<size_t>(j) * q_heads * d;
       one.out = alone.data();
-      one.rows = one.num_seqs = 1;
-      one.block_tables = tables.data() + s * width;
+      one.rows = 1;
       one.context_lengths = &len;
       one.cu_seqlens_q = nullptr;
       one.max_seqlen_q = 1;
       ASSERT_TRUE(run_attention(backend, one).ok());
-      for (int64_t i = 0; i < q_heads * d; ++i)
-        ASSERT_EQ(alone[static_cast<size_t>(i)], packed[static_cast<size_t>(row) * q_heads * d + i])
-            << "sequence " << s << " row " << j << " (" << len << " keys), element " << i;
+      for (int64_t e = 0; e < q_heads * d; ++e) {
+        const float x = packed[static_cast<size_t>(j) * q_heads * d + e];
+        ASSERT_TRUE(std::isfinite(x)) << threads << " threads, row " << j << ", element " << e;
+        ASSERT_EQ(alone[static_cast<size_t>(e)], x) << threads << " threads, row " << j << ", element " << e;
+      }
     }
   }
 }
 
 // Declared `deterministic`: a row computed alone is bit-identical to the same row in a batch.
 inline void check_row_independent(AttentionBackend& backend) {
-  const AtLeastTwoThreads threads;
   std::mt19937 rng(11);
   const int32_t d = 128, kvh = 2, q_heads = 8, bs = 16, blocks = 400;
   PagedPools pools(DType::kF16, blocks, bs, kvh, d, rng);
-  // 200 keys: a lone row short of a split, which cpu_flash runs as tasks by heads.
-  const std::vector<int32_t> lengths = {3000, 17, 1500, 400, 200};
+  // 200 keys: a lone row short of a split, which cpu_flash runs as tasks by heads; 600: three
+  // ranges, also split by heads when threads outnumber them.
+  const std::vector<int32_t> lengths = {3000, 17, 1500, 400, 200, 600};
   const auto seqs = static_cast<int32_t>(lengths.size());
   const int32_t width = 190;
   std::vector<int32_t> tables = random_tables(lengths, bs, blocks, width, 0, rng);
@@ -306,17 +374,21 @@ inline void check_row_independent(AttentionBackend& backend) {
   std::vector<float> batch(q.size()), alone(static_cast<size_t>(q_heads * d));
   AttentionParams p = paged_params(pools, q.data(), batch.data(), seqs, q_heads, tables.data(), width,
                                    lengths.data(), seqs);
-  ASSERT_TRUE(run_attention(backend, p).ok());
-  for (int64_t s = 0; s < seqs; ++s) {
-    AttentionParams one = p;
-    one.q = q.data() + s * q_heads * d;
-    one.out = alone.data();
-    one.rows = one.num_seqs = 1;
-    one.block_tables = tables.data() + s * width;
-    one.context_lengths = lengths.data() + s;
-    ASSERT_TRUE(run_attention(backend, one).ok());
-    for (int64_t i = 0; i < q_heads * d; ++i)
-      ASSERT_EQ(alone[i], batch[s * q_heads * d + i]) << "row " << s;
+  for (const int threads : kCheckedThreadCounts) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    const OmpThreads scope(threads);
+    ASSERT_TRUE(run_attention(backend, p).ok());
+    for (int64_t s = 0; s < seqs; ++s) {
+      AttentionParams one = p;
+      one.q = q.data() + s * q_heads * d;
+      one.out = alone.data();
+      one.rows = one.num_seqs = 1;
+      one.block_tables = tables.data() + s * width;
+      one.context_lengths = lengths.data() + s;
+      ASSERT_TRUE(run_attention(backend, one).ok());
+      for (int64_t i = 0; i < q_heads * d; ++i)
+        ASSERT_EQ(alone[i], batch[s * q_heads * d + i]) << "row " << s;
+    }
   }
 }
 

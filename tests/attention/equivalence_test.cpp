@@ -49,6 +49,10 @@ TEST_P(BackendEquivalence, PackedRowsAreBitIdenticalToDecodedRowsAtAnyLength) {
   testing::check_packed_bit_equal_per_row(*find_backend(GetParam())->create());
 }
 
+TEST_P(BackendEquivalence, MaskedKeysContributeNothingWhateverTheirValues) {
+  testing::check_masked_values_do_not_leak(*find_backend(GetParam())->create());
+}
+
 TEST_P(BackendEquivalence, RowOutputIsIndependentOfTheBatch) {
   testing::check_row_independent(*find_backend(GetParam())->create());
 }
