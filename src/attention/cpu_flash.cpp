@@ -298,6 +298,8 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   for (int64_t t0 = task.key_begin; t0 < key_end; t0 += kTile) {
     if (ranged && t0 > task.key_begin && t0 % flash::kSplitTokens == 0) close_range();
     const int64_t tn = std::min(kTile, key_end - t0);
+    // The keys of this tile pair `pr`'s row may see (rows see up to their own position).
+    auto visible = [&](int64_t pr) { return std::clamp<int64_t>(first_row_pos + pr / q_heads - t0 + 1, 0, tn); };
     // Scores. One token's K for every head is contiguous, so keys are read sequentially.
     if (blocked) {
       // kLanes keys at a time, head by head. Blocks a pair does not see are not computed:
@@ -320,12 +322,11 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
         const T* keys[kTile];  // past the tile's end: a zero key
         for (int64_t j = 0; j < kTile; ++j) keys[j] = j < tn ? tokens[j] + h * p.k.head_stride : zeros;
         for (int64_t i = 0; i < per_head; ++i) {
-          const int64_t pr = head_pairs[i];
-          const int64_t visible = std::min(tn, first_row_pos + pr / q_heads - t0 + 1);  // keys the row sees
+          const int64_t pr = head_pairs[i], seen = visible(pr);
           float* sc = s.scores.data() + pr * kTile;
-          for (int64_t j0 = 0; j0 < visible; j0 += lanes)
+          for (int64_t j0 = 0; j0 < seen; j0 += lanes)
             hn::StoreU(hn::Mul(DotBlock(q + pr * d, keys + j0, d), hn::Set(df, scale)), df, sc + j0);
-          for (int64_t j = std::max<int64_t>(visible, 0); j < kTile; ++j) sc[j] = -INFINITY;
+          for (int64_t j = seen; j < kTile; ++j) sc[j] = -INFINITY;
         }
       }
     } else {
@@ -368,17 +369,15 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
     if (blocked) {
       // Values: the pairs of each KV head in groups of kVPairs, every widened V vector shared by
       // the group (pairs sorted by head in s.by_head).
-      const T* const* tokens = vtokens;
       for (size_t hi = 0; hi < s.heads.size(); ++hi) {
         const int64_t h = s.heads[hi], per_head = s.head_starts[hi + 1] - s.head_starts[hi];
         const T* values[kTile];
-        for (int64_t j = 0; j < tn; ++j) values[j] = tokens[j] + h * p.v.head_stride;
+        for (int64_t j = 0; j < tn; ++j) values[j] = vtokens[j] + h * p.v.head_stride;
         const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
         for (int64_t i = 0; i < per_head; i += kVPairs) {
           const int64_t count = std::min<int64_t>(kVPairs, per_head - i);
           // Rows ascend within a head: the group's first pair sees the fewest keys. The keys all
           // of them see go together, the rest pair by pair up to each one's causal limit.
-          auto visible = [&](int64_t pr) { return std::clamp<int64_t>(first_row_pos + pr / q_heads - t0 + 1, 0, tn); };
           const int64_t common = visible(head_pairs[i]);
           if (common > 0) AccumulateValuesUpTo<T>(count, s.scores.data(), head_pairs + i, values, 0, common, s.acc.data(), d);
           for (int64_t k = i; k < i + count; ++k)

@@ -290,6 +290,19 @@ HWY_INLINE void Int8Rows(const QuantizedActivations& a, int64_t m0, const Packed
   store_panel(w, p, &out[0][0], kRows, m0, y);
 }
 
+// Rows r0 .. r0 + rows (0-4) as one tile.
+template <GgmlType T, bool kPrefetch>
+HWY_INLINE void Int8SmallTile(const QuantizedActivations& a, int64_t r0, int64_t rows, const PackedMatrix& w,
+                              int64_t p, const uint8_t* panel, float* y) {
+  switch (rows) {
+    case 4: return Int8Rows<T, 4, kPrefetch>(a, r0, w, p, panel, y);
+    case 3: return Int8Rows<T, 3, kPrefetch>(a, r0, w, p, panel, y);
+    case 2: return Int8Rows<T, 2, kPrefetch>(a, r0, w, p, panel, y);
+    case 1: return Int8Rows<T, 1, kPrefetch>(a, r0, w, p, panel, y);
+    default: return;
+  }
+}
+
 template <GgmlType T>
 void Int8Panel(const QuantizedActivations& a, int64_t r0, int64_t rows, const PackedMatrix& w,
                int64_t p, const uint8_t* panel, float* y) {
@@ -299,27 +312,15 @@ void Int8Panel(const QuantizedActivations& a, int64_t r0, int64_t rows, const Pa
     store_panel(w, p, &out[0][0], 1, r0, y);
     return;
   }
-  if (rows < kFewRows) {  // one tile of 2-4 rows that prefetches, then the rest
+  if (rows < kFewRows) {  // one tile of 2-4 rows that prefetches, then the rest (5 as 2 + 3)
     const int64_t first = rows == 5 ? 2 : std::min<int64_t>(rows, kTileRows);
-    switch (first) {
-      case 4: Int8Rows<T, 4, true>(a, r0, w, p, panel, y); break;
-      case 3: Int8Rows<T, 3, true>(a, r0, w, p, panel, y); break;
-      default: Int8Rows<T, 2, true>(a, r0, w, p, panel, y); break;
-    }
-    switch (rows - first) {
-      case 3: return Int8Rows<T, 3, false>(a, r0 + first, w, p, panel, y);
-      case 2: return Int8Rows<T, 2, false>(a, r0 + first, w, p, panel, y);
-      default: return;
-    }
+    Int8SmallTile<T, true>(a, r0, first, w, p, panel, y);
+    Int8SmallTile<T, false>(a, r0 + first, rows - first, w, p, panel, y);
+    return;
   }
   int64_t m0 = 0;
   for (; m0 + kTileRows <= rows; m0 += kTileRows) Int8Rows<T, kTileRows, false>(a, r0 + m0, w, p, panel, y);
-  switch (rows - m0) {
-    case 3: return Int8Rows<T, 3, false>(a, r0 + m0, w, p, panel, y);
-    case 2: return Int8Rows<T, 2, false>(a, r0 + m0, w, p, panel, y);
-    case 1: return Int8Rows<T, 1, false>(a, r0 + m0, w, p, panel, y);
-    default: return;
-  }
+  Int8SmallTile<T, false>(a, r0 + m0, rows - m0, w, p, panel, y);
 }
 
 using Int8PanelFn = void (*)(const QuantizedActivations&, int64_t, int64_t, const PackedMatrix&,
@@ -416,7 +417,7 @@ void LinearQuantInt8Impl(const float* x, int64_t m, const PackedMatrix& w, float
   // the parallel region pays from a larger product.
   const bool parallel = m * w.outputs() * w.cols() >= (int64_t{1} << 18);
   constexpr int64_t kRowBlock = 64;
-  const int64_t block_rows = m >= 8 ? kRowBlock : m;
+  const int64_t block_rows = m >= kFewRows ? kRowBlock : m;
   const int64_t row_blocks = (m + block_rows - 1) / block_rows;
   const int64_t tasks = w.panels() * row_blocks;
 #pragma omp parallel for schedule(static) if (parallel)
