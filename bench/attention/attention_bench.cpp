@@ -2,7 +2,9 @@
 //   decode  cpu_flash K/V read bandwidth vs the machine's copy bandwidth (contexts >= 4096),
 //           as the median ratio of adjacent measurements
 //   prefill cpu_flash and cpu_reference GFLOP/s vs OpenBLAS f32 sgemm
-// Usage: rlt_bench_attention [--quick]
+//   short   rows at the end of a short context (SmolLM2 heads): GFLOP/s, and the time of R rows
+//           against one row (what a speculative verification's extra rows cost)
+// Usage: rlt_bench_attention [--quick] [--short] (--short: only the short-context section)
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -89,10 +91,44 @@ double prefill_gflops(const Shape& s, AttentionBackend& backend, int reps) {
   return 4.0 * pairs * s.head_dim * s.q_heads / secs / 1e9;
 }
 
+// `rows` query rows at the end of one sequence of `context` tokens (a speculative verification
+// of rows - 1 drafts, or a decode row when rows = 1): seconds per call.
+double tail_rows_seconds(const Shape& s, int32_t rows, AttentionBackend& backend, int reps) {
+  std::mt19937 rng(3);
+  const int32_t width = (s.context + s.block_size - 1) / s.block_size;
+  testing::PagedPools pools(s.dtype, width, s.block_size, s.kv_heads, s.head_dim, rng);
+  std::vector<int32_t> lengths = {s.context};
+  std::vector<int32_t> tables = testing::random_tables(lengths, s.block_size, width, width, -1, rng);
+  std::vector<int32_t> cu = {0, rows};
+  std::vector<float> q(static_cast<size_t>(rows) * s.q_heads * s.head_dim, 0.1f), out(q.size());
+  AttentionParams p;
+  p.q = q.data();
+  p.out = out.data();
+  p.rows = rows;
+  p.num_seqs = 1;
+  p.num_q_heads = s.q_heads;
+  p.k = pools.k;
+  p.v = pools.v;
+  p.block_tables = tables.data();
+  p.table_width = width;
+  p.context_lengths = lengths.data();
+  p.cu_seqlens_q = cu.data();
+  p.max_seqlen_q = rows;
+  constexpr int kCalls = 200;  // a call takes microseconds: time many
+  return bench::best_seconds(reps, [&] {
+           for (int i = 0; i < kCalls; ++i) (void)run_attention(backend, p);
+         }) /
+         kCalls;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false, short_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--short") == 0) short_only = true;
+  }
   const int reps = quick ? 2 : 5;
   auto flash = make_cpu_flash_backend();
   auto reference = make_cpu_reference_backend();
@@ -101,6 +137,7 @@ int main(int argc, char** argv) {
   fmt::print("copy bandwidth (read+write): {:.1f} GB/s\n\n", copy);
   fmt::print("{:<44} {:>10} {:>12}\n", "decode (Ouro-1.4B heads: 16 x 128, bf16 K/V)", "GB/s", "of copy");
   for (int32_t ctx : {4096, 8192, 16384}) {
+    if (short_only) break;
     if (quick && ctx > 4096) break;
     for (int32_t seqs : {1, 8}) {
       const Shape s{seqs, ctx, 16, 16, 128, 16, DType::kBF16};
@@ -113,7 +150,7 @@ int main(int argc, char** argv) {
   fmt::print("\nOpenBLAS sgemm 1024^3: {:.1f} GFLOP/s\n", sgemm);
   fmt::print("{:<44} {:>10} {:>12}\n", "prefill (causal, 16 x 128 heads, bf16 K/V)", "GFLOP/s", "of sgemm");
   for (int32_t n : {512, 1024, 2048}) {
-    if (quick && n > 512) break;
+    if (short_only || (quick && n > 512)) break;
     const Shape s{1, n, 16, 16, 128, 16, DType::kBF16};
     const double f = prefill_gflops(s, *flash, reps);
     fmt::print("{:<44} {:>10.1f} {:>11.0f}%\n", fmt::format("cpu_flash prefill {}", n), f, 100.0 * f / sgemm);
@@ -121,6 +158,24 @@ int main(int argc, char** argv) {
       const double r = prefill_gflops(s, *reference, 1);
       fmt::print("{:<44} {:>10.1f} {:>11.0f}%   (flash is {:.1f}x)\n", fmt::format("cpu_reference prefill {}", n), r,
                  100.0 * r / sgemm, f / r);
+    }
+  }
+  // Short contexts, the SmolLM2-135M shape (9 query heads over 3 KV heads of 64): K/V sit in
+  // cache and the arithmetic bounds the time, so an extra row costs about what a decode row does.
+  fmt::print("\n{:<44} {:>10} {:>9} {:>12}\n", "rows at a context's end (9 x 64, GQA 3, bf16)", "GFLOP/s",
+             "of sgemm", "time / 1 row");
+  for (int32_t ctx : {256, 400, 640, 1024}) {
+    if (quick && ctx > 400) break;
+    const Shape s{1, ctx, 9, 3, 64, 16, DType::kBF16};
+    double one = 0;
+    for (int32_t rows : {1, 2, 3, 4, 5, 8}) {
+      const double secs = tail_rows_seconds(s, rows, *flash, reps);
+      if (rows == 1) one = secs;
+      // Row r of R sees ctx - R + r + 1 keys; QK and PV cost 2 flops per (key, dim) each.
+      const double keys = rows * (ctx - rows + 0.5 * (rows + 1.0));
+      const double f = 4.0 * keys * s.q_heads * s.head_dim / secs / 1e9;
+      fmt::print("{:<44} {:>10.1f} {:>8.0f}% {:>12.2f}\n", fmt::format("cpu_flash context {} rows {}", ctx, rows), f,
+                 100.0 * f / sgemm, secs / one);
     }
   }
   return 0;

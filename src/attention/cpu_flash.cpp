@@ -23,9 +23,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "attention/backend.h"
@@ -104,31 +106,140 @@ HWY_INLINE float Dot(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k, int64
   return sum;
 }
 
-// Scores of one query vector against kLanes keys at once: one accumulator per key over the head
-// dimension, then the kLanes accumulators folded into one vector of kLanes sums (lane k = key k)
-// by log2(kLanes) rounds of pairwise adds. A horizontal sum per key costs ~2 log2(kLanes)
-// shuffles and adds; the fold costs ~3 per key in all. keys[k] points at key k's head vector.
+// Blocked paths load a head vector as f32 vectors in "load order": in order for f32 and f16; for
+// bf16, each load of 2N elements gives two vectors, its even elements and then its odd ones (a shift
+// and a mask, where widening them in order costs an unpack and a shift per vector). Queries are
+// permuted to the same order once per task (PermuteQuery); value accumulators stay in load order
+// until they leave the task (StoreInOrder). Vectors per load (one lane: always in order):
 template <typename T>
-HWY_INLINE hn::Vec<hn::ScalableTag<float>> DotBlock(const float* HWY_RESTRICT q, const T* const* keys, int64_t d) {
+constexpr int64_t kLoadGroupVectors = std::is_same_v<T, hwy::bfloat16_t> && HWY_TARGET != HWY_SCALAR ? 2 : 1;
+
+// Vector kHalf of load group g of a head vector (kHalf = 0 where a group is one vector).
+template <int kHalf, class DF, typename T>
+HWY_INLINE hn::Vec<DF> LoadOrderVector(DF df, const T* HWY_RESTRICT p, int64_t g) {
+  const auto lanes = static_cast<int64_t>(hn::Lanes(df));
+  if constexpr (kLoadGroupVectors<T> == 2) {
+    static_assert(std::endian::native == std::endian::little, "bf16 element 2i is the low half of 32-bit lane i");
+    const hn::RebindToUnsigned<DF> du;
+    const hn::Repartition<uint16_t, DF> du16;
+    const auto raw = hn::BitCast(du, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p) + g * 2 * lanes));
+    if constexpr (kHalf == 0) return hn::BitCast(df, hn::ShiftLeft<16>(raw));
+    return hn::BitCast(df, hn::And(raw, hn::Set(du, 0xFFFF0000u)));
+  } else {
+    static_assert(kHalf == 0);
+    return LoadWidened(df, p + g * lanes);
+  }
+}
+
+// out[0..kVec) = vectors v0 .. v0 + kVec of a head vector in load order (v0 and kVec whole groups).
+template <int kVec, class DF, typename T>
+HWY_INLINE void LoadOrderVectors(DF df, const T* HWY_RESTRICT p, int64_t v0, hn::Vec<DF>* out) {
+  constexpr int kG = static_cast<int>(kLoadGroupVectors<T>);
+  static_assert(kVec % kG == 0);
+  for (int v = 0; v < kVec; v += kG) {
+    out[v] = LoadOrderVector<0>(df, p, (v0 + v) / kG);
+    if constexpr (kG == 2) out[v + 1] = LoadOrderVector<1>(df, p, (v0 + v) / kG);
+  }
+}
+
+// out[0..d) = q[0..d) in load order.
+template <typename T>
+HWY_INLINE void PermuteQuery(const float* HWY_RESTRICT q, float* HWY_RESTRICT out, int64_t d, int64_t lanes) {
+  if constexpr (kLoadGroupVectors<T> == 2) {
+    for (int64_t g = 0; g < d; g += 2 * lanes)
+      for (int64_t i = 0; i < lanes; ++i) out[g + i] = q[g + 2 * i], out[g + lanes + i] = q[g + 2 * i + 1];
+  } else {
+    std::copy(q, q + d, out);
+  }
+}
+
+// out[0..d) = acc[0..d) (load order) * scale, in element order.
+template <typename T>
+HWY_INLINE void StoreInOrder(const float* HWY_RESTRICT acc, float scale, float* HWY_RESTRICT out, int64_t d, int64_t lanes) {
+  if constexpr (kLoadGroupVectors<T> == 2) {
+    for (int64_t g = 0; g < d; g += 2 * lanes)
+      for (int64_t i = 0; i < lanes; ++i) out[g + 2 * i] = acc[g + i] * scale, out[g + 2 * i + 1] = acc[g + lanes + i] * scale;
+  } else {
+    for (int64_t i = 0; i < d; ++i) out[i] = acc[i] * scale;
+  }
+}
+
+// Query-key pairs one score block serves, each widened key vector feeding all of them (the query
+// heads of a GQA group, the rows of a verification or prefill block): kScorePairs x N / 2
+// accumulators, the pairs' query vectors and a key fit the register file (32 vectors; 16 on
+// 16-register targets).
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+constexpr int kScorePairs = 2;
+#else
+constexpr int kScorePairs = 3;
+#endif
+
+// Scores of kPairs queries (load order) against kKeys = N / 2 keys at once: one accumulator per
+// (pair, key) over the head dimension, then each pair's kKeys accumulators folded into the lower
+// half of one vector (lane k = key k) by pairwise adds: log2(kKeys) rounds, then one of the vector
+// with itself. out[p][k] = scale * q_p . key_k. keys[k] points at key k's head vector.
+template <typename T, int kPairs>
+HWY_INLINE void ScoreBlock(const float* const* HWY_RESTRICT qs, const T* const* keys, int64_t d, float scale,
+                           float* const* out) {
   const hn::ScalableTag<float> df;
   using V = hn::Vec<decltype(df)>;
-  constexpr size_t kLanes = hn::MaxLanes(df);
-  V acc[kLanes];
-  for (size_t k = 0; k < kLanes; ++k) acc[k] = hn::Zero(df);
-  for (int64_t i = 0; i < d; i += static_cast<int64_t>(kLanes)) {
-    const V qv = hn::LoadU(df, q + i);
-    for (size_t k = 0; k < kLanes; ++k) acc[k] = hn::MulAdd(qv, LoadWidened(df, keys[k] + i), acc[k]);
+#if HWY_TARGET == HWY_SCALAR  // one lane: a key per block, nothing to fold
+  for (int p = 0; p < kPairs; ++p) {
+    V acc = hn::Zero(df);
+    for (int64_t i = 0; i < d; ++i) acc = hn::MulAdd(hn::LoadU(df, qs[p] + i), LoadOrderVector<0>(df, keys[0], i), acc);
+    out[p][0] = hn::GetLane(acc) * scale;
   }
-  // Each round: the lower half of P(a, b) holds a's adjacent-pair sums, the upper half b's, so
-  // after the last round lane k is the sum of acc[k].
-#if HWY_TARGET != HWY_SCALAR  // one lane: nothing to fold
-  for (size_t n = kLanes; n > 1; n /= 2) {
-    for (size_t k = 0; k < n / 2; ++k) {
-      acc[k] = hn::Add(hn::ConcatEven(df, acc[2 * k + 1], acc[2 * k]), hn::ConcatOdd(df, acc[2 * k + 1], acc[2 * k]));
+#else
+  constexpr size_t kLanes = hn::MaxLanes(df);
+  constexpr size_t kKeys = kLanes / 2;
+  const auto lanes = static_cast<int64_t>(kLanes);
+  V acc[kPairs][kKeys];
+  for (int p = 0; p < kPairs; ++p)
+    for (size_t k = 0; k < kKeys; ++k) acc[p][k] = hn::Zero(df);
+  constexpr int64_t kG = kLoadGroupVectors<T>;
+  // Half kHalf of every load group: each key vector is widened once for all the pairs.
+  auto half = [&](auto kHalf) {
+    for (int64_t g = 0; g * kG * lanes < d; ++g) {
+      V qv[kPairs];
+      for (int p = 0; p < kPairs; ++p) qv[p] = hn::LoadU(df, qs[p] + (g * kG + kHalf()) * lanes);
+      for (size_t k = 0; k < kKeys; ++k) {
+        const V kv = LoadOrderVector<kHalf()>(df, keys[k], g);
+        for (int p = 0; p < kPairs; ++p) acc[p][k] = hn::MulAdd(qv[p], kv, acc[p][k]);
+      }
     }
+  };
+  half(std::integral_constant<int, 0>{});
+  if constexpr (kG == 2) half(std::integral_constant<int, 1>{});
+  // Each round: the lower half of P(a, b) holds a's adjacent-pair sums, the upper half b's.
+  const hn::Half<decltype(df)> dh;
+  for (int p = 0; p < kPairs; ++p) {
+    for (size_t n = kKeys; n > 1; n /= 2) {
+      for (size_t k = 0; k < n / 2; ++k) {
+        acc[p][k] = hn::Add(hn::ConcatEven(df, acc[p][2 * k + 1], acc[p][2 * k]),
+                            hn::ConcatOdd(df, acc[p][2 * k + 1], acc[p][2 * k]));
+      }
+    }
+    // Key k's sum is now split over lanes 2k and 2k + 1.
+    const V sums = hn::Add(hn::ConcatEven(df, acc[p][0], acc[p][0]), hn::ConcatOdd(df, acc[p][0], acc[p][0]));
+    hn::StoreU(hn::LowerHalf(dh, hn::Mul(sums, hn::Set(df, scale))), dh, out[p]);
   }
 #endif
-  return acc[0];
+}
+
+// Keys per score block.
+HWY_INLINE constexpr int64_t ScoreBlockKeys() {
+  const hn::ScalableTag<float> df;
+  return hn::MaxLanes(df) == 1 ? 1 : static_cast<int64_t>(hn::MaxLanes(df) / 2);
+}
+
+// ScoreBlock for `count` <= kScorePairs pairs.
+template <typename T, int kPairs = kScorePairs>
+HWY_INLINE void ScoreBlockUpTo(int64_t count, const float* const* qs, const T* const* keys, int64_t d, float scale,
+                               float* const* out) {
+  if constexpr (kPairs >= 1) {
+    if (count == kPairs) return ScoreBlock<T, kPairs>(qs, keys, d, scale, out);
+    ScoreBlockUpTo<T, kPairs - 1>(count, qs, keys, d, scale, out);
+  }
 }
 
 // acc[0..d) *= alpha
@@ -178,7 +289,7 @@ HWY_INLINE void AccumulateValues(const float* HWY_RESTRICT scores, const int64_t
     for (int v = 0; v < kVec; ++v) a[p][v] = hn::LoadU(df, acc + prs[p] * d + off + v * lanes);
   for (int64_t j = j0; j < n; ++j) {
     V vals[kVec];
-    for (int v = 0; v < kVec; ++v) vals[v] = LoadWidened(df, values[j] + off + v * lanes);
+    LoadOrderVectors<kVec>(df, values[j], off / lanes, vals);
     for (int p = 0; p < kPairs; ++p) {
       const V w = hn::Set(df, scores[prs[p] * kTile + j]);
       for (int v = 0; v < kVec; ++v) a[p][v] = hn::MulAdd(w, vals[v], a[p][v]);
@@ -197,11 +308,10 @@ HWY_INLINE void AccumulateValuesPairs(const float* scores, const int64_t* prs, c
   int64_t v0 = 0;
   for (; v0 + kVVectors <= vectors; v0 += kVVectors)
     AccumulateValues<T, kPairs, kVVectors>(scores, prs, values, j0, n, v0 * lanes, acc, d);
-  switch (vectors - v0) {
-    case 3: return AccumulateValues<T, kPairs, 3>(scores, prs, values, j0, n, v0 * lanes, acc, d);
-    case 2: return AccumulateValues<T, kPairs, 2>(scores, prs, values, j0, n, v0 * lanes, acc, d);
-    case 1: return AccumulateValues<T, kPairs, 1>(scores, prs, values, j0, n, v0 * lanes, acc, d);
-    default: return;
+  if (vectors - v0 == 2) return AccumulateValues<T, kPairs, 2>(scores, prs, values, j0, n, v0 * lanes, acc, d);
+  if constexpr (kLoadGroupVectors<T> == 1) {  // bf16 heads are whole groups: an even count
+    if (vectors - v0 == 3) return AccumulateValues<T, kPairs, 3>(scores, prs, values, j0, n, v0 * lanes, acc, d);
+    if (vectors - v0 == 1) return AccumulateValues<T, kPairs, 1>(scores, prs, values, j0, n, v0 * lanes, acc, d);
   }
 }
 
@@ -264,12 +374,26 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   s.m.assign(static_cast<size_t>(pairs), -INFINITY);
   s.l.assign(static_cast<size_t>(pairs), 0.0f);
   const float* q = p.q + task.row_begin * q_heads * d;  // pairs are contiguous query vectors
+  // Blocked scores (ScoreBlock) and values (AccumulateValues), with queries and value accumulators
+  // in load order, where whole load groups tile the head and score blocks the tile; the per-key
+  // dot product otherwise. The choice depends on the shape only, so every row of a model takes the
+  // same one, alone or batched.
+  const bool blocked = d % (lanes * kLoadGroupVectors<T>) == 0 && kTile % ScoreBlockKeys() == 0 && lanes <= 16;
+  if (blocked) {
+    s.q.resize(static_cast<size_t>(pairs * d));
+    for (const int64_t pr : task_pairs) PermuteQuery<T>(q + pr * d, s.q.data() + pr * d, d, lanes);
+  }
   const int64_t key_end = std::min(task.key_end, first_row_pos + rows);  // nothing past the last row's limit
   // A packed task whose last row sees more than kSplitTokens keys: rows that long keep one state
   // per range of kSplitTokens keys, as a split single-query row does (see the file comment).
   const bool ranged = partial == nullptr && first_row_pos + rows > flash::kSplitTokens;
   const int64_t pair_stride = d + 2;
   int64_t ranges = 0;
+  // acc[pr] in element order, times `scale`, to dst.
+  auto emit = [&](int64_t pr, float scale, float* dst) {
+    if (blocked) return StoreInOrder<T>(s.acc.data() + pr * d, scale, dst, d, lanes);
+    for (int64_t i = 0; i < d; ++i) dst[i] = s.acc[pr * d + i] * scale;
+  };
   // Saves the state of every pair whose row is longer than kSplitTokens as range `ranges`, and
   // starts those pairs afresh.
   auto close_range = [&] {
@@ -279,7 +403,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       float* dst = s.parts.data() + (ranges * pairs + pr) * pair_stride;
       dst[0] = s.m[pr];
       dst[1] = s.l[pr];
-      std::copy(s.acc.begin() + pr * d, s.acc.begin() + (pr + 1) * d, dst + 2);
+      emit(pr, 1.0f, dst + 2);
       s.m[pr] = -INFINITY;
       s.l[pr] = 0.0f;
       std::fill(s.acc.begin() + pr * d, s.acc.begin() + (pr + 1) * d, 0.0f);
@@ -287,10 +411,6 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
     ++ranges;
   };
   KeyCursor kc(p.k, table, task.key_begin), vc(p.v, table, task.key_begin);
-  // Blocked scores (DotBlock) where whole vectors tile the head and the tile; the per-key dot
-  // product otherwise. The choice depends on the shape only, so every row of a model takes the
-  // same one, alone or batched.
-  const bool blocked = d % lanes == 0 && kTile % lanes == 0 && lanes <= 16;
   const size_t zero_floats = static_cast<size_t>(d) * sizeof(T) / sizeof(float) + 1;
   if (s.zeros.size() < zero_floats) s.zeros.assign(zero_floats, 0.0f);  // never written: grown once
   const T* zeros = reinterpret_cast<const T*>(s.zeros.data());
@@ -302,9 +422,10 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
     auto visible = [&](int64_t pr) { return std::clamp<int64_t>(first_row_pos + pr / q_heads - t0 + 1, 0, tn); };
     // Scores. One token's K for every head is contiguous, so keys are read sequentially.
     if (blocked) {
-      // kLanes keys at a time, head by head. Blocks a pair does not see are not computed:
-      // their scores are -inf whatever they would hold. (Widening a head's keys to f32 once for
-      // all its pairs was measured slower: the stores cost more than the widening they save.)
+      // ScoreBlockKeys() keys and up to kScorePairs pairs of one KV head at a time, each key vector
+      // widened once for the group. Blocks no pair of a group sees are not computed; keys a pair
+      // does not see score -inf whatever they hold. (Widening a head's keys to f32 once for all
+      // its pairs, into memory, was measured slower: the stores cost more than they saved.)
       const T* tokens[kTile];
       for (int64_t j = 0; j < tn; ++j, kc.advance()) tokens[j] = kbase + kc.offset();
       // The tile's V rows (the task's heads) are asked for now, to arrive while the scores are
@@ -321,12 +442,22 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
         const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
         const T* keys[kTile];  // past the tile's end: a zero key
         for (int64_t j = 0; j < kTile; ++j) keys[j] = j < tn ? tokens[j] + h * p.k.head_stride : zeros;
-        for (int64_t i = 0; i < per_head; ++i) {
-          const int64_t pr = head_pairs[i], seen = visible(pr);
-          float* sc = s.scores.data() + pr * kTile;
-          for (int64_t j0 = 0; j0 < seen; j0 += lanes)
-            hn::StoreU(hn::Mul(DotBlock(q + pr * d, keys + j0, d), hn::Set(df, scale)), df, sc + j0);
-          for (int64_t j = seen; j < kTile; ++j) sc[j] = -INFINITY;
+        constexpr int64_t kKeys = ScoreBlockKeys();
+        for (int64_t i = 0; i < per_head; i += kScorePairs) {
+          const int64_t count = std::min<int64_t>(kScorePairs, per_head - i);
+          const float* qs[kScorePairs];
+          float* outs[kScorePairs];
+          for (int64_t k = 0; k < count; ++k) qs[k] = s.q.data() + head_pairs[i + k] * d;
+          // Rows ascend within a head: the group's last pair sees the most keys.
+          const int64_t seen = visible(head_pairs[i + count - 1]);
+          for (int64_t j0 = 0; j0 < seen; j0 += kKeys) {
+            for (int64_t k = 0; k < count; ++k) outs[k] = s.scores.data() + head_pairs[i + k] * kTile + j0;
+            ScoreBlockUpTo<T>(count, qs, keys + j0, d, scale, outs);
+          }
+          for (int64_t k = i; k < i + count; ++k) {
+            float* sc = s.scores.data() + head_pairs[k] * kTile;
+            std::fill(sc + visible(head_pairs[k]), sc + kTile, -INFINITY);
+          }
         }
       }
     } else {
@@ -355,14 +486,17 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       const float alpha = s.m[pr] == -INFINITY ? 0.0f : std::exp(s.m[pr] - m_new);
       const auto vmax = hn::Set(df, m_new);
       const auto floor = hn::Set(df, -87.0f);  // exp underflows to ~0 below this; keeps Exp in range
+      // The tile's weights summed lane-wise, then across lanes: one fixed order whatever the
+      // batch (masked keys and keys past the tile's end weigh exactly 0).
+      auto vsum = hn::Zero(df);
       for (int64_t j = 0; j < kTile; j += lanes) {
         const auto x = hn::LoadU(df, sc + j);
         const auto valid = hn::Ne(x, hn::Set(df, -INFINITY));
-        hn::StoreU(hn::IfThenElseZero(valid, hn::Exp(df, hn::Max(hn::Sub(x, vmax), floor))), df, sc + j);
+        const auto w = hn::IfThenElseZero(valid, hn::Exp(df, hn::Max(hn::Sub(x, vmax), floor)));
+        hn::StoreU(w, df, sc + j);
+        vsum = hn::Add(vsum, w);
       }
-      float tile_sum = 0.0f;
-      for (int64_t j = 0; j < tn; ++j) tile_sum += sc[j];
-      s.l[pr] = s.l[pr] * alpha + tile_sum;
+      s.l[pr] = s.l[pr] * alpha + hn::GetLane(hn::SumOfLanes(df, vsum));
       s.m[pr] = m_new;
       if (alpha != 1.0f) Rescale(s.acc.data() + pr * d, alpha, d);
     }
@@ -402,7 +536,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       float* dst = partial + pr * (d + 2);
       dst[0] = s.m[pr];
       dst[1] = s.l[pr];
-      std::copy(s.acc.begin() + pr * d, s.acc.begin() + (pr + 1) * d, dst + 2);
+      emit(pr, 1.0f, dst + 2);
     }
     return;
   }
@@ -413,8 +547,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       flash::merge_partials(s.parts.data() + pr * pair_stride, ranges, pairs * pair_stride, d, out + pr * d);
       continue;
     }
-    const float inv = 1.0f / s.l[pr];
-    for (int64_t i = 0; i < d; ++i) out[pr * d + i] = s.acc[pr * d + i] * inv;
+    emit(pr, 1.0f / s.l[pr], out + pr * d);
   }
 }
 
@@ -484,6 +617,8 @@ class CpuFlashBackend final : public AttentionBackend {
     // Fewer tasks than threads (a lone decode row short of a split, one verification): each is
     // split by query heads too, which changes no result. Query-head boundaries, not KV-head
     // ones: SmolLM2's 9 heads over 2 threads go 4 + 5 (reading one KV head twice) instead of 3 + 6.
+    // (Splitting a few uneven 256-key ranges by KV heads as well, to even the threads' shares,
+    // measured no gain: the tasks' fixed costs ate it.)
     const auto threads = static_cast<size_t>(omp_get_max_threads());
     if (worth_threads && !tasks_.empty() && tasks_.size() < threads) {
       const auto ways = static_cast<int64_t>(std::min<size_t>(p.num_q_heads, (threads + tasks_.size() - 1) / tasks_.size()));
