@@ -82,6 +82,17 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L
   } else {
     const DU8 du8;
     const auto b = hn::PromoteTo(du, hn::LoadU(du8, blk + l.nibbles + (c / 2) * kPanel + L));
+#if HWY_TARGET <= HWY_AVX3
+    if constexpr (Tr::kBits == 4 && kLanes == 16) {
+      // vpermps reads only the low 4 bits of each index: a nibble picks its own f32 value (the
+      // offset included) from a 16-lane table, with no mask, offset or conversion (one shuffle
+      // instead of a mask, a convert and a subtract; the same values, so the same bits).
+      const VF table = hn::Iota(df, -Tr::kQOffset);
+      q0 = VF{_mm512_permutexvar_ps(b.raw, table.raw)};
+      q1 = VF{_mm512_permutexvar_ps(hn::ShiftRight<4>(b).raw, table.raw)};
+      return;
+    }
+#endif
     auto lo = hn::And(b, hn::Set(du, 15u));
     auto hi = hn::ShiftRight<4>(b);
     if constexpr (Tr::kBits == 5) {
