@@ -142,15 +142,10 @@ HWY_INLINE void LoadOrderVectors(DF df, const T* HWY_RESTRICT p, int64_t v0, hn:
   }
 }
 
-// out[0..d) = q[0..d) in load order.
-template <typename T>
+// out[0..d) = q[0..d) in bf16's load order.
 HWY_INLINE void PermuteQuery(const float* HWY_RESTRICT q, float* HWY_RESTRICT out, int64_t d, int64_t lanes) {
-  if constexpr (kLoadGroupVectors<T> == 2) {
-    for (int64_t g = 0; g < d; g += 2 * lanes)
-      for (int64_t i = 0; i < lanes; ++i) out[g + i] = q[g + 2 * i], out[g + lanes + i] = q[g + 2 * i + 1];
-  } else {
-    std::copy(q, q + d, out);
-  }
+  for (int64_t g = 0; g < d; g += 2 * lanes)
+    for (int64_t i = 0; i < lanes; ++i) out[g + i] = q[g + 2 * i], out[g + lanes + i] = q[g + 2 * i + 1];
 }
 
 // out[0..d) = acc[0..d) (load order) * scale, in element order.
@@ -376,12 +371,15 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   const float* q = p.q + task.row_begin * q_heads * d;  // pairs are contiguous query vectors
   // Blocked scores (ScoreBlock) and values (AccumulateValues), with queries and value accumulators
   // in load order, where whole load groups tile the head and score blocks the tile; the per-key
-  // dot product otherwise. The choice depends on the shape only, so every row of a model takes the
-  // same one, alone or batched.
+  // dot product otherwise (bf16 heads of an odd number of vectors — 80 or 112 on AVX-512 — too,
+  // until a trailing in-order vector is supported). The choice depends on the shape only, so every
+  // row of a model takes the same one, alone or batched.
   const bool blocked = d % (lanes * kLoadGroupVectors<T>) == 0 && kTile % ScoreBlockKeys() == 0 && lanes <= 16;
-  if (blocked) {
+  const float* q_load_order = q;  // the task's queries in load order (blocked path)
+  if (blocked && kLoadGroupVectors<T> == 2) {
     s.q.resize(static_cast<size_t>(pairs * d));
-    for (const int64_t pr : task_pairs) PermuteQuery<T>(q + pr * d, s.q.data() + pr * d, d, lanes);
+    for (const int64_t pr : task_pairs) PermuteQuery(q + pr * d, s.q.data() + pr * d, d, lanes);
+    q_load_order = s.q.data();
   }
   const int64_t key_end = std::min(task.key_end, first_row_pos + rows);  // nothing past the last row's limit
   // A packed task whose last row sees more than kSplitTokens keys: rows that long keep one state
@@ -390,9 +388,9 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   const int64_t pair_stride = d + 2;
   int64_t ranges = 0;
   // acc[pr] in element order, times `scale`, to dst.
-  auto emit = [&](int64_t pr, float scale, float* dst) {
-    if (blocked) return StoreInOrder<T>(s.acc.data() + pr * d, scale, dst, d, lanes);
-    for (int64_t i = 0; i < d; ++i) dst[i] = s.acc[pr * d + i] * scale;
+  auto emit = [&](int64_t pr, float factor, float* dst) {
+    if (blocked) return StoreInOrder<T>(s.acc.data() + pr * d, factor, dst, d, lanes);
+    for (int64_t i = 0; i < d; ++i) dst[i] = s.acc[pr * d + i] * factor;
   };
   // Saves the state of every pair whose row is longer than kSplitTokens as range `ranges`, and
   // starts those pairs afresh.
@@ -447,7 +445,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
           const int64_t count = std::min<int64_t>(kScorePairs, per_head - i);
           const float* qs[kScorePairs];
           float* outs[kScorePairs];
-          for (int64_t k = 0; k < count; ++k) qs[k] = s.q.data() + head_pairs[i + k] * d;
+          for (int64_t k = 0; k < count; ++k) qs[k] = q_load_order + head_pairs[i + k] * d;
           // Rows ascend within a head: the group's last pair sees the most keys.
           const int64_t seen = visible(head_pairs[i + count - 1]);
           for (int64_t j0 = 0; j0 < seen; j0 += kKeys) {

@@ -311,47 +311,57 @@ inline void check_packed_bit_equal_per_row(AttentionBackend& backend) {
   }
 }
 
-// A key a row may not see contributes nothing, whatever V holds there: an Inf in the V of a
-// sequence's second-to-last key (seen by its last two rows only) leaves every earlier row of the
-// packed call finite and bit-identical to the row alone (0 · Inf would be NaN). cpu_flash groups
-// the (row, head) pairs of a KV head four at a time: with 3 query heads per KV head, rows 2 and 3
-// share a group.
+// A key a row may not see contributes nothing, whatever K and V hold there: a NaN in the K and an
+// Inf in the V of a sequence's second-to-last key (seen by its last two rows only) leave every
+// earlier row of the packed call finite and bit-identical to the row alone (0 · Inf would be NaN,
+// and so would a NaN score that escaped the mask). cpu_flash groups the (row, head) pairs of a KV
+// head four at a time for values (with 3 query heads per KV head, rows 2 and 3 share a group) and
+// three at a time for scores (with 1, rows 0-2 and 3-4 do).
 inline void check_masked_values_do_not_leak(AttentionBackend& backend) {
-  std::mt19937 rng(29);
-  const int32_t d = 64, kvh = 2, q_heads = 6, bs = 16, blocks = 16, width = 8;
-  PagedPools pools(DType::kBF16, blocks, bs, kvh, d, rng);
-  const std::vector<int32_t> lengths = {100};
-  const int32_t rows = 5;
-  std::vector<int32_t> tables = random_tables(lengths, bs, blocks, width, 0, rng);
-  const int32_t key = lengths[0] - 2;
-  const int64_t at = tables[static_cast<size_t>(key / bs)] * pools.v.block_stride + (key % bs) * pools.v.token_stride;
-  for (int64_t e = 0; e < kvh * d; ++e) pools.vh[static_cast<size_t>(at + e)] = 0x7F80;  // +Inf in bf16
-  std::vector<float> q(static_cast<size_t>(rows * q_heads * d));
-  std::normal_distribution<float> dist;
-  for (float& x : q) x = dist(rng);
-  std::vector<float> packed(q.size()), alone(static_cast<size_t>(q_heads * d));
-  const std::vector<int32_t> cu = {0, rows};
-  for (const int threads : kCheckedThreadCounts) {
-    const OmpThreads scope(threads);
-    AttentionParams p =
-        paged_params(pools, q.data(), packed.data(), rows, q_heads, tables.data(), width, lengths.data(), 1);
-    p.cu_seqlens_q = cu.data();
-    p.max_seqlen_q = rows;
-    ASSERT_TRUE(run_attention(backend, p).ok());
-    for (int32_t j = 0; j + 2 < rows; ++j) {
-      const int32_t len = lengths[0] - rows + j + 1;
-      AttentionParams one = p;
-      one.q = q.data() + static_cast<size_t>(j) * q_heads * d;
-      one.out = alone.data();
-      one.rows = 1;
-      one.context_lengths = &len;
-      one.cu_seqlens_q = nullptr;
-      one.max_seqlen_q = 1;
-      ASSERT_TRUE(run_attention(backend, one).ok());
-      for (int64_t e = 0; e < q_heads * d; ++e) {
-        const float x = packed[static_cast<size_t>(j) * q_heads * d + e];
-        ASSERT_TRUE(std::isfinite(x)) << threads << " threads, row " << j << ", element " << e;
-        ASSERT_EQ(alone[static_cast<size_t>(e)], x) << threads << " threads, row " << j << ", element " << e;
+  // GQA 3 (a row's query heads of a KV head fill a score group) and 1 (groups mix rows, so the
+  // poisoned key is scored for rows that may not see it, then masked).
+  for (const int32_t q_heads : {6, 2}) {
+    std::mt19937 rng(29);
+    const int32_t d = 64, kvh = 2, bs = 16, blocks = 16, width = 8;
+    PagedPools pools(DType::kBF16, blocks, bs, kvh, d, rng);
+    const std::vector<int32_t> lengths = {100};
+    const int32_t rows = 5;
+    std::vector<int32_t> tables = random_tables(lengths, bs, blocks, width, 0, rng);
+    const int32_t key = lengths[0] - 2;
+    const int64_t at = tables[static_cast<size_t>(key / bs)] * pools.v.block_stride + (key % bs) * pools.v.token_stride;
+    for (int64_t e = 0; e < kvh * d; ++e) {
+      pools.vh[static_cast<size_t>(at + e)] = 0x7F80;  // +Inf in bf16
+      pools.kh[static_cast<size_t>(at + e)] = 0x7FC0;  // NaN in bf16
+    }
+    std::vector<float> q(static_cast<size_t>(rows * q_heads * d));
+    std::normal_distribution<float> dist;
+    for (float& x : q) x = dist(rng);
+    std::vector<float> packed(q.size()), alone(static_cast<size_t>(q_heads * d));
+    const std::vector<int32_t> cu = {0, rows};
+    for (const int threads : kCheckedThreadCounts) {
+      const OmpThreads scope(threads);
+      AttentionParams p =
+          paged_params(pools, q.data(), packed.data(), rows, q_heads, tables.data(), width, lengths.data(), 1);
+      p.cu_seqlens_q = cu.data();
+      p.max_seqlen_q = rows;
+      ASSERT_TRUE(run_attention(backend, p).ok());
+      for (int32_t j = 0; j + 2 < rows; ++j) {
+        const int32_t len = lengths[0] - rows + j + 1;
+        AttentionParams one = p;
+        one.q = q.data() + static_cast<size_t>(j) * q_heads * d;
+        one.out = alone.data();
+        one.rows = 1;
+        one.context_lengths = &len;
+        one.cu_seqlens_q = nullptr;
+        one.max_seqlen_q = 1;
+        ASSERT_TRUE(run_attention(backend, one).ok());
+        for (int64_t e = 0; e < q_heads * d; ++e) {
+          const float x = packed[static_cast<size_t>(j) * q_heads * d + e];
+          ASSERT_TRUE(std::isfinite(x)) << q_heads << " query heads, " << threads << " threads, row " << j
+                                        << ", element " << e;
+          ASSERT_EQ(alone[static_cast<size_t>(e)], x)
+              << q_heads << " query heads, " << threads << " threads, row " << j << ", element " << e;
+        }
       }
     }
   }
