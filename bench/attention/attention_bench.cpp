@@ -47,45 +47,44 @@ DecodeResult decode_vs_copy(const Shape& s, AttentionBackend& backend, int reps)
   for (int32_t q = 0; q < s.seqs; ++q)
     for (int32_t b = 0; b < width; ++b) tables[q * width + b] = q * width + b;
   std::vector<float> q(static_cast<size_t>(s.seqs) * s.q_heads * s.head_dim, 0.1f), out(q.size());
-  AttentionParams p;
-  p.q = q.data();
-  p.out = out.data();
-  p.rows = p.num_seqs = s.seqs;
-  p.num_q_heads = s.q_heads;
-  p.k = pools.k;
-  p.v = pools.v;
-  p.block_tables = tables.data();
-  p.table_width = width;
-  p.context_lengths = lengths.data();
+  const AttentionParams p = testing::paged_params(pools, q.data(), out.data(), s.seqs, s.q_heads, tables.data(), width,
+                                                  lengths.data(), s.seqs);
   const double bytes = 2.0 * s.seqs * s.context * s.kv_heads * s.head_dim * static_cast<double>(dtype_size(s.dtype));
   (void)run_attention(backend, p);  // warm-up
   const bench::VersusCopy r = bench::median_versus_copy(reps, bytes, [&] { (void)run_attention(backend, p); });
   return {r.gbs, r.ratio};
 }
 
+// One sequence of `context` tokens with `rows` packed query rows at its end (rows = context: a
+// full causal prefill), ready to run. Its parameters point into it: built in place, never moved.
+struct TailRows {
+  std::mt19937 rng;
+  testing::PagedPools pools;
+  std::vector<int32_t> lengths, tables, cu;
+  std::vector<float> q, out;
+  AttentionParams p;
+
+  TailRows(const Shape& s, int32_t rows, uint32_t seed)
+      : rng(seed),
+        pools(s.dtype, (s.context + s.block_size - 1) / s.block_size, s.block_size, s.kv_heads, s.head_dim, rng),
+        lengths{s.context},
+        cu{0, rows},
+        q(static_cast<size_t>(rows) * s.q_heads * s.head_dim, 0.1f),
+        out(q.size()) {
+    const int32_t width = (s.context + s.block_size - 1) / s.block_size;
+    tables = testing::random_tables(lengths, s.block_size, width, width, -1, rng);
+    p = testing::paged_params(pools, q.data(), out.data(), rows, s.q_heads, tables.data(), width, lengths.data(), 1);
+    p.cu_seqlens_q = cu.data();
+    p.max_seqlen_q = rows;
+  }
+  TailRows(const TailRows&) = delete;
+  TailRows& operator=(const TailRows&) = delete;
+};
+
 // One packed sequence of `context` query rows over its own context (a full causal prefill).
 double prefill_gflops(const Shape& s, AttentionBackend& backend, int reps) {
-  std::mt19937 rng(2);
-  const int32_t width = (s.context + s.block_size - 1) / s.block_size;
-  testing::PagedPools pools(s.dtype, width, s.block_size, s.kv_heads, s.head_dim, rng);
-  std::vector<int32_t> lengths = {s.context};
-  std::vector<int32_t> tables = testing::random_tables(lengths, s.block_size, width, width, -1, rng);
-  std::vector<int32_t> cu = {0, s.context};
-  std::vector<float> q(static_cast<size_t>(s.context) * s.q_heads * s.head_dim, 0.1f), out(q.size());
-  AttentionParams p;
-  p.q = q.data();
-  p.out = out.data();
-  p.rows = s.context;
-  p.num_seqs = 1;
-  p.num_q_heads = s.q_heads;
-  p.k = pools.k;
-  p.v = pools.v;
-  p.block_tables = tables.data();
-  p.table_width = width;
-  p.context_lengths = lengths.data();
-  p.cu_seqlens_q = cu.data();
-  p.max_seqlen_q = s.context;
-  const double secs = bench::best_seconds(reps, [&] { (void)run_attention(backend, p); });
+  TailRows call(s, s.context, 2);
+  const double secs = bench::best_seconds(reps, [&] { (void)run_attention(backend, call.p); });
   // Causal: query j attends to j + 1 keys; QK and PV cost 2 flops per (key, dim) each.
   const double pairs = 0.5 * s.context * (s.context + 1.0);
   return 4.0 * pairs * s.head_dim * s.q_heads / secs / 1e9;
@@ -94,29 +93,10 @@ double prefill_gflops(const Shape& s, AttentionBackend& backend, int reps) {
 // `rows` query rows at the end of one sequence of `context` tokens (a speculative verification
 // of rows - 1 drafts, or a decode row when rows = 1): seconds per call.
 double tail_rows_seconds(const Shape& s, int32_t rows, AttentionBackend& backend, int reps) {
-  std::mt19937 rng(3);
-  const int32_t width = (s.context + s.block_size - 1) / s.block_size;
-  testing::PagedPools pools(s.dtype, width, s.block_size, s.kv_heads, s.head_dim, rng);
-  std::vector<int32_t> lengths = {s.context};
-  std::vector<int32_t> tables = testing::random_tables(lengths, s.block_size, width, width, -1, rng);
-  std::vector<int32_t> cu = {0, rows};
-  std::vector<float> q(static_cast<size_t>(rows) * s.q_heads * s.head_dim, 0.1f), out(q.size());
-  AttentionParams p;
-  p.q = q.data();
-  p.out = out.data();
-  p.rows = rows;
-  p.num_seqs = 1;
-  p.num_q_heads = s.q_heads;
-  p.k = pools.k;
-  p.v = pools.v;
-  p.block_tables = tables.data();
-  p.table_width = width;
-  p.context_lengths = lengths.data();
-  p.cu_seqlens_q = cu.data();
-  p.max_seqlen_q = rows;
+  TailRows call(s, rows, 3);
   constexpr int kCalls = 200;  // a call takes microseconds: time many
   return bench::best_seconds(reps, [&] {
-           for (int i = 0; i < kCalls; ++i) (void)run_attention(backend, p);
+           for (int i = 0; i < kCalls; ++i) (void)run_attention(backend, call.p);
          }) /
          kCalls;
 }

@@ -53,24 +53,6 @@ struct LowPrecisionPrefill {
   }
 };
 
-// A call over `pools` for `num_seqs` sequences (single-query rows until cu_seqlens_q is set).
-inline AttentionParams paged_params(const PagedPools& pools, const float* q, float* out,
-                                    int64_t rows, int32_t q_heads, const int32_t* tables,
-                                    int32_t width, const int32_t* lengths, int64_t num_seqs) {
-  AttentionParams p;
-  p.q = q;
-  p.out = out;
-  p.rows = rows;
-  p.num_q_heads = q_heads;
-  p.k = pools.k;
-  p.v = pools.v;
-  p.block_tables = tables;
-  p.table_width = width;
-  p.context_lengths = lengths;
-  p.num_seqs = num_seqs;
-  return p;
-}
-
 // `inspect`, when given, sees the call (host pointers) before the backend runs it.
 inline float run_case(const Case& c, uint32_t seed, AttentionBackend& backend,
                       const std::function<void(const AttentionParams&)>& inspect = nullptr) {

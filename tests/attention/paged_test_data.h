@@ -69,4 +69,22 @@ inline std::vector<int32_t> random_tables(const std::vector<int32_t>& lengths, i
   return tables;
 }
 
+// A call over `pools` for `num_seqs` sequences (single-query rows until cu_seqlens_q is set).
+inline AttentionParams paged_params(const PagedPools& pools, const float* q, float* out,
+                                    int64_t rows, int32_t q_heads, const int32_t* tables,
+                                    int32_t width, const int32_t* lengths, int64_t num_seqs) {
+  AttentionParams p;
+  p.q = q;
+  p.out = out;
+  p.rows = rows;
+  p.num_q_heads = q_heads;
+  p.k = pools.k;
+  p.v = pools.v;
+  p.block_tables = tables;
+  p.table_width = width;
+  p.context_lengths = lengths;
+  p.num_seqs = num_seqs;
+  return p;
+}
+
 }  // namespace rlt::attention::testing
