@@ -148,15 +148,10 @@ HWY_INLINE void PermuteQuery(const float* HWY_RESTRICT q, float* HWY_RESTRICT ou
     for (int64_t i = 0; i < lanes; ++i) out[g + i] = q[g + 2 * i], out[g + lanes + i] = q[g + 2 * i + 1];
 }
 
-// out[0..d) = acc[0..d) (load order) * scale, in element order.
-template <typename T>
+// out[0..d) = acc[0..d) (bf16's load order) * scale, in element order.
 HWY_INLINE void StoreInOrder(const float* HWY_RESTRICT acc, float scale, float* HWY_RESTRICT out, int64_t d, int64_t lanes) {
-  if constexpr (kLoadGroupVectors<T> == 2) {
-    for (int64_t g = 0; g < d; g += 2 * lanes)
-      for (int64_t i = 0; i < lanes; ++i) out[g + 2 * i] = acc[g + i] * scale, out[g + 2 * i + 1] = acc[g + lanes + i] * scale;
-  } else {
-    for (int64_t i = 0; i < d; ++i) out[i] = acc[i] * scale;
-  }
+  for (int64_t g = 0; g < d; g += 2 * lanes)
+    for (int64_t i = 0; i < lanes; ++i) out[g + 2 * i] = acc[g + i] * scale, out[g + 2 * i + 1] = acc[g + lanes + i] * scale;
 }
 
 // Query-key pairs one score block serves, each widened key vector feeding all of them (the query
@@ -375,8 +370,10 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   // until a trailing in-order vector is supported). The choice depends on the shape only, so every
   // row of a model takes the same one, alone or batched.
   const bool blocked = d % (lanes * kLoadGroupVectors<T>) == 0 && kTile % ScoreBlockKeys() == 0 && lanes <= 16;
+  // Queries and value accumulators differ from element order (bf16 on the blocked path).
+  const bool load_order = blocked && kLoadGroupVectors<T> == 2;
   const float* q_load_order = q;  // the task's queries in load order (blocked path)
-  if (blocked && kLoadGroupVectors<T> == 2) {
+  if (load_order) {
     s.q.resize(static_cast<size_t>(pairs * d));
     for (const int64_t pr : task_pairs) PermuteQuery(q + pr * d, s.q.data() + pr * d, d, lanes);
     q_load_order = s.q.data();
@@ -389,7 +386,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   int64_t ranges = 0;
   // acc[pr] in element order, times `scale`, to dst.
   auto emit = [&](int64_t pr, float factor, float* dst) {
-    if (blocked) return StoreInOrder<T>(s.acc.data() + pr * d, factor, dst, d, lanes);
+    if (load_order) return StoreInOrder(s.acc.data() + pr * d, factor, dst, d, lanes);
     for (int64_t i = 0; i < d; ++i) dst[i] = s.acc[pr * d + i] * factor;
   };
   // Saves the state of every pair whose row is longer than kSplitTokens as range `ranges`, and

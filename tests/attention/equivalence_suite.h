@@ -226,6 +226,21 @@ class OmpThreads {
 // Thread counts the bit-identity checks run at: one task per thread and fewer or more tasks.
 inline constexpr int kCheckedThreadCounts[] = {1, 2, 3, 8};
 
+// The query row at `q` run alone (decode) over the first `len` keys of the sequence whose table
+// starts at `table`, with the pools and heads of the packed call `p`, into `out`.
+inline Status run_row_alone(AttentionBackend& backend, const AttentionParams& p, const float* q,
+                            const int32_t* table, const int32_t& len, float* out) {
+  AttentionParams one = p;
+  one.q = q;
+  one.out = out;
+  one.rows = one.num_seqs = 1;
+  one.block_tables = table;
+  one.context_lengths = &len;
+  one.cu_seqlens_q = nullptr;
+  one.max_seqlen_q = 1;
+  return run_attention(backend, one);
+}
+
 // Declared `deterministic`, and what speculative verification and chunked prefill rely on: a
 // query row packed with other rows of its sequence is bit-identical to the same row decoded
 // alone, also past the lengths where single-query rows split their keys (cpu_flash: 256) — rows
@@ -268,15 +283,9 @@ inline void check_packed_bit_equal_per_row(AttentionBackend& backend) {
       for (int32_t j = 0; j < n; ++j) {
         const int32_t row = cu[i] + j;
         const int32_t len = lens[i] - n + j + 1;
-        AttentionParams one = p;
-        one.q = pq.data() + static_cast<size_t>(row) * q_heads * d;
-        one.out = alone.data();
-        one.rows = one.num_seqs = 1;
-        one.block_tables = seq_tables.data() + i * width;
-        one.context_lengths = &len;
-        one.cu_seqlens_q = nullptr;
-        one.max_seqlen_q = 1;
-        ASSERT_TRUE(run_attention(backend, one).ok());
+        ASSERT_TRUE(run_row_alone(backend, p, pq.data() + static_cast<size_t>(row) * q_heads * d,
+                                  seq_tables.data() + i * width, len, alone.data())
+                        .ok());
         for (int64_t e = 0; e < q_heads * d; ++e)
           ASSERT_EQ(alone[static_cast<size_t>(e)], packed[static_cast<size_t>(row) * q_heads * d + e])
               << "sequence " << seqs[i] << " row " << j << " (" << len << " keys), element " << e;
@@ -329,14 +338,9 @@ inline void check_masked_values_do_not_leak(AttentionBackend& backend) {
       ASSERT_TRUE(run_attention(backend, p).ok());
       for (int32_t j = 0; j + 2 < rows; ++j) {
         const int32_t len = lengths[0] - rows + j + 1;
-        AttentionParams one = p;
-        one.q = q.data() + static_cast<size_t>(j) * q_heads * d;
-        one.out = alone.data();
-        one.rows = 1;
-        one.context_lengths = &len;
-        one.cu_seqlens_q = nullptr;
-        one.max_seqlen_q = 1;
-        ASSERT_TRUE(run_attention(backend, one).ok());
+        ASSERT_TRUE(
+            run_row_alone(backend, p, q.data() + static_cast<size_t>(j) * q_heads * d, tables.data(), len, alone.data())
+                .ok());
         for (int64_t e = 0; e < q_heads * d; ++e) {
           const float x = packed[static_cast<size_t>(j) * q_heads * d + e];
           ASSERT_TRUE(std::isfinite(x)) << q_heads << " query heads, " << threads << " threads, row " << j
