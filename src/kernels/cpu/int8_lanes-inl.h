@@ -74,6 +74,7 @@ struct Avx2Lanes {
   static HWY_INLINE I WithSignOf(I x, I w) { return _mm256_sign_epi8(x, w); }
 
   static HWY_INLINE void StoreF(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static HWY_INLINE F LoadF(const float* p) { return _mm256_loadu_ps(p); }
   static HWY_INLINE F SetF(float v) { return _mm256_set1_ps(v); }
   static HWY_INLINE F ZeroF() { return _mm256_setzero_ps(); }
   static HWY_INLINE F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
@@ -145,6 +146,7 @@ struct Avx512Lanes {
   }
 
   static HWY_INLINE void StoreF(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static HWY_INLINE F LoadF(const float* p) { return _mm512_loadu_ps(p); }
   static HWY_INLINE F SetF(float v) { return _mm512_set1_ps(v); }
   static HWY_INLINE F ZeroF() { return _mm512_setzero_ps(); }
   static HWY_INLINE F Mul(F a, F b) { return _mm512_mul_ps(a, b); }

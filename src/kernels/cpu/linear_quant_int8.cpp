@@ -221,24 +221,35 @@ HWY_INLINE void GroupEpilogue(const QuantizedActivations& a, int64_t r0, const u
   }
 }
 
-// kR input rows from r0 against vectors v0..v0 + kV of one panel, in the fixed order of
-// linear_quant_int8.h; the sums stay in registers through the blocks and are stored at the end to
-// out[r][slot] (row stride kPanel). With kAheadBytes > 0 (decode: one row, all 64 outputs, so the
-// panel is read front to back) each group prefetches its proportional share of the panel that
-// many bytes on, spread over the group's steps.
+// Which part of the panel a pass prefetches: the `parts` passes over a stretch of blocks (the
+// slices and tiles of a few rows) each take their `part` of every group's share, so the stream
+// from memory is spread over all of the arithmetic.
+struct PrefetchShare {
+  int part = 0, parts = 1;
+};
+
+// kR input rows from r0 against vectors v0..v0 + kV of one panel over blocks b0..b1, in the fixed
+// order of linear_quant_int8.h; the sums stay in registers through the blocks, start from out (a
+// later stretch of the same rows) when `resume`, and are stored to out[r][slot] at the end (row
+// stride kPanel). With kAheadBytes > 0 each group prefetches its share of the panel that many
+// bytes on (its `share` of it), spread over the group's steps.
 template <GgmlType T, int kR, int kV, int64_t kAheadBytes = 0>
 HWY_INLINE void Int8Tile(const QuantizedActivations& a, int64_t r0,
-                         const uint8_t* HWY_RESTRICT panel, int v0, float* HWY_RESTRICT out) {
+                         const uint8_t* HWY_RESTRICT panel, int v0, int64_t b0, int64_t b1,
+                         bool resume, PrefetchShare share, float* HWY_RESTRICT out) {
   constexpr QuantPanelFormat f = Int8Traits<T>::kFormat;
   constexpr int64_t kGroups = f.block_cols / f.group_cols;
   constexpr int64_t kShare = f.block_bytes / kGroups;
   const int64_t k = a.cols;
+  const int64_t part_bytes = (kShare + share.parts - 1) / share.parts,
+                part_at = kAheadBytes + share.part * part_bytes;
   const int8_t* xq[kR];
   for (int r = 0; r < kR; ++r) xq[r] = a.q.data() + (r0 + r) * k;
   F y[kV][kR];
   for (int v = 0; v < kV; ++v)
-    for (int r = 0; r < kR; ++r) y[v][r] = L::ZeroF();
-  for (int64_t b = 0; b < k / f.block_cols; ++b) {
+    for (int r = 0; r < kR; ++r)
+      y[v][r] = resume ? L::LoadF(out + r * kPanel + (v0 + v) * L::kLanes) : L::ZeroF();
+  for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* blk = panel + b * f.block_bytes;
     const int64_t col0 = b * f.block_cols;
     for (int64_t g = 0; g < kGroups; ++g) {
@@ -246,7 +257,7 @@ HWY_INLINE void Int8Tile(const QuantizedActivations& a, int64_t r0,
       const Ahead ahead =
           kAheadBytes == 0
               ? Ahead{}
-              : Ahead{reinterpret_cast<const char*>(blk) + kAheadBytes + g * kShare, kShare};
+              : Ahead{reinterpret_cast<const char*>(blk) + part_at + g * kShare, part_bytes};
       I acc[kR][kV];
       for (int r = 0; r < kR; ++r)
         for (int v = 0; v < kV; ++v) acc[r][v] = L::Zero();
@@ -265,40 +276,94 @@ HWY_INLINE void Int8Tile(const QuantizedActivations& a, int64_t r0,
     for (int r = 0; r < kR; ++r) L::StoreF(out + r * kPanel + (v0 + v) * L::kLanes, y[v][r]);
 }
 
-// Rows share each weight load four at a time (prefill) in slices of two vectors. A batch of 2-7
-// rows (a speculative verification, a decode step of a few requests) goes as one or two tiles of
-// 2-4 rows, never a lone row (which would stream the panel once more), the first of them
-// prefetching the panel from memory as decode does; a single row (decode) takes all 64 outputs
-// at once with the spread prefetch.
+// Rows share each weight load four at a time in slices of two vectors. A batch of 2-31 rows (a
+// speculative verification, a decode step of a few requests) goes as tiles of 2-4 rows, never a
+// lone row, prefetching (Int8FewRows); a single row (decode) takes all 64 outputs at once with
+// the spread prefetch; more rows (prefill) go in blocks of 64 rows, the panel then read from L2.
 constexpr int kTileRows = 4;
-constexpr int64_t kFewRows = 8;
+constexpr int64_t kFewRows = 32;
 constexpr int kTileVectors = L::kTileVectors;
 // Bytes ahead: on the AVX2 EPYC 2–8 KiB measured within noise (8 KiB best for Q6_K); on an AVX-512
 // Xeon, inside the engine's decode, 8 KiB cost 25 % against 1–2 KiB (Ouro-shape Q8_0 3.7 against
 // 5.0 tokens/s, Q4_K 5.3 at 4 KiB against 7.3), so 2 KiB, as the float kernels.
 constexpr int64_t kDecodeAhead = 2048;
+// A few rows do 2-7 times a row's arithmetic per byte, so their prefetches reach further (and
+// are spread over all their passes, Int8FewRows): SmolLM2 Q4_1 linear layers at 4 rows cost 1.38x
+// a row's time at 8 KiB (16 KiB the same) against 1.50-1.77x with the 2 KiB of one row.
+constexpr int64_t kFewRowsAhead = 8192;
+// A few rows' tiles and slices each pass over this many columns of the panel before the next
+// stretch: its bytes (10 KiB of Q4_1, 17 KiB of Q8_0 at 64 outputs) stay in L1 between the passes.
+constexpr int64_t kStretchCols = 256;
 
-// Rows m0 .. m0 + kRows of a panel as one tile, slice by slice, the first slice prefetching the
-// panel if kPrefetch.
-template <GgmlType T, int kRows, bool kPrefetch>
-HWY_INLINE void Int8Rows(const QuantizedActivations& a, int64_t m0, const PackedMatrix& w, int64_t p,
-                         const uint8_t* panel, float* y) {
+// Rows m0 .. m0 + kRows of a panel as one tile, slice by slice, without prefetching (prefill).
+template <GgmlType T, int kRows>
+HWY_INLINE void Int8Rows(const QuantizedActivations& a, int64_t m0, const PackedMatrix& w,
+                         int64_t p, const uint8_t* panel, float* y) {
   alignas(64) float out[kRows][kPanel];
-  Int8Tile<T, kRows, kTileVectors, kPrefetch ? kDecodeAhead : 0>(a, m0, panel, 0, &out[0][0]);
-  for (int v0 = kTileVectors; v0 < kVectors; v0 += kTileVectors)
-    Int8Tile<T, kRows, kTileVectors>(a, m0, panel, v0, &out[0][0]);
+  const int64_t blocks = a.cols / Int8Traits<T>::kFormat.block_cols;
+  for (int v0 = 0; v0 < kVectors; v0 += kTileVectors)
+    Int8Tile<T, kRows, kTileVectors>(a, m0, panel, v0, 0, blocks, false, {}, &out[0][0]);
   store_panel(w, p, &out[0][0], kRows, m0, y);
 }
 
-// Rows r0 .. r0 + rows (0-4) as one tile.
-template <GgmlType T, bool kPrefetch>
-HWY_INLINE void Int8SmallTile(const QuantizedActivations& a, int64_t r0, int64_t rows, const PackedMatrix& w,
-                              int64_t p, const uint8_t* panel, float* y) {
+// One slice of a tile of 2-4 rows over blocks b0..b1 (the few-rows path: prefetching its share).
+template <GgmlType T>
+HWY_INLINE void Int8FewRowsSlice(const QuantizedActivations& a, int64_t r0, int rows,
+                                 const uint8_t* panel, int v0, int64_t b0, int64_t b1, bool resume,
+                                 PrefetchShare share, float* out) {
   switch (rows) {
-    case 4: return Int8Rows<T, 4, kPrefetch>(a, r0, w, p, panel, y);
-    case 3: return Int8Rows<T, 3, kPrefetch>(a, r0, w, p, panel, y);
-    case 2: return Int8Rows<T, 2, kPrefetch>(a, r0, w, p, panel, y);
-    case 1: return Int8Rows<T, 1, kPrefetch>(a, r0, w, p, panel, y);
+    case 4:
+      return Int8Tile<T, 4, kTileVectors, kFewRowsAhead>(a, r0, panel, v0, b0, b1, resume, share, out);
+    case 3:
+      return Int8Tile<T, 3, kTileVectors, kFewRowsAhead>(a, r0, panel, v0, b0, b1, resume, share, out);
+    case 2:
+      return Int8Tile<T, 2, kTileVectors, kFewRowsAhead>(a, r0, panel, v0, b0, b1, resume, share, out);
+    default:
+      return;
+  }
+}
+
+// Rows r0 .. r0 + rows (2 .. kFewRows - 1) of a panel: tiles of 4 rows and the rest as 2 or 3
+// (a remainder of one as 2 + 3), stretch by stretch of columns, each stretch passing through
+// every tile's slices while each pass prefetches its part of the panel ahead. The panel thus
+// streams from memory once, under all of the arithmetic (run tile after tile and slice after
+// slice over the whole panel, only the first pass had memory in flight). Each output's sums take
+// the same steps as one row's: y goes to memory and back.
+template <GgmlType T>
+HWY_INLINE void Int8FewRows(const QuantizedActivations& a, int64_t r0, int64_t rows,
+                            const PackedMatrix& w, int64_t p, const uint8_t* panel, float* y) {
+  constexpr QuantPanelFormat f = Int8Traits<T>::kFormat;
+  constexpr int64_t kStretchBlocks = std::max<int64_t>(1, kStretchCols / f.block_cols);
+  alignas(64) float out[kFewRows][kPanel];
+  int tiles[kFewRows / 2], count = 0;
+  const int n = static_cast<int>(rows);
+  for (int left = n; left > 0;) {
+    const int take = left == 5 ? 2 : std::min(left, kTileRows);
+    tiles[count++] = take;
+    left -= take;
+  }
+  const int passes = count * (kVectors / kTileVectors);
+  const int64_t blocks = a.cols / f.block_cols;
+  for (int64_t b0 = 0; b0 < blocks; b0 += kStretchBlocks) {
+    const int64_t b1 = std::min(blocks, b0 + kStretchBlocks);
+    int pass = 0;
+    for (int t = 0, start = 0; t < count; start += tiles[t], ++t)
+      for (int v0 = 0; v0 < kVectors; v0 += kTileVectors)
+        Int8FewRowsSlice<T>(a, r0 + start, tiles[t], panel, v0, b0, b1, b0 > 0,
+                            PrefetchShare{pass++, passes}, &out[start][0]);
+  }
+  store_panel(w, p, &out[0][0], n, r0, y);
+}
+
+// Rows r0 .. r0 + rows (0-4) as one tile.
+template <GgmlType T>
+HWY_INLINE void Int8SmallTile(const QuantizedActivations& a, int64_t r0, int64_t rows,
+                              const PackedMatrix& w, int64_t p, const uint8_t* panel, float* y) {
+  switch (rows) {
+    case 4: return Int8Rows<T, 4>(a, r0, w, p, panel, y);
+    case 3: return Int8Rows<T, 3>(a, r0, w, p, panel, y);
+    case 2: return Int8Rows<T, 2>(a, r0, w, p, panel, y);
+    case 1: return Int8Rows<T, 1>(a, r0, w, p, panel, y);
     default: return;
   }
 }
@@ -308,19 +373,16 @@ void Int8Panel(const QuantizedActivations& a, int64_t r0, int64_t rows, const Pa
                int64_t p, const uint8_t* panel, float* y) {
   if (rows == 1) {
     alignas(64) float out[1][kPanel];
-    Int8Tile<T, 1, kVectors, kDecodeAhead>(a, r0, panel, 0, &out[0][0]);
+    Int8Tile<T, 1, kVectors, kDecodeAhead>(a, r0, panel, 0, 0,
+                                           a.cols / Int8Traits<T>::kFormat.block_cols, false, {},
+                                           &out[0][0]);
     store_panel(w, p, &out[0][0], 1, r0, y);
     return;
   }
-  if (rows < kFewRows) {  // one tile of 2-4 rows that prefetches, then the rest (5 as 2 + 3)
-    const int64_t first = rows == 5 ? 2 : std::min<int64_t>(rows, kTileRows);
-    Int8SmallTile<T, true>(a, r0, first, w, p, panel, y);
-    Int8SmallTile<T, false>(a, r0 + first, rows - first, w, p, panel, y);
-    return;
-  }
+  if (rows < kFewRows) return Int8FewRows<T>(a, r0, rows, w, p, panel, y);
   int64_t m0 = 0;
-  for (; m0 + kTileRows <= rows; m0 += kTileRows) Int8Rows<T, kTileRows, false>(a, r0 + m0, w, p, panel, y);
-  Int8SmallTile<T, false>(a, r0 + m0, rows - m0, w, p, panel, y);
+  for (; m0 + kTileRows <= rows; m0 += kTileRows) Int8Rows<T, kTileRows>(a, r0 + m0, w, p, panel, y);
+  Int8SmallTile<T>(a, r0 + m0, rows - m0, w, p, panel, y);
 }
 
 using Int8PanelFn = void (*)(const QuantizedActivations&, int64_t, int64_t, const PackedMatrix&,
