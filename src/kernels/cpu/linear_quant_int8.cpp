@@ -76,6 +76,13 @@ HWY_INLINE void Scales(const uint8_t* blk, const BlockFactors& f, int64_t g, int
   }
 }
 
+// Each line is asked for twice: into L2 this many bytes beyond the L1 prefetch, then into L1. An
+// L1 prefetch holds one of the core's few fill buffers until its line arrives, so fetched from L3
+// or memory they capped the stream (Ouro-shape Q4_K int8 decode 7.5 tokens/s, the GEMV at 75-79 %
+// of the copy bandwidth); from L2 they return at once, and the L2 prefetches queue deeper (8.4
+// tokens/s, 81-86 %; 8 KiB and 16 KiB measured alike).
+constexpr int64_t kL2AheadBytes = 8192;
+
 // A stretch of the panel to prefetch, spread over the `parts` steps of a group's loop so that
 // misses stay in flight alongside the arithmetic rather than arriving in one burst.
 struct Ahead {
@@ -87,8 +94,10 @@ HWY_INLINE void PrefetchPart(const Ahead& ahead, int part) {
   if (ahead.at == nullptr) return;
   constexpr int64_t kLine = 64;
   const int64_t lines = (ahead.bytes + kLine - 1) / kLine, per = (lines + kParts - 1) / kParts;
-  for (int64_t i = part * per; i < std::min(lines, (part + 1) * per); ++i)
+  for (int64_t i = part * per; i < std::min(lines, (part + 1) * per); ++i) {
+    __builtin_prefetch(ahead.at + kL2AheadBytes + i * kLine, 0, 2);
     __builtin_prefetch(ahead.at + i * kLine);
+  }
 }
 
 // Σ q · qx over group g of block `blk` (columns col0.. of the activations) for kR rows and the kV
@@ -283,10 +292,11 @@ HWY_INLINE void Int8Tile(const QuantizedActivations& a, int64_t r0,
 constexpr int kTileRows = 4;
 constexpr int64_t kFewRows = 32;
 constexpr int kTileVectors = L::kTileVectors;
-// Bytes ahead: on the AVX2 EPYC 2–8 KiB measured within noise (8 KiB best for Q6_K); on an AVX-512
-// Xeon, inside the engine's decode, 8 KiB cost 25 % against 1–2 KiB (Ouro-shape Q8_0 3.7 against
-// 5.0 tokens/s, Q4_K 5.3 at 4 KiB against 7.3), so 2 KiB, as the float kernels.
-constexpr int64_t kDecodeAhead = 2048;
+// Bytes ahead into L1: on the AVX2 EPYC 2–8 KiB measured within noise (8 KiB best for Q6_K); on an
+// AVX-512 Xeon, inside the engine's decode, L1 prefetches alone 8 KiB ahead cost 25 % against
+// 1–2 KiB (Ouro-shape Q8_0 3.7 against 5.0 tokens/s, Q4_K 5.3 at 4 KiB against 7.3); with the L2
+// prefetches beyond them (kL2AheadBytes) 1 KiB and 2 KiB measured alike (8.4-8.5 tokens/s).
+constexpr int64_t kDecodeAhead = 1024;
 // A few rows do 2-7 times a row's arithmetic per byte, so their prefetches reach further (and
 // are spread over all their passes, Int8FewRows): SmolLM2 Q4_1 linear layers at 4 rows cost 1.38x
 // a row's time at 8 KiB (16 KiB the same) against 1.50-1.77x with the 2 KiB of one row.
