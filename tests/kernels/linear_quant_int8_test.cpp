@@ -71,8 +71,9 @@ TEST_P(LinearQuantInt8Test, OddShapesAgainstOrderAndDequantizedOracle) {
   const int64_t bc = quant_panel_format(type)->block_cols;
   std::mt19937 rng(static_cast<unsigned>(type) * 104729u);
   // Partial panels (n % 64), the small batches' tiles (2-31 rows: 2, 3, 4, 2 + 3, 4 + 2, 4 + 3,
-  // 4 + 2 + 3, 4 + 4 + 2 + 3; 9 blocks: several stretches of 256 columns and a part of one), a
-  // 64-row block plus a tail, one and several blocks.
+  // 4 + 2 + 3, 4 + 4 + 2 + 3; 9 blocks: a stretch of 8 blocks and 1 more for 32-column types,
+  // 9 one-block stretches for 256-column ones), a 64-row block plus a tail, one and several
+  // blocks.
   const int64_t shapes[][3] = {{1, 1, bc},      {1, 7, 2 * bc},  {3, 65, bc},      {4, 64, 3 * bc},
                                {5, 129, bc},    {7, 33, 2 * bc}, {9, 130, bc},     {1, 300, 4 * bc},
                                {2, 64, 2 * bc}, {6, 65, bc},     {11, 64, bc},     {66, 70, bc},

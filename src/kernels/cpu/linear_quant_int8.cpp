@@ -287,8 +287,9 @@ HWY_INLINE void Int8Tile(const QuantizedActivations& a, int64_t r0,
 
 // Rows share each weight load four at a time in slices of two vectors. A batch of 2-31 rows (a
 // speculative verification, a decode step of a few requests) goes as tiles of 2-4 rows, never a
-// lone row, prefetching (Int8FewRows); a single row (decode) takes all 64 outputs at once with
-// the spread prefetch; more rows (prefill) go in blocks of 64 rows, the panel then read from L2.
+// lone row, prefetching (Int8FewRows), as does a prefill's tail of 2-31 rows; a single row
+// (decode) takes all 64 outputs at once with the spread prefetch; more rows (prefill) go in blocks
+// of 64 rows, the panel then read from L2.
 constexpr int kTileRows = 4;
 constexpr int64_t kFewRows = 32;
 constexpr int kTileVectors = L::kTileVectors;
@@ -297,12 +298,13 @@ constexpr int kTileVectors = L::kTileVectors;
 // 1–2 KiB (Ouro-shape Q8_0 3.7 against 5.0 tokens/s, Q4_K 5.3 at 4 KiB against 7.3); with the L2
 // prefetches beyond them (kL2AheadBytes) 1 KiB and 2 KiB measured alike (8.4-8.5 tokens/s).
 constexpr int64_t kDecodeAhead = 1024;
-// A few rows do 2-7 times a row's arithmetic per byte, so their prefetches reach further (and
+// A few rows do 2-31 times a row's arithmetic per byte, so their prefetches reach further (and
 // are spread over all their passes, Int8FewRows): SmolLM2 Q4_1 linear layers at 4 rows cost 1.38x
 // a row's time at 8 KiB (16 KiB the same) against 1.50-1.77x with the 2 KiB of one row.
 constexpr int64_t kFewRowsAhead = 8192;
 // A few rows' tiles and slices each pass over this many columns of the panel before the next
-// stretch: its bytes (10 KiB of Q4_1, 17 KiB of Q8_0 at 64 outputs) stay in L1 between the passes.
+// stretch: its bytes (10 KiB of Q4_1, 17 KiB of Q8_0 at 64 outputs) stay in a 48 KiB L1 between
+// the passes for a few rows (more rows' activations and sums crowd it; then L2 serves them).
 constexpr int64_t kStretchCols = 256;
 
 // Rows m0 .. m0 + kRows of a panel as one tile, slice by slice, without prefetching (prefill).
@@ -354,6 +356,7 @@ HWY_INLINE void Int8FewRows(const QuantizedActivations& a, int64_t r0, int64_t r
   }
   const int passes = count * (kVectors / kTileVectors);
   const int64_t blocks = a.cols / f.block_cols;
+  if (blocks == 0) std::fill_n(&out[0][0], n * kPanel, 0.0f);  // no columns: zeros, as one row's
   for (int64_t b0 = 0; b0 < blocks; b0 += kStretchBlocks) {
     const int64_t b1 = std::min(blocks, b0 + kStretchBlocks);
     int pass = 0;
