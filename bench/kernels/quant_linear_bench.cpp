@@ -7,7 +7,8 @@
 // Weights are random GGML blocks (quant::random_blocks), packed as the engine packs them.
 //   GEMV from L2 (one thread): the decoding ceiling, what the arithmetic alone allows.
 //   Small batches (--small): the time of m = 1..16 rows against one row, from memory: what a
-//     decode step of m requests, or a speculative verification of m - 1 drafts, costs.
+//     decode step of m requests, or a speculative verification of m - 1 drafts, costs (one layer
+//     of each model, and SmolLM2's lm head).
 // Usage: rlt_bench_quant_linear [--quick] [--only LABEL] [--ceiling] [--small] (LABEL as printed:
 // bf16, Q4_K, Q4_K/i8, ...; --ceiling runs only the from-L2 section, --small only the small
 // batches)
@@ -102,10 +103,12 @@ int main(int argc, char** argv) {
       {"smollm2 down 576x1536", 576, 1536},   {"smollm2 lm_head 49152x576", 49152, 576}};
   if (small_only) {
     // Every matrix of one SmolLM2 layer and one Ouro-1.4B layer, enough distinct layers that
-    // none is served from cache: a decode step's linear layers, at m rows.
+    // none is served from cache: a decode step's linear layers, at m rows; and SmolLM2's lm head
+    // (a speculative verification's rows all pass through it).
     const std::vector<std::vector<Shape>> layers = {{shapes[4], shapes[5], shapes[6], {"smollm2 o", 576, 576}},
-                                                    {shapes[0], shapes[1], shapes[2]}};
-    const char* names[] = {"smollm2-135m layer", "ouro-1.4b layer"};
+                                                    {shapes[0], shapes[1], shapes[2]},
+                                                    {shapes[7]}};
+    const char* names[] = {"smollm2-135m layer", "ouro-1.4b layer", "smollm2-135m head"};
     fmt::print("{:<20} {:<6} {}\n", "small batches", "type", "time of m rows / time of 1 row, m = 1..16");
     for (size_t l = 0; l < layers.size(); ++l) {
       for (const auto& kind : kinds) {
@@ -118,7 +121,7 @@ int main(int argc, char** argv) {
             bytes += ws.back().bytes();
           }
         }
-        std::vector<float> x(16 * 5632, 0.5f), y(16 * 5632);
+        std::vector<float> x(16 * 5632, 0.5f), y(16 * 49152);  // widest input, widest output
         std::string line;
         double one = 0;
         for (int64_t m = 1; m <= 16; ++m) {

@@ -112,6 +112,10 @@ struct RunStats {
   // Speculative decoding over the run: verifications, drafts checked and accepted, tokens given.
   int64_t spec_verifications = 0, spec_drafts = 0, spec_accepted = 0, spec_tokens = 0;
   double verify_fixed_seconds = 0, verify_row_seconds = 0;  // the engine's fit at the run's end
+  // Wall time inside the runner (the model's passes); the rest of `seconds` is the engine's own
+  // work between them: scheduling, drafting, sampling, outputs.
+  double runner_seconds = 0;
+  double runner_share() const { return seconds > 0 ? runner_seconds / seconds : 0; }
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
   double prefill_tokens_per_s() const { return prefill_seconds > 0 ? static_cast<double>(prefill_tokens) / prefill_seconds : 0; }
   double decode_tokens_per_s() const { return decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0; }
@@ -207,6 +211,7 @@ Result<RunStats> run_closed_loop(const BenchOptions& opt, const std::string& dir
     s.steady_seconds = seconds_between(all_decoding, end);
   }
   s.tokens = m.generated_tokens - before.generated_tokens;
+  s.runner_seconds = m.runner_seconds - before.runner_seconds;
   const int64_t loops = m.loops_run - before.loops_run;
   s.mean_loops = s.tokens > 0 ? static_cast<double>(loops) / static_cast<double>(s.tokens) : 0.0;
   s.batches = m.batches - before.batches;
@@ -297,6 +302,7 @@ int run_bench(const BenchOptions& opt) {
                        {"decode_tokens_per_s", base->decode_tokens_per_s()},
                        {"steady_decode_tokens_per_s", base->steady_decode_tokens_per_s()},
                        {"batches", base->batches},
+                       {"runner_share", base->runner_share()},
                        {"cuda_graph_replays", base->graph_replays},
                        {"lookahead_batches", base->lookahead_batches},
                        {"device_sampled_batches", base->device_sampled_batches}};
@@ -320,9 +326,9 @@ int run_bench(const BenchOptions& opt) {
                              100.0 * span_ms / (base->seconds * 1e3));
   }
   std::cerr << fmt::format("full depth: {} tokens in {:.2f} s = {:.1f} tokens/s, {:.2f} loops/token; per request: "
-                           "prefill {:.1f} tokens/s, decode {:.2f} tokens/s\n", base->tokens, base->seconds,
-                           base->tokens_per_s(), base->mean_loops, base->prefill_tokens_per_s(),
-                           base->decode_tokens_per_s());
+                           "prefill {:.1f} tokens/s, decode {:.2f} tokens/s; {:.0f}% of the time in the runner\n", base->tokens,
+                           base->seconds, base->tokens_per_s(), base->mean_loops, base->prefill_tokens_per_s(),
+                           base->decode_tokens_per_s(), 100.0 * base->runner_share());
   if (base->steady_tokens > 0) {
     std::cerr << fmt::format("steady decode (every request in flight, after the last first token): {} tokens in "
                              "{:.3f} s = {:.1f} tokens/s\n", base->steady_tokens, base->steady_seconds,
@@ -378,13 +384,14 @@ int run_bench(const BenchOptions& opt) {
                           // The verify pass's fitted cost a + b · rows (0: not fitted yet).
                           {"verify_pass_fixed_ms", 1e3 * spec->verify_fixed_seconds},
                           {"verify_pass_row_ms", 1e3 * spec->verify_row_seconds},
-                          {"batches", spec->batches}};
+                          {"batches", spec->batches},
+                          {"runner_share", spec->runner_share()}};
     std::cerr << fmt::format("speculative ({}): {} tokens in {:.2f} s = {:.1f} tokens/s, speed-up {:.2f}x over plain "
                              "decoding (decode {:.2f}x); {} drafts, {:.1f}% accepted, {:.2f} tokens per "
-                             "verification\n",
+                             "verification; {:.0f}% of the time in the runner\n",
                              name(spec_config.method), spec->tokens, spec->seconds, spec->tokens_per_s(), speedup,
                              spec->decode_tokens_per_s() / base->decode_tokens_per_s(), spec->spec_drafts,
-                             100.0 * acceptance, mean_length);
+                             100.0 * acceptance, mean_length, 100.0 * spec->runner_share());
   }
   const bool early_exit =
       params.exit_threshold < 1.0 || params.max_loops != 0 || params.exit_criterion != ExitCriterion::kGate;

@@ -38,6 +38,7 @@ struct Avx2Lanes {
   static constexpr const char* kName = "AVX2 vpmaddubsw";
   static constexpr int kLanes = 8;  // int32 / f32 lanes: outputs per vector
   static constexpr int kTileVectors = 2;
+  static constexpr bool kInt32Quads = false;  // pair sums saturate at int16
 
   static HWY_INLINE I Load(const uint8_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -53,6 +54,7 @@ struct Avx2Lanes {
   static HWY_INLINE I Set32(int32_t v) { return _mm256_set1_epi32(v); }
   static HWY_INLINE I And(I a, I b) { return _mm256_and_si256(a, b); }
   static HWY_INLINE I Or(I a, I b) { return _mm256_or_si256(a, b); }
+  static HWY_INLINE I Xor(I a, I b) { return _mm256_xor_si256(a, b); }
   template <int kBits>
   static HWY_INLINE I Shr16(I a) {
     return _mm256_srli_epi16(a, kBits);
@@ -103,6 +105,9 @@ struct Avx512Lanes {
   static constexpr const char* kName = kVnni ? "AVX-512 VNNI vpdpbusd" : "AVX-512 vpmaddubsw";
   static constexpr int kLanes = 16;
   static constexpr int kTileVectors = 2;
+  // Whether a quad's four byte products go straight to int32 (VNNI): then any unsigned byte
+  // times any signed one is exact.
+  static constexpr bool kInt32Quads = kVnni;
 
   static HWY_INLINE I Load(const uint8_t* p) { return _mm512_loadu_si512(p); }
   static HWY_INLINE I Broadcast4(const int8_t* p) {
@@ -115,6 +120,7 @@ struct Avx512Lanes {
   static HWY_INLINE I Set32(int32_t v) { return _mm512_set1_epi32(v); }
   static HWY_INLINE I And(I a, I b) { return _mm512_and_si512(a, b); }
   static HWY_INLINE I Or(I a, I b) { return _mm512_or_si512(a, b); }
+  static HWY_INLINE I Xor(I a, I b) { return _mm512_xor_si512(a, b); }
   template <int kBits>
   static HWY_INLINE I Shr16(I a) {
     return _mm512_srli_epi16(a, kBits);

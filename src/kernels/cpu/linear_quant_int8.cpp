@@ -43,6 +43,13 @@ template <GgmlType T>
 struct Int8Traits {
   static constexpr QuantPanelFormat kFormat = *quant_panel_format(T);
   static constexpr QuantBlockLayout kLayout = quant_block_layout(kFormat);
+  // Signed Q8_0 weights where quad sums are int32 (VNNI): w + 128 (the sign bit flipped, once
+  // per weight vector) times x, less 128 · Σ x per row and group in the epilogue — one product
+  // per row where |w| times x carrying w's sign takes two. Elsewhere (int16 pair sums, which
+  // 255 · 127 · 2 would overflow) the sign form.
+  static constexpr bool kBiasedSigned = T == GgmlType::kQ8_0 && L::kInt32Quads;
+  // What the stored (or biased) unsigned quant exceeds the true one by.
+  static constexpr int kOffset = kFormat.q_offset + (kBiasedSigned ? 128 : 0);
 };
 
 // The block-wide factors of the kLanes outputs from slot s0: d, and dmin where the type has one.
@@ -119,11 +126,13 @@ HWY_INLINE void GroupDots(const uint8_t* HWY_RESTRICT blk, int64_t g, int v0,
       PrefetchPart<f.group_cols / 4>(ahead, static_cast<int>(j - gc / 4));
       for (int v = 0; v < kV; ++v) {
         const I w = L::Load(blk + l.bytes8 + j * kQuadBytes + (v0 + v) * kVectorBytes);
-        // Signed Q8_0 weights: |w| times x carrying w's sign; Q5_0 / Q5_1 are unsigned.
-        const I aw = T == GgmlType::kQ8_0 ? L::Magnitude(w) : w;
+        // Signed Q8_0 weights: biased, or |w| times x carrying w's sign (Int8Traits); Q5_0 /
+        // Q5_1 are unsigned.
+        constexpr bool kSignForm = T == GgmlType::kQ8_0 && !Tr::kBiasedSigned;
+        const I aw = Tr::kBiasedSigned ? L::Xor(w, L::Bytes(0x80)) : kSignForm ? L::Magnitude(w) : w;
         for (int r = 0; r < kR; ++r) {
           const I xb = L::Broadcast4(xq[r] + col0 + 4 * j);
-          const I xs = T == GgmlType::kQ8_0 ? L::WithSignOf(xb, w) : xb;
+          const I xs = kSignForm ? L::WithSignOf(xb, w) : xb;
           acc[r][v] = L::MulAddWiden(acc[r][v], aw, xs);
         }
       }
@@ -212,17 +221,18 @@ template <GgmlType T, int kR>
 HWY_INLINE void GroupEpilogue(const QuantizedActivations& a, int64_t r0, const uint8_t* blk,
                               const BlockFactors& bf, int64_t g, int64_t col, int v,
                               const I (&isums)[kR], F (&y)[kR]) {
-  constexpr QuantPanelFormat f = Int8Traits<T>::kFormat;
+  using Tr = Int8Traits<T>;
+  constexpr QuantPanelFormat f = Tr::kFormat;
   const int64_t groups32 = a.cols / 32, groups16 = a.cols / 16;
   F s, o = L::ZeroF();
   Scales<T>(blk, bf, g, v * L::kLanes, s, o);
   for (int r = 0; r < kR; ++r) {
     const int64_t row = r0 + r;
     I isum = isums[r];
-    if constexpr (f.q_offset != 0) {  // Σ (q − off) · qx = Σ q · qx − off · Σ qx
+    if constexpr (Tr::kOffset != 0) {  // Σ (q − off) · qx = Σ q · qx − off · Σ qx
       int32_t sx = a.sum16[row * groups16 + col / 16];
       if (f.group_cols == 32) sx += a.sum16[row * groups16 + col / 16 + 1];
-      isum = L::Sub32(isum, L::Set32(f.q_offset * sx));
+      isum = L::Sub32(isum, L::Set32(Tr::kOffset * sx));
     }
     const F factor = L::Mul(s, L::SetF(a.d[row * groups32 + col / 32]));
     y[r] = L::Fma(factor, L::ToF(isum), y[r]);
