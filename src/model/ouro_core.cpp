@@ -174,11 +174,26 @@ class CpuLoopExecutor final : public LoopExecutor {
         for (int64_t i = 0; i < qd; ++i) q[i] += bias[static_cast<size_t>(i)];
         for (int64_t i = 0; i < kvd; ++i) k[i] += bias[static_cast<size_t>(qd + i)];
       }
-      rope_.apply(q, c_.num_heads, positions_[r]);
-      rope_.apply(k, c_.num_kv_heads, positions_[r]);
+      const float* cos = rope_angles(r);
+      rope_.apply(q, c_.num_heads, cos, cos + rope_.head_dim() / 2);
+      rope_.apply(k, c_.num_kv_heads, cos, cos + rope_.head_dim() / 2);
     }
     attention_.attend(attention_layer(c_, op.group, op.layer), s_.q.data(), s_.k.data(), s_.v.data(), rows_,
                       s_.attn.data());
+  }
+
+  // Row r's rotary cosines (then sines), computed at the pass's first attention for all layers.
+  const float* rope_angles(int64_t r) {
+    const int64_t d = rope_.head_dim();
+    if (!angles_ready_) {
+      s_.rope_angles.resize(static_cast<size_t>(rows_ * d));
+      for (int64_t i = 0; i < rows_; ++i) {
+        float* row = s_.rope_angles.data() + i * d;
+        rope_.angles(positions_[i], row, row + d / 2);
+      }
+      angles_ready_ = true;
+    }
+    return s_.rope_angles.data() + r * d;
   }
 
   const OuroModel& model_;
@@ -186,6 +201,7 @@ class CpuLoopExecutor final : public LoopExecutor {
   const kernels::Rope& rope_;
   float* h_;
   const int64_t* positions_;
+  bool angles_ready_ = false;
   int64_t rows_;
   CoreAttention& attention_;
   CoreScratch& s_;

@@ -29,6 +29,7 @@ class CoreAttention {
 // Reusable buffers for a core pass; grows to the largest batch seen and then allocates nothing.
 struct CoreScratch {
   std::vector<float> normed, qkv, q, k, v, attn, proj, act;
+  std::vector<float> rope_angles;  // [row][cos head_dim / 2, sin head_dim / 2] of one pass
   std::vector<float> concat, readout;  // Huginn: the adapter's input; the readout's state
   void ensure(const io::ModelConfig& c, int64_t rows);
 };

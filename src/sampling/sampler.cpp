@@ -58,16 +58,42 @@ Status Sampler::apply_penalties(std::span<const float> logits, const SamplingPar
     return invalid_argument(fmt::format("the token mask covers {} ids, the logits row {}", allowed.size() * 64, vocab));
   }
   work_.resize(vocab);
-  bool any_finite = false;
+  // Copy, masking disallowed ids, and note whether any value is NaN or +inf (the forward pass
+  // broke; -inf is a legitimate mask) and whether an allowed one is finite — on the values' bits,
+  // without branches, which the compiler vectorizes: a row is the whole vocabulary, and a
+  // speculative verification samples several. Only a broken row is walked again, for the message.
+  constexpr uint32_t kMagnitude = 0x7fffffffu, kInfBits = 0x7f800000u, kNegInfBits = 0xff800000u;
+  uint32_t broken = 0, any_finite = 0;
+  const float* x = logits.data();
+  // The value's bits at i (a load; the copy keeps the compiler's aliasing rules).
+  auto bits = [x](size_t i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, sizeof u);
+    return u;
+  };
   for (size_t i = 0; i < vocab; ++i) {
-    const float x = logits[i];
-    // -inf is a legitimate mask; NaN and +inf mean the forward pass broke.
-    if (std::isnan(x) || x == std::numeric_limits<float>::infinity()) {
-      return invalid_argument(fmt::format("logits[{}] is {}", i, x));
+    const uint32_t u = bits(i);
+    broken |= static_cast<uint32_t>((u & kMagnitude) >= kInfBits) & static_cast<uint32_t>(u != kNegInfBits);
+    any_finite |= static_cast<uint32_t>((u & kMagnitude) < kInfBits);
+  }
+  if (!allowed.empty()) {  // only an allowed value counts
+    any_finite = 0;
+    for (size_t i = 0; i < vocab; ++i) {
+      any_finite |= static_cast<uint32_t>((allowed[i >> 6] >> (i & 63)) & 1) &
+                    static_cast<uint32_t>((bits(i) & kMagnitude) < kInfBits);
     }
-    const bool ok = allowed.empty() || ((allowed[i >> 6] >> (i & 63)) & 1);
-    any_finite |= ok && std::isfinite(x);
-    work_[i] = ok ? x : kNegInf;
+  }
+  if (allowed.empty()) {
+    std::copy(x, x + vocab, work_.begin());
+  } else {
+    for (size_t i = 0; i < vocab; ++i) work_[i] = ((allowed[i >> 6] >> (i & 63)) & 1) ? x[i] : kNegInf;
+  }
+  if (broken) {
+    for (size_t i = 0; i < vocab; ++i) {
+      if (std::isnan(x[i]) || x[i] == std::numeric_limits<float>::infinity()) {
+        return invalid_argument(fmt::format("logits[{}] is {}", i, x[i]));
+      }
+    }
   }
   if (!any_finite) {
     return invalid_argument(allowed.empty() ? "the logits row has no finite value"
@@ -110,12 +136,21 @@ Status Sampler::apply_penalties(std::span<const float> logits, const SamplingPar
 }
 
 int32_t Sampler::argmax() const {
-  // Strict `>` keeps the first index among ties (torch.argmax's documented choice).
-  size_t best = 0;
-  for (size_t i = 1; i < work_.size(); ++i) {
-    if (work_[i] > work_[best]) best = i;
-  }
-  return static_cast<int32_t>(best);
+  // The maximum as sixteen interleaved partial maxima (exact in any order; vectorized), then the
+  // first index holding it: the first among ties, torch.argmax's documented choice (-0 and +0
+  // are equal, so a tie between them too goes to the first). work_ holds no NaN.
+  constexpr size_t kParts = 16;
+  const size_t n = work_.size();
+  float part[kParts];
+  std::fill(part, part + kParts, kNegInf);
+  size_t i = 0;
+  for (; i + kParts <= n; i += kParts)
+    for (size_t j = 0; j < kParts; ++j) part[j] = work_[i + j] > part[j] ? work_[i + j] : part[j];
+  for (; i < n; ++i) part[0] = work_[i] > part[0] ? work_[i] : part[0];
+  const float best = *std::max_element(part, part + kParts);
+  for (size_t k = 0; k < n; ++k)
+    if (work_[k] == best) return static_cast<int32_t>(k);
+  return 0;  // every value -inf: index 0, as before
 }
 
 void Sampler::apply_top_k(int64_t k) {

@@ -31,6 +31,11 @@ class Rope {
   static std::vector<float> default_inv_freq(int64_t head_dim, double theta);
   // Rotates `heads` vectors of head_dim values at absolute position `pos`, in place.
   void apply(float* x, int64_t heads, int64_t pos) const;
+  // The cosines and sines of position `pos`'s angles, head_dim / 2 of each: computed once, they
+  // serve every layer of a forward pass (the same values apply(pos) computes).
+  void angles(int64_t pos, float* cos, float* sin) const;
+  // apply() with angles() of its position.
+  void apply(float* x, int64_t heads, const float* cos, const float* sin) const;
   int64_t head_dim() const { return head_dim_; }
 
  private:
