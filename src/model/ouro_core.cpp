@@ -63,7 +63,15 @@ class CpuLoopExecutor final : public LoopExecutor {
         s_(scratch),
         gate_logits_(gate_logits),
         core_(core),
-        injection_(injection) {}
+        injection_(injection) {
+    // Every row's rotary cosines (then sines), once for all the layers of this pass.
+    const int64_t d = rope_.head_dim();
+    s_.rope_angles.resize(static_cast<size_t>(rows_ * d));
+    for (int64_t r = 0; r < rows_; ++r) {
+      float* row = s_.rope_angles.data() + r * d;
+      rope_.angles(positions_[r], row, row + d / 2);
+    }
+  }
 
   Status execute(const LoopOp& op) override {
     const float eps = static_cast<float>(c_.rms_norm_eps);
@@ -174,7 +182,7 @@ class CpuLoopExecutor final : public LoopExecutor {
         for (int64_t i = 0; i < qd; ++i) q[i] += bias[static_cast<size_t>(i)];
         for (int64_t i = 0; i < kvd; ++i) k[i] += bias[static_cast<size_t>(qd + i)];
       }
-      const float* cos = rope_angles(r);
+      const float* cos = s_.rope_angles.data() + r * rope_.head_dim();
       rope_.apply(q, c_.num_heads, cos, cos + rope_.head_dim() / 2);
       rope_.apply(k, c_.num_kv_heads, cos, cos + rope_.head_dim() / 2);
     }
@@ -182,26 +190,11 @@ class CpuLoopExecutor final : public LoopExecutor {
                       s_.attn.data());
   }
 
-  // Row r's rotary cosines (then sines), computed at the pass's first attention for all layers.
-  const float* rope_angles(int64_t r) {
-    const int64_t d = rope_.head_dim();
-    if (!angles_ready_) {
-      s_.rope_angles.resize(static_cast<size_t>(rows_ * d));
-      for (int64_t i = 0; i < rows_; ++i) {
-        float* row = s_.rope_angles.data() + i * d;
-        rope_.angles(positions_[i], row, row + d / 2);
-      }
-      angles_ready_ = true;
-    }
-    return s_.rope_angles.data() + r * d;
-  }
-
   const OuroModel& model_;
   const io::ModelConfig& c_;
   const kernels::Rope& rope_;
   float* h_;
   const int64_t* positions_;
-  bool angles_ready_ = false;
   int64_t rows_;
   CoreAttention& attention_;
   CoreScratch& s_;

@@ -76,17 +76,15 @@ Status Sampler::apply_penalties(std::span<const float> logits, const SamplingPar
     broken |= static_cast<uint32_t>((u & kMagnitude) >= kInfBits) & static_cast<uint32_t>(u != kNegInfBits);
     any_finite |= static_cast<uint32_t>((u & kMagnitude) < kInfBits);
   }
-  if (!allowed.empty()) {  // only an allowed value counts
-    any_finite = 0;
-    for (size_t i = 0; i < vocab; ++i) {
-      any_finite |= static_cast<uint32_t>((allowed[i >> 6] >> (i & 63)) & 1) &
-                    static_cast<uint32_t>((bits(i) & kMagnitude) < kInfBits);
-    }
-  }
   if (allowed.empty()) {
     std::copy(x, x + vocab, work_.begin());
-  } else {
-    for (size_t i = 0; i < vocab; ++i) work_[i] = ((allowed[i >> 6] >> (i & 63)) & 1) ? x[i] : kNegInf;
+  } else {  // only an allowed value counts
+    any_finite = 0;
+    for (size_t i = 0; i < vocab; ++i) {
+      const uint32_t ok = static_cast<uint32_t>((allowed[i >> 6] >> (i & 63)) & 1);
+      any_finite |= ok & static_cast<uint32_t>((bits(i) & kMagnitude) < kInfBits);
+      work_[i] = ok ? x[i] : kNegInf;
+    }
   }
   if (broken) {
     for (size_t i = 0; i < vocab; ++i) {
