@@ -252,12 +252,6 @@ Status write_packed_cache(const PackedCacheKey& key, const std::vector<PackedSlo
                     static_cast<double>(space.available) / (1 << 30), target.parent_path().string(),
                     static_cast<double>(total) / (1 << 30)));
   }
-  json list = json::array();
-  std::vector<uint64_t> offsets;
-  // The header's length decides where the data starts, and the offsets are in the header: place
-  // the data after a generous bound on the header, then check the bound held.
-  uint64_t header_bound = 4096 + 512 * slots.size();
-  uint64_t offset = align_up(kPrefixBytes + header_bound);
   for (const PackedSlot& slot : slots) {
     if (slot.matrix->pending_rows() != nullptr)
       return internal_error(fmt::format("'{}' is not packed yet; nothing to cache", slot.name));
@@ -268,16 +262,32 @@ Status write_packed_cache(const PackedCacheKey& key, const std::vector<PackedSlo
     const PackedMatrix& m = *slots[i].matrix;
     hashes[i] = XXH3_64bits(m.data(), static_cast<size_t>(m.bytes()));
   }
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const PackedMatrix& m = *slots[i].matrix;
-    offsets.push_back(offset);
-    list.push_back(descriptor_json(slots[i].name, m.descriptor(), offset,
-                                   static_cast<uint64_t>(m.bytes()), hashes[i]));
-    offset = align_up(offset + static_cast<uint64_t>(m.bytes()));
+  // The header's length decides where the data starts, and the offsets are in the header: the
+  // data goes after a bound on the header (a quantized matrix lists each of its panels), and a
+  // header that outgrows it is laid out again after a bound that holds it.
+  uint64_t header_bound = 4096 + 512 * slots.size();
+  for (const PackedSlot& slot : slots) header_bound += 32 * slot.matrix->descriptor().quant_panels.size();
+  std::vector<uint64_t> offsets;
+  std::string header;
+  uint64_t offset = 0;
+  for (;;) {
+    offset = align_up(kPrefixBytes + header_bound);
+    json list = json::array();
+    offsets.clear();
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const PackedMatrix& m = *slots[i].matrix;
+      offsets.push_back(offset);
+      list.push_back(descriptor_json(slots[i].name, m.descriptor(), offset,
+                                     static_cast<uint64_t>(m.bytes()), hashes[i]));
+      offset = align_up(offset + static_cast<uint64_t>(m.bytes()));
+    }
+    header = json{{"identity", json::parse(key.identity)}, {"matrices", list}}.dump();
+    if (header.size() <= header_bound) break;
+    header_bound = header.size() + header.size() / 8;  // offsets may gain digits
   }
-  const std::string header =
-      json{{"identity", json::parse(key.identity)}, {"matrices", list}}.dump();
-  if (header.size() > header_bound) return internal_error("packed cache header outgrew its room");
+  if (header.size() > kMaxHeaderBytes)
+    return resource_exhausted(fmt::format("the packed cache's header would take {} bytes, more than the {} a reader accepts",
+                                          header.size(), kMaxHeaderBytes));
   const std::string temp = fmt::format("{}.tmp.{}", key.path, ::getpid());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return io_error(fmt::format("cannot create '{}': {}", temp, std::strerror(errno)));

@@ -142,6 +142,33 @@ TEST_F(PackedCache, MappedWeightsAreBitIdenticalToPackedOnes) {
   }
 }
 
+// A quantized matrix lists every panel in the header: a model of many panels (the Ouro-1.4B
+// shape's 2,000-odd per loop) once made a header larger than the room the writer left for it,
+// and no cache was ever written.
+TEST_F(PackedCache, AQuantizedModelOfManyPanelsIsCached) {
+  const std::string wide = (root_ / "wide").string();
+  RandomCheckpointShape s{.vocab = 300,
+                          .hidden = 256,
+                          .intermediate = 16384,
+                          .layers = 2,
+                          .heads = 4,
+                          .kv_heads = 2,
+                          .head_dim = 64,
+                          .loops = 2,
+                          .max_positions = 128};
+  s.projection = s.head = std::sqrt(3.0 / 256.0);
+  ASSERT_TRUE(write_random_checkpoint(wide, s, 12).ok());
+  LoadOptions q8 = cached();
+  q8.quantize = QuantizeType::kQ8_0;
+  auto written = load_ouro_model(wide, q8);
+  ASSERT_TRUE(written.ok()) << written.status().to_string();
+  EXPECT_EQ((*written)->load_report.cache, "written") << (*written)->load_report.cache_note;
+  auto hit = load_ouro_model(wide, q8);
+  ASSERT_TRUE(hit.ok()) << hit.status().to_string();
+  EXPECT_EQ((*hit)->load_report.cache, "hit") << (*hit)->load_report.cache_note;
+  expect_same_packing(**written, **hit);
+}
+
 TEST_F(PackedCache, ABackgroundWriteLeavesAUsableCache) {
   LoadOptions o = cached();
   o.write_cache_in_background = true;
