@@ -857,8 +857,9 @@ int32_t Scheduler::self_cycle_drafts(const Request& r) const {
   const double alpha = s.acceptance.rate(), coda = config_.coda_loops;
   const double a = verify_cost_.fixed(), b = verify_cost_.per_row();
   const double draft = (a + b) * (s.draft_loops + coda) / (depth_ + coda);
+  // Drafting must beat the plain step's rate by the margin verifications ask of a draft.
   int32_t best = 0;
-  double best_rate = 1.0 / (a + b), expected = 1.0, term = 1.0;
+  double best_rate = spec::kRequiredReturn / (a + b), expected = 1.0, term = 1.0;
   for (int32_t k = 1; k <= cap; ++k) {
     term *= alpha;
     expected += term;

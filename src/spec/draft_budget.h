@@ -58,9 +58,15 @@ struct DraftOffer {
   double acceptance = 0.0;
 };
 
+// A draft must promise this much more than the batch's tokens per unit of cost: the cost model is
+// a fit to noisy timings, and a draft of nearly no expected gain risks a loss for a gain too small
+// to see (a large batch, where rows are compute already, sits on that edge).
+inline constexpr double kRequiredReturn = 1.1;
+
 // How many of each offer's drafts to verify: greedy by expected gain α^j while
-// gain · cost > tokens · b (the batch's tokens per second rises), within `row_budget` rows in all
-// (each request's own row included). `fixed`, `per_row`: the cost model's a and b.
+// gain / b > kRequiredReturn · tokens / cost (the draft's own yield beats the batch's by the
+// margin, so tokens per second rise), within `row_budget` rows in all (each request's own row
+// included). `fixed`, `per_row`: the cost model's a and b.
 std::vector<int32_t> allocate_drafts(std::span<const DraftOffer> offers, double fixed, double per_row,
                                      int64_t row_budget);
 

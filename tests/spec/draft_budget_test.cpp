@@ -86,6 +86,17 @@ TEST(AllocateDrafts, ComputeBoundBatchesDraftNothing) {
   EXPECT_LE((tokens + next_gain) / (cost + 0.1), best + 1e-12);
 }
 
+TEST(AllocateDrafts, ADraftMustBeatTheBatchsYieldByTheMargin) {
+  // 8 requests, a = 1, b = 0.1: the plain pass yields 8 tokens for 1.8, 4.44 per unit; a draft
+  // row costs 0.1, so it pays at all from an acceptance of 0.444, and clears the margin only from
+  // 0.444 · kRequiredReturn (then every request's draft: each one lowers the batch's yield).
+  const double average = 8.0 / 1.8, edge = average * 0.1;
+  EXPECT_EQ(total(allocate_drafts(std::vector<DraftOffer>(8, DraftOffer{1, edge * 1.05}), 1.0, 0.1, 1000)), 0);
+  EXPECT_EQ(total(allocate_drafts(std::vector<DraftOffer>(8, DraftOffer{1, edge * (kRequiredReturn + 0.05)}), 1.0,
+                                  0.1, 1000)),
+            8);
+}
+
 TEST(AllocateDrafts, HigherAcceptanceGetsTheRowsFirst) {
   const std::vector<DraftOffer> offers{{4, 0.2}, {4, 0.9}};
   const auto k = allocate_drafts(offers, 1.0, 0.0, 5);  // three draft rows to hand out
