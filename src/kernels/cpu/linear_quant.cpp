@@ -131,6 +131,64 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L
   }
 }
 
+#if HWY_TARGET <= HWY_AVX3
+// The 5- and 6-bit K-quants assemble their bits from two planes (nibbles, high bits): per 16-lane
+// vector that is a dozen operations per column pair, which made their GEMV compute-bound (half to
+// two thirds of the copy rate). On AVX-512 the bits of a column pair are assembled once for all 64
+// outputs of the panel in bytes, then each quarter widened: the same values, so the same bits.
+template <GgmlType T>
+constexpr bool kBytewiseDecode = kLanes == 16 && kVectors == 4 && (Traits<T>::kBits == 5 || Traits<T>::kBits == 6);
+
+// q0[v], q1[v]: DecodePair's q0, q1 for L = v · kLanes, for every v of the panel.
+template <GgmlType T>
+HWY_INLINE void DecodePanelPair(const uint8_t* HWY_RESTRICT blk, int64_t c, VF (&q0)[kVectors], VF (&q1)[kVectors]) {
+  using Tr = Traits<T>;
+  constexpr QuantBlockLayout l = Tr::kLayout;
+  constexpr int kOrAnd = 0xF8;  // vpternlog: a | (b & c)
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i b = _mm512_loadu_si512(blk + l.nibbles + (c / 2) * kPanel);
+  __m512i lo = _mm512_and_si512(b, low4);
+  __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
+  // 16-bit shifts move bits across the bytes of a word, but every bit the masks keep comes from
+  // its own byte (the shifts are at most 4 and the bits moved sit within 0..7 of the byte).
+  if constexpr (Tr::kBits == 5) {
+    const __m512i h = _mm512_loadu_si512(blk + l.high + (c / 8) * kPanel);
+    const __m512i bit = _mm512_set1_epi8(16);
+    const int s = static_cast<int>(c % 8);  // even: column c's fifth bit is bit s, column c + 1's bit s + 1
+    const __m512i h0 = s <= 4 ? _mm512_sll_epi16(h, _mm_cvtsi32_si128(4 - s)) : _mm512_srl_epi16(h, _mm_cvtsi32_si128(s - 4));
+    const __m512i h1 = s <= 3 ? _mm512_sll_epi16(h, _mm_cvtsi32_si128(3 - s)) : _mm512_srl_epi16(h, _mm_cvtsi32_si128(s - 3));
+    lo = _mm512_ternarylogic_epi32(lo, h0, bit, kOrAnd);
+    hi = _mm512_ternarylogic_epi32(hi, h1, bit, kOrAnd);
+  } else {
+    const __m512i h = _mm512_loadu_si512(blk + l.high + (c / 4) * kPanel);
+    const __m512i two = _mm512_set1_epi8(48);
+    // Column c's top bits are bits 2(c % 4)..+1 of h (c % 4 is 0 or 2), moved to bits 4..5.
+    const __m512i h0 = c % 4 == 0 ? _mm512_slli_epi16(h, 4) : h;
+    const __m512i h1 = c % 4 == 0 ? _mm512_slli_epi16(h, 2) : _mm512_srli_epi16(h, 2);
+    lo = _mm512_ternarylogic_epi32(lo, h0, two, kOrAnd);
+    hi = _mm512_ternarylogic_epi32(hi, h1, two, kOrAnd);
+  }
+  if constexpr (Tr::kQOffset != 0) {  // the values fit int8 after the offset (-32 .. 31)
+    lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(static_cast<char>(Tr::kQOffset)));
+    hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(static_cast<char>(Tr::kQOffset)));
+  }
+  const auto widen = [](__m128i quarter) { return VF{_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(quarter))}; };
+  q0[0] = widen(_mm512_castsi512_si128(lo));
+  q0[1] = widen(_mm512_extracti32x4_epi32(lo, 1));
+  q0[2] = widen(_mm512_extracti32x4_epi32(lo, 2));
+  q0[3] = widen(_mm512_extracti32x4_epi32(lo, 3));
+  q1[0] = widen(_mm512_castsi512_si128(hi));
+  q1[1] = widen(_mm512_extracti32x4_epi32(hi, 1));
+  q1[2] = widen(_mm512_extracti32x4_epi32(hi, 2));
+  q1[3] = widen(_mm512_extracti32x4_epi32(hi, 3));
+}
+#else
+template <GgmlType T>
+constexpr bool kBytewiseDecode = false;
+template <GgmlType T>
+HWY_INLINE void DecodePanelPair(const uint8_t*, int64_t, VF (&)[kVectors], VF (&)[kVectors]) {}
+#endif
+
 // Group g's scale and offset for the kLanes outputs from L, computed as ggml's dequantization
 // does (d · sc rounded once, the offset −(dmin · m) likewise).
 template <GgmlType T>
@@ -200,12 +258,23 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
             x0[r] = hn::Set(df, x[r * k + col0 + c]);
             x1[r] = hn::Set(df, x[r * k + col0 + c + 1]);
           }
-          for (int v = 0; v < kSlice; ++v) {
-            VF q0, q1;
-            DecodePair<T>(blk, c, (slice + v) * kLanes, q0, q1);
-            for (int r = 0; r < kRows; ++r) {
-              inner[r][v] = hn::MulAdd(x0[r], q0, inner[r][v]);
-              inner[r][v] = hn::MulAdd(x1[r], q1, inner[r][v]);
+          if constexpr (kBytewiseDecode<T> && kSlice == kVectors) {
+            VF q0[kVectors], q1[kVectors];
+            DecodePanelPair<T>(blk, c, q0, q1);
+            for (int v = 0; v < kSlice; ++v) {
+              for (int r = 0; r < kRows; ++r) {
+                inner[r][v] = hn::MulAdd(x0[r], q0[v], inner[r][v]);
+                inner[r][v] = hn::MulAdd(x1[r], q1[v], inner[r][v]);
+              }
+            }
+          } else {
+            for (int v = 0; v < kSlice; ++v) {
+              VF q0, q1;
+              DecodePair<T>(blk, c, (slice + v) * kLanes, q0, q1);
+              for (int r = 0; r < kRows; ++r) {
+                inner[r][v] = hn::MulAdd(x0[r], q0, inner[r][v]);
+                inner[r][v] = hn::MulAdd(x1[r], q1, inner[r][v]);
+              }
             }
           }
         }
@@ -257,6 +326,15 @@ void ExpandChunk(const uint8_t* panel, int64_t col0, int64_t cols, Expanded& e) 
   for (int64_t i = 0; i < cols; i += 2) {
     const int64_t col = col0 + i;
     const uint8_t* blk = panel + col / Tr::kBlockCols * Tr::kBlockBytes;
+    if constexpr (kBytewiseDecode<T>) {
+      VF q0[kVectors], q1[kVectors];
+      DecodePanelPair<T>(blk, col % Tr::kBlockCols, q0, q1);
+      for (int v = 0; v < kVectors; ++v) {
+        hn::StoreU(q0[v], df, e.q.data() + i * kPanel + v * kLanes);
+        hn::StoreU(q1[v], df, e.q.data() + (i + 1) * kPanel + v * kLanes);
+      }
+      continue;
+    }
     for (int v = 0; v < kVectors; ++v) {
       VF q0, q1;
       DecodePair<T>(blk, col % Tr::kBlockCols, v * kLanes, q0, q1);
