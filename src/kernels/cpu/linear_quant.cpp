@@ -227,7 +227,9 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
                           int64_t groups, const uint8_t* HWY_RESTRICT panel,
                           float (&out)[kRows][kPanel]) {
   using Tr = Traits<T>;
-  constexpr int kSlice = SliceVectors<kRows>();
+  // Types decoded a panel pair at a time take the whole panel for up to 4 rows: a narrower slice
+  // would decode every pair once per slice.
+  constexpr int kSlice = kBytewiseDecode<T> && kRows <= 4 ? kVectors : SliceVectors<kRows>();
   constexpr int64_t kGroupsPerBlock = Tr::kBlockCols / Tr::kGroupCols;
   const DF df;
   const int64_t blocks = k / Tr::kBlockCols;
