@@ -266,7 +266,8 @@ Status write_packed_cache(const PackedCacheKey& key, const std::vector<PackedSlo
   // data goes after a bound on the header (a quantized matrix lists each of its panels), and a
   // header that outgrows it is laid out again after a bound that holds it.
   uint64_t header_bound = 4096 + 512 * slots.size();
-  for (const PackedSlot& slot : slots) header_bound += 32 * slot.matrix->descriptor().quant_panels.size();
+  for (const PackedSlot& slot : slots)
+    header_bound += 32 * slot.matrix->descriptor().quant_panels.size();
   std::vector<uint64_t> offsets;
   std::string header;
   uint64_t offset = 0;
@@ -286,8 +287,9 @@ Status write_packed_cache(const PackedCacheKey& key, const std::vector<PackedSlo
     header_bound = header.size() + header.size() / 8;  // offsets may gain digits
   }
   if (header.size() > kMaxHeaderBytes)
-    return resource_exhausted(fmt::format("the packed cache's header would take {} bytes, more than the {} a reader accepts",
-                                          header.size(), kMaxHeaderBytes));
+    return resource_exhausted(fmt::format(
+        "the packed cache's header would take {} bytes, more than the {} a reader accepts",
+        header.size(), kMaxHeaderBytes));
   const std::string temp = fmt::format("{}.tmp.{}", key.path, ::getpid());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return io_error(fmt::format("cannot create '{}': {}", temp, std::strerror(errno)));

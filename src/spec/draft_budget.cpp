@@ -76,8 +76,8 @@ std::vector<int32_t> allocate_drafts(std::span<const DraftOffer> offers, double 
     if (offers[i].available > 0 && offers[i].acceptance > 0) next.push({offers[i].acceptance, i});
   while (!next.empty() && rows < row_budget) {
     const auto [gain, i] = next.top();
-    // gain / b > kRequiredReturn · tokens / cost; without the margin, (tokens + gain) / (cost + b) >
-    // tokens / cost.
+    // The draft's yield gain / b beats the batch's tokens / cost by the margin (without it, the
+    // same as (tokens + gain) / (cost + b) > tokens / cost).
     if (gain * cost <= kRequiredReturn * tokens * per_row) break;
     next.pop();
     ++k[i];

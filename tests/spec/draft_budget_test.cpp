@@ -91,9 +91,12 @@ TEST(AllocateDrafts, ADraftMustBeatTheBatchsYieldByTheMargin) {
   // row costs 0.1, so it pays at all from an acceptance of 0.444, and clears the margin only from
   // 0.444 · kRequiredReturn (then every request's draft: each one lowers the batch's yield).
   const double average = 8.0 / 1.8, edge = average * 0.1;
-  EXPECT_EQ(total(allocate_drafts(std::vector<DraftOffer>(8, DraftOffer{1, edge * 1.05}), 1.0, 0.1, 1000)), 0);
-  EXPECT_EQ(total(allocate_drafts(std::vector<DraftOffer>(8, DraftOffer{1, edge * (kRequiredReturn + 0.05)}), 1.0,
-                                  0.1, 1000)),
+  EXPECT_EQ(total(allocate_drafts(std::vector<DraftOffer>(8, DraftOffer{1, edge * 1.05}), 1.0, 0.1,
+                                  1000)),
+            0);
+  EXPECT_EQ(total(allocate_drafts(
+                std::vector<DraftOffer>(8, DraftOffer{1, edge * (kRequiredReturn + 0.05)}), 1.0,
+                0.1, 1000)),
             8);
 }
 

@@ -137,11 +137,13 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L
 // two thirds of the copy rate). On AVX-512 the bits of a column pair are assembled once for all 64
 // outputs of the panel in bytes, then each quarter widened: the same values, so the same bits.
 template <GgmlType T>
-constexpr bool kBytewiseDecode = kLanes == 16 && kVectors == 4 && (Traits<T>::kBits == 5 || Traits<T>::kBits == 6);
+constexpr bool kBytewiseDecode = kLanes == 16 && kVectors == 4 &&
+                                 (Traits<T>::kBits == 5 || Traits<T>::kBits == 6);
 
 // q0[v], q1[v]: DecodePair's q0, q1 for L = v · kLanes, for every v of the panel.
 template <GgmlType T>
-HWY_INLINE void DecodePanelPair(const uint8_t* HWY_RESTRICT blk, int64_t c, VF (&q0)[kVectors], VF (&q1)[kVectors]) {
+HWY_INLINE void DecodePanelPair(const uint8_t* HWY_RESTRICT blk, int64_t c, VF (&q0)[kVectors],
+                                VF (&q1)[kVectors]) {
   using Tr = Traits<T>;
   constexpr QuantBlockLayout l = Tr::kLayout;
   constexpr int kOrAnd = 0xF8;  // vpternlog: a | (b & c)
@@ -154,9 +156,12 @@ HWY_INLINE void DecodePanelPair(const uint8_t* HWY_RESTRICT blk, int64_t c, VF (
   if constexpr (Tr::kBits == 5) {
     const __m512i h = _mm512_loadu_si512(blk + l.high + (c / 8) * kPanel);
     const __m512i bit = _mm512_set1_epi8(16);
-    const int s = static_cast<int>(c % 8);  // even: column c's fifth bit is bit s, column c + 1's bit s + 1
-    const __m512i h0 = s <= 4 ? _mm512_sll_epi16(h, _mm_cvtsi32_si128(4 - s)) : _mm512_srl_epi16(h, _mm_cvtsi32_si128(s - 4));
-    const __m512i h1 = s <= 3 ? _mm512_sll_epi16(h, _mm_cvtsi32_si128(3 - s)) : _mm512_srl_epi16(h, _mm_cvtsi32_si128(s - 3));
+    // c is even: column c's fifth bit is bit s of h, column c + 1's bit s + 1.
+    const int s = static_cast<int>(c % 8);
+    const __m512i h0 = s <= 4 ? _mm512_sll_epi16(h, _mm_cvtsi32_si128(4 - s))
+                              : _mm512_srl_epi16(h, _mm_cvtsi32_si128(s - 4));
+    const __m512i h1 = s <= 3 ? _mm512_sll_epi16(h, _mm_cvtsi32_si128(3 - s))
+                              : _mm512_srl_epi16(h, _mm_cvtsi32_si128(s - 3));
     lo = _mm512_ternarylogic_epi32(lo, h0, bit, kOrAnd);
     hi = _mm512_ternarylogic_epi32(hi, h1, bit, kOrAnd);
   } else {
@@ -172,7 +177,9 @@ HWY_INLINE void DecodePanelPair(const uint8_t* HWY_RESTRICT blk, int64_t c, VF (
     lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(static_cast<char>(Tr::kQOffset)));
     hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(static_cast<char>(Tr::kQOffset)));
   }
-  const auto widen = [](__m128i quarter) { return VF{_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(quarter))}; };
+  const auto widen = [](__m128i quarter) {
+    return VF{_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(quarter))};
+  };
   q0[0] = widen(_mm512_castsi512_si128(lo));
   q0[1] = widen(_mm512_extracti32x4_epi32(lo, 1));
   q0[2] = widen(_mm512_extracti32x4_epi32(lo, 2));
