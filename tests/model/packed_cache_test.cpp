@@ -28,6 +28,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A two-layer model of hidden size 256 whose MLP is `intermediate` wide.
+RandomCheckpointShape small_shape(int64_t intermediate) {
+  RandomCheckpointShape s{.vocab = 300,
+                          .hidden = 256,
+                          .intermediate = intermediate,
+                          .layers = 2,
+                          .heads = 4,
+                          .kv_heads = 2,
+                          .head_dim = 64,
+                          .loops = 2,
+                          .max_positions = 128};
+  s.projection = s.head = std::sqrt(3.0 / 256.0);
+  return s;
+}
+
 class PackedCache : public ::testing::Test {
  public:  // expect_rebuilt drives a fixture
   void SetUp() override {
@@ -37,17 +52,7 @@ class PackedCache : public ::testing::Test {
     fs::remove_all(root_);
     model_ = (root_ / "model").string();
     cache_ = (root_ / "cache").string();
-    RandomCheckpointShape s{.vocab = 300,
-                            .hidden = 256,
-                            .intermediate = 512,
-                            .layers = 2,
-                            .heads = 4,
-                            .kv_heads = 2,
-                            .head_dim = 64,
-                            .loops = 2,
-                            .max_positions = 128};
-    s.projection = s.head = std::sqrt(3.0 / 256.0);
-    ASSERT_TRUE(write_random_checkpoint(model_, s, 11).ok());
+    ASSERT_TRUE(write_random_checkpoint(model_, small_shape(512), 11).ok());
   }
   void TearDown() override { fs::remove_all(root_); }
 
@@ -147,17 +152,7 @@ TEST_F(PackedCache, MappedWeightsAreBitIdenticalToPackedOnes) {
 // and no cache was ever written.
 TEST_F(PackedCache, AQuantizedModelOfManyPanelsIsCached) {
   const std::string wide = (root_ / "wide").string();
-  RandomCheckpointShape s{.vocab = 300,
-                          .hidden = 256,
-                          .intermediate = 16384,
-                          .layers = 2,
-                          .heads = 4,
-                          .kv_heads = 2,
-                          .head_dim = 64,
-                          .loops = 2,
-                          .max_positions = 128};
-  s.projection = s.head = std::sqrt(3.0 / 256.0);
-  ASSERT_TRUE(write_random_checkpoint(wide, s, 12).ok());
+  ASSERT_TRUE(write_random_checkpoint(wide, small_shape(16384), 12).ok());
   LoadOptions q8 = cached();
   q8.quantize = QuantizeType::kQ8_0;
   auto written = load_ouro_model(wide, q8);
