@@ -192,9 +192,18 @@ HWY_INLINE void DecodePanelPair(const uint8_t* HWY_RESTRICT blk, int64_t c, VF (
 #else
 template <GgmlType T>
 constexpr bool kBytewiseDecode = false;
-template <GgmlType T>
-HWY_INLINE void DecodePanelPair(const uint8_t*, int64_t, VF (&)[kVectors], VF (&)[kVectors]) {}
 #endif
+
+// Columns c and c + 1 of a block for every output of the panel: bytewise where the type has it,
+// else vector by vector.
+template <GgmlType T>
+HWY_INLINE void DecodePanel(const uint8_t* HWY_RESTRICT blk, int64_t c, VF (&q0)[kVectors],
+                            VF (&q1)[kVectors]) {
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (kBytewiseDecode<T>) return DecodePanelPair<T>(blk, c, q0, q1);
+#endif
+  for (int v = 0; v < kVectors; ++v) DecodePair<T>(blk, c, v * kLanes, q0[v], q1[v]);
+}
 
 // Group g's scale and offset for the kLanes outputs from L, computed as ggml's dequantization
 // does (d · sc rounded once, the offset −(dmin · m) likewise).
@@ -267,23 +276,21 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
             x0[r] = hn::Set(df, x[r * k + col0 + c]);
             x1[r] = hn::Set(df, x[r * k + col0 + c + 1]);
           }
+          auto accumulate = [&](int v, VF q0, VF q1) {
+            for (int r = 0; r < kRows; ++r) {
+              inner[r][v] = hn::MulAdd(x0[r], q0, inner[r][v]);
+              inner[r][v] = hn::MulAdd(x1[r], q1, inner[r][v]);
+            }
+          };
           if constexpr (kBytewiseDecode<T> && kSlice == kVectors) {
             VF q0[kVectors], q1[kVectors];
-            DecodePanelPair<T>(blk, c, q0, q1);
-            for (int v = 0; v < kSlice; ++v) {
-              for (int r = 0; r < kRows; ++r) {
-                inner[r][v] = hn::MulAdd(x0[r], q0[v], inner[r][v]);
-                inner[r][v] = hn::MulAdd(x1[r], q1[v], inner[r][v]);
-              }
-            }
-          } else {
+            DecodePanel<T>(blk, c, q0, q1);
+            for (int v = 0; v < kSlice; ++v) accumulate(v, q0[v], q1[v]);
+          } else {  // a decoded vector at a time: the slice's vectors need not fit registers
             for (int v = 0; v < kSlice; ++v) {
               VF q0, q1;
               DecodePair<T>(blk, c, (slice + v) * kLanes, q0, q1);
-              for (int r = 0; r < kRows; ++r) {
-                inner[r][v] = hn::MulAdd(x0[r], q0, inner[r][v]);
-                inner[r][v] = hn::MulAdd(x1[r], q1, inner[r][v]);
-              }
+              accumulate(v, q0, q1);
             }
           }
         }
@@ -335,20 +342,11 @@ void ExpandChunk(const uint8_t* panel, int64_t col0, int64_t cols, Expanded& e) 
   for (int64_t i = 0; i < cols; i += 2) {
     const int64_t col = col0 + i;
     const uint8_t* blk = panel + col / Tr::kBlockCols * Tr::kBlockBytes;
-    if constexpr (kBytewiseDecode<T>) {
-      VF q0[kVectors], q1[kVectors];
-      DecodePanelPair<T>(blk, col % Tr::kBlockCols, q0, q1);
-      for (int v = 0; v < kVectors; ++v) {
-        hn::StoreU(q0[v], df, e.q.data() + i * kPanel + v * kLanes);
-        hn::StoreU(q1[v], df, e.q.data() + (i + 1) * kPanel + v * kLanes);
-      }
-      continue;
-    }
+    VF q0[kVectors], q1[kVectors];
+    DecodePanel<T>(blk, col % Tr::kBlockCols, q0, q1);
     for (int v = 0; v < kVectors; ++v) {
-      VF q0, q1;
-      DecodePair<T>(blk, col % Tr::kBlockCols, v * kLanes, q0, q1);
-      hn::StoreU(q0, df, e.q.data() + i * kPanel + v * kLanes);
-      hn::StoreU(q1, df, e.q.data() + (i + 1) * kPanel + v * kLanes);
+      hn::StoreU(q0[v], df, e.q.data() + i * kPanel + v * kLanes);
+      hn::StoreU(q1[v], df, e.q.data() + (i + 1) * kPanel + v * kLanes);
     }
   }
   for (int64_t i = 0; i < cols; i += Tr::kGroupCols) {
