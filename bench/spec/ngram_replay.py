@@ -29,16 +29,23 @@ import gguf
 import jinja2
 
 
-def chat_prompts(args):
+def prompt_ids(args):
     reader = gguf.GGUFReader(args.model)
     field = reader.fields["tokenizer.chat_template"]
     template = jinja2.Environment().from_string(bytes(field.parts[field.data[0]]).decode())
     prompts = []
     with open(args.prompts) as f:
         for line in f:
-            text = template.render(messages=json.loads(line)["messages"], add_generation_prompt=True,
-                                   bos_token="", eos_token="")
-            out = subprocess.check_output([args.rlt, "tokenize", "--model", args.model, "--no-special",
+            entry = json.loads(line)
+            # As `rlt bench` encodes them: chat messages through the template (which writes the
+            # special tokens), raw text (code completion) with the tokenizer's own special tokens.
+            if "messages" in entry:
+                text = template.render(messages=entry["messages"], add_generation_prompt=True,
+                                       bos_token="", eos_token="")
+                special = ["--no-special"]
+            else:
+                text, special = entry["prompt"], []
+            out = subprocess.check_output([args.rlt, "tokenize", "--model", args.model, *special,
                                            "--text", text], stderr=subprocess.DEVNULL)
             prompts.append(json.loads(out)["ids"])
     return prompts
@@ -114,7 +121,7 @@ def main():
     else:
         def cost(rows):
             return 1 + args.row_cost * (rows - 1)
-    prompts = chat_prompts(args)
+    prompts = prompt_ids(args)
     outputs = greedy_outputs(args, prompts)
     print(f"{len(prompts)} prompts, {sum(map(len, outputs))} output tokens; "
           f"ngram {args.ngram_min}-{args.ngram_max}")
