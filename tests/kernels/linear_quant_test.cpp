@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "kernels/cpu/linear.h"
-#include "simd_targets.h"
 #include "kernels/cpu/quant_panels.h"
 #include "quant/dequantize.h"
 #include "quant_rows.h"
+#include "simd_targets.h"
 
 namespace rlt::kernels {
 namespace {
@@ -37,6 +37,10 @@ RowTerms row_terms(const QuantRows& w, int64_t r) {
   t.scale.resize(static_cast<size_t>(w.cols / f.group_cols));
   t.offset.resize(t.scale.size());
   quant_row_terms(f, w.row(r), w.cols, t.q.data(), t.scale.data(), t.offset.data());
+  if (w.type == GgmlType::kQ6_K) {  // the kernel's terms (linear_quant.h): q · 2^24, scale · 2^-24
+    for (float& q : t.q) q *= 0x1p24f;
+    for (float& s : t.scale) s *= 0x1p-24f;
+  }
   return t;
 }
 
@@ -69,8 +73,8 @@ void check_odd_shapes(GgmlType type) {
   std::mt19937 rng(static_cast<unsigned>(type) * 7919u);
   // Partial panels (n % 64), every row tile and remainder (tiles of 8 or 2 rows by target, and
   // the expanded path from 20 rows), one and several blocks.
-  const int64_t shapes[][3] = {{1, 1, bc},   {1, 7, 2 * bc},  {3, 65, bc},   {2, 64, 3 * bc},
-                               {5, 129, bc}, {7, 33, 2 * bc}, {9, 130, bc},  {1, 300, 4 * bc},
+  const int64_t shapes[][3] = {{1, 1, bc},   {1, 7, 2 * bc},  {3, 65, bc},      {2, 64, 3 * bc},
+                               {5, 129, bc}, {7, 33, 2 * bc}, {9, 130, bc},     {1, 300, 4 * bc},
                                {8, 64, bc},  {13, 70, bc},    {21, 65, 2 * bc}, {6, 3, bc}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
@@ -227,6 +231,14 @@ TEST(LinearQuantConcat, UnalignedMixOrUnsupportedTypeFallsBackToF32) {
       ASSERT_NEAR(y[static_cast<size_t>(r)], expect, 1e-4);
     }
   }
+}
+
+// No file holds a K-quant row of partial blocks (the loaders check), but a matrix claiming one
+// must not become quantized panels: the kernel would read past the last block.
+TEST(LinearQuantConcat, RowsOfPartialBlocksAreNotQuantizedPanels) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(64 * 576 / 256 * 144));
+  const WeightMatrix w{DType::kF32, 64, 576, bytes.data(), GgmlType::kQ4_K};
+  EXPECT_NE(PackedMatrix::pack(w).layout(), PackedMatrix::Layout::kQuant);
 }
 
 }  // namespace

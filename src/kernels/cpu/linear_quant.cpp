@@ -53,6 +53,9 @@ struct Traits {
   static constexpr int64_t kBlockCols = kFormat.block_cols;
   static constexpr int64_t kGroupCols = kFormat.group_cols;
   static constexpr int64_t kBlockBytes = kFormat.block_bytes;
+  // Q6_K computes with q · 2^24 and scale · 2^-24 (linear_quant.h): its signed quants are decoded
+  // into the top byte of a 32-bit lane, where the sign extends for free.
+  static constexpr int kQuantShift = kBits == 6 ? 24 : 0;
 };
 
 // A panel is one forward stream; asking for lines ahead keeps more misses in flight than the
@@ -61,6 +64,15 @@ constexpr int64_t kPrefetchBytes = 2048;
 // And into L2 this much further on first, as linear_quant_int8.cpp does (an L1 prefetch holds a
 // fill buffer until its line arrives; from L2 it arrives at once).
 constexpr int64_t kL2AheadBytes = 8192;
+
+// The bytes of an interleaved 64-byte row (quant_panels.h) for the kLanes outputs from L, one per
+// 32-bit lane: output L + i is byte L / 16 of dword L % 16 + i (kLanes divides 16).
+HWY_INLINE hn::Vec<DU> InterleavedBytes(const uint8_t* HWY_RESTRICT row, int64_t L) {
+  static_assert(16 % kLanes == 0);
+  const DU du;
+  const auto dwords = hn::LoadU(du, reinterpret_cast<const uint32_t*>(row + 4 * (L % 16)));
+  return hn::And(hn::ShiftRightSame(dwords, static_cast<int>(8 * (L / 16))), hn::Set(du, 0xFFu));
+}
 
 // The quants of columns c and c + 1 (c even) of a block, for the kLanes outputs from L, as f32
 // (exact: small integers).
@@ -84,7 +96,9 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L
     q1 = hn::ConvertTo(df, i1);
   } else {
     const DU8 du8;
-    const auto b = hn::PromoteTo(du, hn::LoadU(du8, blk + l.nibbles + (c / 2) * kPanel + L));
+    const uint8_t* row = blk + l.nibbles + (c / 2) * kPanel;
+    const auto b =
+        Tr::kBits == 4 ? hn::PromoteTo(du, hn::LoadU(du8, row + L)) : InterleavedBytes(row, L);
 #if HWY_TARGET <= HWY_AVX3
     if constexpr (Tr::kBits == 4 && kLanes == 16) {
       // vpermps reads only the low 4 bits of each index: a nibble picks its own f32 value (the
@@ -99,7 +113,7 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L
     auto lo = hn::And(b, hn::Set(du, 15u));
     auto hi = hn::ShiftRight<4>(b);
     if constexpr (Tr::kBits == 5) {
-      const auto h = hn::PromoteTo(du, hn::LoadU(du8, blk + l.high + (c / 8) * kPanel + L));
+      const auto h = InterleavedBytes(blk + l.high + (c / 8) * kPanel, L);
       const int s = static_cast<int>(c % 8);
       const auto bit = hn::Set(du, 16u);
       // The fifth bit of column c is bit c % 8; moved to bit 4.
@@ -109,7 +123,7 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L
           hi,
           hn::And(s + 1 <= 4 ? hn::ShiftLeftSame(h, 3 - s) : hn::ShiftRightSame(h, s - 3), bit));
     } else if constexpr (Tr::kBits == 6) {
-      const auto h = hn::PromoteTo(du, hn::LoadU(du8, blk + l.high + (c / 4) * kPanel + L));
+      const auto h = InterleavedBytes(blk + l.high + (c / 4) * kPanel, L);
       const auto two = hn::Set(du, 48u);
       // Column c's top bits are bits 2(c % 4)..+1 (c % 4 is 0 or 2 here); moved to bits 4..5.
       if (c % 4 == 0) {
@@ -126,8 +140,8 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L
       loi = hn::Sub(loi, hn::Set(di, Tr::kQOffset));
       hii = hn::Sub(hii, hn::Set(di, Tr::kQOffset));
     }
-    q0 = hn::ConvertTo(df, loi);
-    q1 = hn::ConvertTo(df, hii);
+    q0 = hn::ConvertTo(df, hn::ShiftLeft<Tr::kQuantShift>(loi));
+    q1 = hn::ConvertTo(df, hn::ShiftLeft<Tr::kQuantShift>(hii));
   }
 }
 
@@ -135,7 +149,8 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L
 // The 5- and 6-bit K-quants assemble their bits from two planes (nibbles, high bits): per 16-lane
 // vector that is a dozen operations per column pair, which made their GEMV compute-bound (half to
 // two thirds of the copy rate). On AVX-512 the bits of a column pair are assembled once for all 64
-// outputs of the panel in bytes, then each quarter widened: the same values, so the same bits.
+// outputs of the panel in bytes, then each quarter taken out (interleaved rows: an in-lane shuffle)
+// and converted: the same values, so the same bits.
 template <GgmlType T>
 constexpr bool kBytewiseDecode = kLanes == 16 && kVectors == 4 &&
                                  (Traits<T>::kBits == 5 || Traits<T>::kBits == 6);
@@ -177,17 +192,22 @@ HWY_INLINE void DecodePanelPair(const uint8_t* HWY_RESTRICT blk, int64_t c, VF (
     lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(static_cast<char>(Tr::kQOffset)));
     hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(static_cast<char>(Tr::kQOffset)));
   }
-  const auto widen = [](__m128i quarter) {
-    return VF{_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(quarter))};
+  // The rows are interleaved (quant_panels.h): vector v is byte v of every 32-bit lane, moved by
+  // an in-lane shuffle (control 0x80 zeroes a byte) to the bottom, or for signed quants to the
+  // top (q · 2^24: the sign comes with it).
+  const auto split = [](__m512i bytes, VF(&q)[kVectors]) {
+    for (int v = 0; v < kVectors; ++v) {
+      auto control = [v](int dword) {  // the byte of this 128-bit lane's dword that output takes
+        const int from = 4 * dword + v;
+        return static_cast<int>(Tr::kQuantShift == 24 ? (from << 24) | 0x808080
+                                                      : static_cast<int>(0x80808000u) | from);
+      };
+      const __m512i shuffle = _mm512_set4_epi32(control(3), control(2), control(1), control(0));
+      q[v] = VF{_mm512_cvtepi32_ps(_mm512_shuffle_epi8(bytes, shuffle))};
+    }
   };
-  q0[0] = widen(_mm512_castsi512_si128(lo));
-  q0[1] = widen(_mm512_extracti32x4_epi32(lo, 1));
-  q0[2] = widen(_mm512_extracti32x4_epi32(lo, 2));
-  q0[3] = widen(_mm512_extracti32x4_epi32(lo, 3));
-  q1[0] = widen(_mm512_castsi512_si128(hi));
-  q1[1] = widen(_mm512_extracti32x4_epi32(hi, 1));
-  q1[2] = widen(_mm512_extracti32x4_epi32(hi, 2));
-  q1[3] = widen(_mm512_extracti32x4_epi32(hi, 3));
+  split(lo, q0);
+  split(hi, q1);
 }
 #else
 template <GgmlType T>
@@ -226,6 +246,7 @@ HWY_INLINE void GroupScale(const uint8_t* HWY_RESTRICT blk, int64_t g, int64_t L
     const DI8 di8;
     const auto* sc = reinterpret_cast<const int8_t*>(blk + l.scales + g * kPanel + L);
     s = hn::Mul(d, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, sc))));
+    s = hn::Mul(s, hn::Set(df, 1.0f / static_cast<float>(1 << Tr::kQuantShift)));  // exact
   } else {
     const auto sc = hn::PromoteTo(du, hn::LoadU(du8, blk + l.scales + g * kPanel + L));
     const auto mn = hn::PromoteTo(du, hn::LoadU(du8, blk + l.mins + g * kPanel + L));
@@ -405,8 +426,9 @@ constexpr int64_t kExpandFromRows = 20;
 
 // Input rows m0 .. m0 + kRows of panel p through one tile, stored into y.
 template <GgmlType T, int kRows>
-HWY_INLINE void QuantRows(const float* x, int64_t k, const float* xsum, int64_t groups, const PackedMatrix& w,
-                          int64_t p, const uint8_t* panel, int64_t m0, float* y) {
+HWY_INLINE void QuantRows(const float* x, int64_t k, const float* xsum, int64_t groups,
+                          const PackedMatrix& w, int64_t p, const uint8_t* panel, int64_t m0,
+                          float* y) {
   float out[kRows][kPanel];
   QuantTile<T, kRows>(x + m0 * k, k, xsum + m0 * groups, groups, panel, out);
   store_panel(w, p, &out[0][0], kRows, m0, y);
@@ -414,8 +436,9 @@ HWY_INLINE void QuantRows(const float* x, int64_t k, const float* xsum, int64_t 
 
 // The last rows < kRowsTile of a panel, as one tile of that many rows.
 template <GgmlType T, int kRows = kRowsTile - 1>
-HWY_INLINE void QuantRest(int64_t rows, const float* x, int64_t k, const float* xsum, int64_t groups,
-                          const PackedMatrix& w, int64_t p, const uint8_t* panel, int64_t m0, float* y) {
+HWY_INLINE void QuantRest(int64_t rows, const float* x, int64_t k, const float* xsum,
+                          int64_t groups, const PackedMatrix& w, int64_t p, const uint8_t* panel,
+                          int64_t m0, float* y) {
   if constexpr (kRows >= 1) {
     if (rows == kRows) return QuantRows<T, kRows>(x, k, xsum, groups, w, p, panel, m0, y);
     QuantRest<T, kRows - 1>(rows, x, k, xsum, groups, w, p, panel, m0, y);
@@ -452,7 +475,8 @@ void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, con
   // few rows (a decode step of a few requests, a speculative verification) cost one or two decodes
   // instead of one per row.
   int64_t m0 = 0;
-  for (; m0 + kRowsTile <= m; m0 += kRowsTile) QuantRows<T, kRowsTile>(x, k, xsum, groups, w, p, panel, m0, y);
+  for (; m0 + kRowsTile <= m; m0 += kRowsTile)
+    QuantRows<T, kRowsTile>(x, k, xsum, groups, w, p, panel, m0, y);
   QuantRest<T>(m - m0, x, k, xsum, groups, w, p, panel, m0, y);
 }
 

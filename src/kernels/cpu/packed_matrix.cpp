@@ -111,8 +111,11 @@ bool any_quantized(const std::vector<WeightMatrix>& parts) {
 // Whether the parts can stay quantized: every part in a type the quantized kernel computes on,
 // and panels never mixing two types (each part but the last whole panels, when types differ).
 bool quant_packable(const std::vector<WeightMatrix>& parts, bool concatenated) {
-  for (const auto& p : parts)
+  for (const auto& p : parts) {
     if (!p.quantized() || !quant_panel_format(*p.quant)) return false;
+    // Rows of whole blocks only (every loader checks; a panel cut short would be read past).
+    if (p.cols % quant_panel_format(*p.quant)->block_cols != 0) return false;
+  }
   bool same = true;
   for (const auto& p : parts) same &= *p.quant == *parts.front().quant;
   if (same) return true;

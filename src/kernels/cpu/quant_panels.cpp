@@ -186,11 +186,13 @@ void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_
         dst[l.bytes8 + c * kPanel + slot] = q;
         continue;
       }
-      dst[l.nibbles + (c / 2) * kPanel + slot] |= static_cast<uint8_t>((q & 0xF) << (4 * (c % 2)));
+      // Only 5- and 6-bit quants come here (4-bit ones were written whole above): interleaved.
+      const int64_t at = interleaved_byte(slot);
+      dst[l.nibbles + (c / 2) * kPanel + at] |= static_cast<uint8_t>((q & 0xF) << (4 * (c % 2)));
       if (f.quant_bits == 5)
-        dst[l.high + (c / 8) * kPanel + slot] |= static_cast<uint8_t>((q >> 4) << (c % 8));
-      else if (f.quant_bits == 6)
-        dst[l.high + (c / 4) * kPanel + slot] |= static_cast<uint8_t>((q >> 4) << (2 * (c % 4)));
+        dst[l.high + (c / 8) * kPanel + at] |= static_cast<uint8_t>((q >> 4) << (c % 8));
+      else
+        dst[l.high + (c / 4) * kPanel + at] |= static_cast<uint8_t>((q >> 4) << (2 * (c % 4)));
     }
   }
 }

@@ -11,6 +11,11 @@
 //   - 8-bit quants (and Q5_0 / Q5_1's, as stored unsigned): one byte per output per column;
 //   - Q5_K's fifth bits: one byte per output for each 8 columns (bit j: column 8i+j);
 //   - Q6_K's top two bits: one byte per output for each 4 columns (bits 2j..2j+1: column 4i+j).
+// Q5_K and Q6_K interleave the 64 bytes of each such row (nibbles and high bits): output o sits at
+// byte 4 (o mod 16) + o / 16 (interleaved_byte), so 32-bit lane i holds outputs i, 16 + i, 32 + i
+// and 48 + i, and a vector of 16 outputs is one byte of every lane — taken with an in-lane
+// shuffle, where a byte-to-f32 widening crosses lanes (twice as costly on Zen 4, which made their
+// GEMV compute-bound).
 // Every block is the same size per output as the GGML block it came from (Q4_K and Q5_K: 4 bytes
 // more per 256 weights, their 6-bit scales unpacked to bytes), so a decode step streams the file's
 // bytes, no more — except Q5_0 / Q5_1, whose quants are widened to a byte each (34 / 36 bytes per
@@ -136,6 +141,11 @@ constexpr QuantBlockLayout quant_block_layout(const QuantPanelFormat& f) {
   }
   l.size = at;
   return l;
+}
+
+// The byte of output `slot` within a 64-byte row of interleaved quants (Q5_K, Q6_K above).
+constexpr int64_t interleaved_byte(int64_t slot) {
+  return 4 * (slot % 16) + slot / 16;
 }
 
 // Writes source row `row_blocks` (cols / block_cols GGML blocks of `format.type`, as stored in a
