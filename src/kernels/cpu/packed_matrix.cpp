@@ -112,9 +112,10 @@ bool any_quantized(const std::vector<WeightMatrix>& parts) {
 // and panels never mixing two types (each part but the last whole panels, when types differ).
 bool quant_packable(const std::vector<WeightMatrix>& parts, bool concatenated) {
   for (const auto& p : parts) {
-    if (!p.quantized() || !quant_panel_format(*p.quant)) return false;
+    const std::optional<QuantPanelFormat> format =
+        p.quantized() ? quant_panel_format(*p.quant) : std::nullopt;
     // Rows of whole blocks only (every loader checks; a panel cut short would be read past).
-    if (p.cols % quant_panel_format(*p.quant)->block_cols != 0) return false;
+    if (!format || p.cols % format->block_cols != 0) return false;
   }
   bool same = true;
   for (const auto& p : parts) same &= *p.quant == *parts.front().quant;
