@@ -7,6 +7,10 @@ find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(hwy REQUIRED)
+# The kernels keep tiles of accumulators in arrays of vectors, which SVE's sizeless types forbid:
+# on AArch64 they compile for NEON (every AArch64 core) and not for Highway's SVE targets.
+# scripts/cross_check_arm64.sh passes the same definition.
+add_compile_definitions("HWY_DISABLED_TARGETS=(HWY_SVE|HWY_SVE2|HWY_SVE_256|HWY_SVE2_128)")
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_path(RLT_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-pthread REQUIRED)
