@@ -266,8 +266,8 @@ Status check_int8_activations(const OuroModel& model, const LoadOptions& options
   if (!options.pack_for_cpu) return Status::ok_status();  // the engine refuses GPU runs itself
   if (!kernels::linear_quant_int8_supported()) {
     return unimplemented(
-        fmt::format("--activation-dtype int8 needs an x86 CPU with AVX2 (this one runs the {} "
-                    "kernels); use --activation-dtype f32",
+        fmt::format("--activation-dtype int8 needs an x86 CPU with AVX2 or an AArch64 CPU (this "
+                    "one runs the {} kernels); use --activation-dtype f32",
                     kernels::cpu_dispatch_target()));
   }
   const std::string types = model.quantized_types();

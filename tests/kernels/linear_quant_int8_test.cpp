@@ -62,7 +62,8 @@ std::vector<float> normal(int64_t count, std::mt19937& rng) {
 class LinearQuantInt8Test : public ::testing::TestWithParam<GgmlType> {
  protected:
   void SetUp() override {
-    if (!linear_quant_int8_supported()) GTEST_SKIP() << "this CPU has no int8 kernel (needs AVX2)";
+    if (!linear_quant_int8_supported())
+      GTEST_SKIP() << "this CPU has no int8 kernel (needs AVX2 or AArch64)";
   }
 };
 
@@ -170,9 +171,9 @@ TEST_P(LinearQuantInt8Test, SwiGLUEqualsSeparateProducts) {
   }
 }
 
-// The x86 targets (AVX2, AVX-512, AVX-512 VNNI: int8_lanes-inl.h) compute the same integers and
-// run the same float steps lane for lane, so every one the CPU has gives the same bits, decode
-// and prefill tiles alike.
+// The targets with an int8 kernel (AVX2, AVX-512, AVX-512 VNNI; NEON and the SVE targets on
+// AArch64: int8_lanes-inl.h) compute the same integers and run the same float steps lane for
+// lane, so every one the CPU has gives the same bits, decode and prefill tiles alike.
 TEST_P(LinearQuantInt8Test, EveryTargetGivesTheSameBits) {
   const GgmlType type = GetParam();
   const int64_t k = quant_panel_format(type)->block_cols * 3, n = 130;
@@ -184,8 +185,8 @@ TEST_P(LinearQuantInt8Test, EveryTargetGivesTheSameBits) {
     std::vector<std::vector<float>> got;
     std::vector<int64_t> targets;
     for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-      if (target > HWY_AVX2) continue;  // below AVX2 the kernel does not exist
       hwy::SetSupportedTargetsForTest(target);
+      if (linear_quant_int8_kernel().empty()) continue;  // below AVX2 the kernel does not exist
       got.emplace_back(static_cast<size_t>(m * n));
       targets.push_back(target);
       linear(x.data(), m, packed, got.back().data());
@@ -211,7 +212,8 @@ INSTANTIATE_TEST_SUITE_P(Types, LinearQuantInt8Test,
 // Q4_K_M's q/k/v: Q4_K and Q6_K panels side by side in the int8 layout too (and Q5_K_M's Q5_K);
 // types that meet inside a panel fall back to f32 panels as with f32 activations.
 TEST(LinearQuantInt8Concat, MixedTypesAtPanelBoundaries) {
-  if (!linear_quant_int8_supported()) GTEST_SKIP() << "this CPU has no int8 kernel (needs AVX2)";
+  if (!linear_quant_int8_supported())
+    GTEST_SKIP() << "this CPU has no int8 kernel (needs AVX2 or AArch64)";
   std::mt19937 rng(11);
   const int64_t k = 512, m = 6;
   const QuantRows q = random_rows(GgmlType::kQ4_K, 128, k, rng),

@@ -1,14 +1,16 @@
 // Per-target vector operations of the int8-activation kernel (linear_quant_int8.cpp), one struct
-// per x86 width: Avx2Lanes (8 outputs per vector, vpmaddubsw), Avx512Lanes<false> (16 outputs,
-// the same byte products on 512 bits) and Avx512Lanes<true> (16 outputs, VNNI vpdpbusd: four
-// byte products summed into int32 in one instruction). `Int8Lanes` names the current target's.
-// The kernel is written once against these; they have no Highway op in the version Debian ships
-// (Highway 1.0.3 lacks SumOfMulQuadAccumulate), hence intrinsics.
+// per instruction set: Avx2Lanes (8 outputs per vector, vpmaddubsw), Avx512Lanes<false> (16
+// outputs, the same byte products on 512 bits), Avx512Lanes<true> (16 outputs, VNNI vpdpbusd: four
+// byte products summed into int32 in one instruction) and NeonLanes (4 outputs, widening 16-bit
+// multiplies and pairwise adds: Armv8.0, every AArch64 core). `Int8Lanes` names the current
+// target's and RLT_INT8_LANES says whether it has one. The kernel is written once against these;
+// they have no Highway op in the version Debian ships (Highway 1.0.3 lacks
+// SumOfMulQuadAccumulate), hence intrinsics.
 //
 // Integer contract (every struct): a `partial` accumulates products of unsigned weight bytes and
 // signed activation bytes. On the vpmaddubsw structs it holds int16 pair sums, so the caller
-// bounds how many MulAdd calls precede a Widen (the kernel states the bounds per type); on VNNI it
-// holds int32 quad sums and Widen is an add. Both compute the same exact integers.
+// bounds how many MulAdd calls precede a Widen (the kernel states the bounds per type); on VNNI and
+// NEON it holds int32 quad sums and Widen is an add. All compute the same exact integers.
 #if defined(RLT_KERNELS_CPU_INT8_LANES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RLT_KERNELS_CPU_INT8_LANES_INL_H_
 #undef RLT_KERNELS_CPU_INT8_LANES_INL_H_
@@ -20,6 +22,18 @@
 
 #include <cstdint>
 #include <cstring>
+
+#if HWY_ARCH_ARM_A64
+#include <arm_neon.h>
+#endif
+
+// Whether the target being compiled has an Int8Lanes (x86 from AVX2 up, every AArch64 target).
+#undef RLT_INT8_LANES
+#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) || HWY_ARCH_ARM_A64
+#define RLT_INT8_LANES 1
+#else
+#define RLT_INT8_LANES 0
+#endif
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
@@ -187,6 +201,90 @@ using Int8Lanes = Avx2Lanes;
 #endif
 
 #endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+
+#if HWY_ARCH_ARM_A64
+
+// NEON without the dot-product extension (Armv8.0): bytes widen to int16, multiply exactly
+// (|255 · 128| < 2^15) and pairwise adds take each output's four products to int32 — the same
+// integers as VNNI's quad sums. Serves every AArch64 Highway target (NEON is part of the base
+// architecture, SVE targets included).
+struct NeonLanes {
+  using I = int32x4_t;
+  using F = float32x4_t;
+  static constexpr const char* kName = "NEON widening multiplies";
+  static constexpr int kLanes = 4;
+  static constexpr int kTileVectors = 2;
+  static constexpr bool kInt32Quads = true;
+
+  static HWY_INLINE I Load(const uint8_t* p) { return vreinterpretq_s32_u8(vld1q_u8(p)); }
+  static HWY_INLINE I Broadcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return vdupq_n_s32(v);
+  }
+  static HWY_INLINE I Zero() { return vdupq_n_s32(0); }
+  static HWY_INLINE I Bytes(uint8_t c) { return vreinterpretq_s32_u8(vdupq_n_u8(c)); }
+  static HWY_INLINE I Set32(int32_t v) { return vdupq_n_s32(v); }
+  static HWY_INLINE I And(I a, I b) { return vandq_s32(a, b); }
+  static HWY_INLINE I Or(I a, I b) { return vorrq_s32(a, b); }
+  static HWY_INLINE I Xor(I a, I b) { return veorq_s32(a, b); }
+  template <int kBits>
+  static HWY_INLINE I Shr16(I a) {
+    return vreinterpretq_s32_u16(vshrq_n_u16(vreinterpretq_u16_s32(a), kBits));
+  }
+  static HWY_INLINE I Sub32(I a, I b) { return vsubq_s32(a, b); }
+
+  // Lanes hold (output, column) bytes as o0c0 o0c1 o0c2 o0c3 o1c0 ...: the products of each half
+  // add pairwise to (o c01, o c23) and once more across the halves to one sum per output.
+  static HWY_INLINE I MulAdd(I partial, I w_u8, I x_s8) {
+    const uint8x16_t w = vreinterpretq_u8_s32(w_u8);
+    const int8x16_t x = vreinterpretq_s8_s32(x_s8);
+    const int16x8_t lo =
+        vmulq_s16(vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(w))), vmovl_s8(vget_low_s8(x)));
+    const int16x8_t hi = vmulq_s16(vreinterpretq_s16_u16(vmovl_high_u8(w)), vmovl_high_s8(x));
+    return vaddq_s32(partial, vpaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi)));
+  }
+  static HWY_INLINE I Widen(I acc, I partial) { return vaddq_s32(acc, partial); }
+  static HWY_INLINE I MulAddWiden(I acc, I w_u8, I x_s8) { return MulAdd(acc, w_u8, x_s8); }
+  // |−128| wraps to the byte 0x80, read as the unsigned 128 it is.
+  static HWY_INLINE I Magnitude(I w) {
+    return vreinterpretq_s32_s8(vabsq_s8(vreinterpretq_s8_s32(w)));
+  }
+  static HWY_INLINE I WithSignOf(I x, I w) {
+    const int8x16_t xb = vreinterpretq_s8_s32(x);
+    return vreinterpretq_s32_s8(vbslq_s8(vcltzq_s8(vreinterpretq_s8_s32(w)), vnegq_s8(xb), xb));
+  }
+
+  static HWY_INLINE void StoreF(float* p, F v) { vst1q_f32(p, v); }
+  static HWY_INLINE F LoadF(const float* p) { return vld1q_f32(p); }
+  static HWY_INLINE F SetF(float v) { return vdupq_n_f32(v); }
+  static HWY_INLINE F ZeroF() { return vdupq_n_f32(0.0f); }
+  static HWY_INLINE F Mul(F a, F b) { return vmulq_f32(a, b); }
+  static HWY_INLINE F Fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
+  static HWY_INLINE F Neg(F a) { return vnegq_f32(a); }
+  static HWY_INLINE F ToF(I a) { return vcvtq_f32_s32(a); }
+  static HWY_INLINE F HalvesToF(const uint8_t* p) {
+    return vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(p)));
+  }
+  static HWY_INLINE F U8ToF(const uint8_t* p) {
+    return vcvtq_f32_u32(vmovl_u16(vget_low_u16(vmovl_u8(Four(p)))));
+  }
+  static HWY_INLINE F S8ToF(const uint8_t* p) {
+    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_u8(Four(p))))));
+  }
+
+ private:
+  // Four bytes from p in the low lanes (the load reads no further).
+  static HWY_INLINE uint8x8_t Four(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return vreinterpret_u8_u32(vdup_n_u32(v));
+  }
+};
+
+using Int8Lanes = NeonLanes;
+
+#endif  // HWY_ARCH_ARM_A64
 
 }  // namespace HWY_NAMESPACE
 }  // namespace rlt::kernels

@@ -1,8 +1,9 @@
 // Highway dynamic dispatch: this file is compiled once per SIMD target, AVX3_DL (Ice Lake and
 // later: AVX-512 VNNI) included, which Highway 1.0 builds only on request. The kernel is written
-// once against int8_lanes-inl.h (AVX2, AVX-512, AVX-512 VNNI byte products: no Highway op in the
-// version Debian ships), so it exists on the x86 targets from AVX2 up and the others report it
-// unsupported (packing then keeps the f32-activation layout).
+// once against int8_lanes-inl.h (AVX2, AVX-512, AVX-512 VNNI byte products, NEON widening
+// multiplies: no Highway op in the version Debian ships), so it exists on the x86 targets from AVX2
+// up and on AArch64; the others report it unsupported (packing then keeps the f32-activation
+// layout).
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL
 #endif
@@ -28,7 +29,7 @@ HWY_BEFORE_NAMESPACE();
 namespace rlt::kernels {
 namespace HWY_NAMESPACE {
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#if RLT_INT8_LANES
 
 using quant::GgmlType;
 using L = Int8Lanes;
@@ -439,6 +440,45 @@ const char* Int8KernelName() {
   return L::kName;
 }
 
+void LinearQuantInt8Impl(const float* x, int64_t m, const PackedMatrix& w, float* y) {
+  thread_local QuantizedActivations rounded;
+  quantize_activations(x, m, w.cols(), rounded);
+  const QuantizedActivations& a =
+      rounded;  // the caller's copy: thread_local names differ per thread
+  const auto* base = static_cast<const uint8_t*>(w.data());
+  // Threads split panels and, for prefill, blocks of rows, as the f32 kernel does (results do not
+  // depend on the split). Integer products cost about a quarter of the f32 kernel's decoding, so
+  // the parallel region pays from a larger product.
+  const bool parallel = m * w.outputs() * w.cols() >= (int64_t{1} << 18);
+  constexpr int64_t kRowBlock = 64;
+  const int64_t block_rows = m >= kFewRows ? kRowBlock : m;
+  const int64_t row_blocks = (m + block_rows - 1) / block_rows;
+  const int64_t tasks = w.panels() * row_blocks;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int64_t p = task / row_blocks, r0 = task % row_blocks * block_rows;
+    const PackedMatrix::QuantPanel& qp = w.quant_panels()[static_cast<size_t>(p)];
+    if (const Int8PanelFn fn = int8_panel_fn(qp.type))
+      fn(a, r0, std::min(block_rows, m - r0), w, p, base + qp.offset, y);
+  }
+}
+
+#else  // no Int8Lanes: the kernel does not exist here and packing never asks for it
+
+const char* Int8KernelName() {
+  return "";
+}
+
+void LinearQuantInt8Impl(const float*, int64_t, const PackedMatrix&, float*) {
+  HWY_ABORT(
+      "the int8-activation kernel needs AVX2 or AArch64; PackedMatrix never lays a matrix out "
+      "for it on this CPU");
+}
+
+#endif  // RLT_INT8_LANES
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+
 HWY_INLINE float MaxLane(__m256 v) {
   __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   h = _mm_max_ps(h, _mm_movehl_ps(h, h));
@@ -491,36 +531,10 @@ void QuantizeActivationsImpl(const float* x, int64_t m, int64_t k, QuantizedActi
   }
 }
 
-void LinearQuantInt8Impl(const float* x, int64_t m, const PackedMatrix& w, float* y) {
-  thread_local QuantizedActivations rounded;
-  quantize_activations(x, m, w.cols(), rounded);
-  const QuantizedActivations& a =
-      rounded;  // the caller's copy: thread_local names differ per thread
-  const auto* base = static_cast<const uint8_t*>(w.data());
-  // Threads split panels and, for prefill, blocks of rows, as the f32 kernel does (results do not
-  // depend on the split). Integer products cost about a quarter of the f32 kernel's decoding, so
-  // the parallel region pays from a larger product.
-  const bool parallel = m * w.outputs() * w.cols() >= (int64_t{1} << 18);
-  constexpr int64_t kRowBlock = 64;
-  const int64_t block_rows = m >= kFewRows ? kRowBlock : m;
-  const int64_t row_blocks = (m + block_rows - 1) / block_rows;
-  const int64_t tasks = w.panels() * row_blocks;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t task = 0; task < tasks; ++task) {
-    const int64_t p = task / row_blocks, r0 = task % row_blocks * block_rows;
-    const PackedMatrix::QuantPanel& qp = w.quant_panels()[static_cast<size_t>(p)];
-    if (const Int8PanelFn fn = int8_panel_fn(qp.type))
-      fn(a, r0, std::min(block_rows, m - r0), w, p, base + qp.offset, y);
-  }
-}
+#else
 
-#else  // no AVX2: the kernel does not exist here and packing never asks for it
-
-const char* Int8KernelName() {
-  return "";
-}
-
-// The definition the AVX2 version follows (linear_quant_int8.h), for tests on any CPU.
+// The definition the AVX2 version follows (linear_quant_int8.h): the rounding of every other
+// target (AArch64 included, where it serves the kernel) and the tests' reference.
 void QuantizeActivationsImpl(const float* x, int64_t m, int64_t k, QuantizedActivations& out) {
   const int64_t groups = k / 32;
   for (int64_t r = 0; r < m; ++r) {
@@ -544,12 +558,6 @@ void QuantizeActivationsImpl(const float* x, int64_t m, int64_t k, QuantizedActi
       out.dsum[at] = d * static_cast<float>(sums[0] + sums[1]);
     }
   }
-}
-
-void LinearQuantInt8Impl(const float*, int64_t, const PackedMatrix&, float*) {
-  HWY_ABORT(
-      "the int8-activation kernel needs AVX2; PackedMatrix never lays a matrix out for it "
-      "on this CPU");
 }
 
 #endif

@@ -22,11 +22,11 @@
 
 namespace rlt::kernels {
 
-// Whether this CPU runs the int8 kernel (x86 from AVX2 up). Without it, packing keeps the
-// f32-activation layout.
+// Whether this CPU runs the int8 kernel (x86 from AVX2 up, AArch64). Without it, packing keeps
+// the f32-activation layout.
 bool linear_quant_int8_supported();
-// The variant this CPU runs ("AVX2 vpmaddubsw", "AVX-512 vpmaddubsw", "AVX-512 VNNI vpdpbusd"),
-// empty where there is none.
+// The variant this CPU runs ("AVX2 vpmaddubsw", "AVX-512 vpmaddubsw", "AVX-512 VNNI vpdpbusd",
+// "NEON widening multiplies"), empty where there is none.
 std::string linear_quant_int8_kernel();
 
 void linear_quant_int8(const float* x, int64_t m, const PackedMatrix& w, float* y);
