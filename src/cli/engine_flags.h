@@ -58,7 +58,7 @@ inline constexpr const char* kQuantizeHelp =
     "embedding, norms and exit gate stay as stored; CPU runs)";
 inline constexpr const char* kActivationDTypeHelp =
     "Linear-layer activations: f32, bf16 (bf16 weights on AVX512_BF16 CPUs: ~2x prefill), or "
-    "int8 (quantized weights on AVX2 CPUs: 8-bit activations per 32 columns, integer dot "
-    "products, as llama.cpp)";
+    "int8 (quantized weights on AVX2 or AArch64 CPUs: 8-bit activations per 32 columns, integer "
+    "dot products, as llama.cpp)";
 
 }  // namespace rlt::cli
