@@ -206,8 +206,8 @@ using Int8Lanes = Avx2Lanes;
 
 // NEON without the dot-product extension (Armv8.0): bytes widen to int16, multiply exactly
 // (|255 · 128| < 2^15) and pairwise adds take each output's four products to int32 — the same
-// integers as VNNI's quad sums. Serves every AArch64 Highway target (NEON is part of the base
-// architecture, SVE targets included).
+// integers as VNNI's quad sums. NEON is part of the base architecture, so this serves every
+// AArch64 core (the build compiles no SVE targets: cmake/RltDependencies.cmake).
 struct NeonLanes {
   using I = int32x4_t;
   using F = float32x4_t;
