@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # Builds the CPU kernels and the CPU attention backends with their unit tests for AArch64 and
 # runs them under qemu-user, so that the Arm code paths (Highway's NEON target, the int8 kernel's
-# NeonLanes, cpu_flash) are checked on an x86 machine. Emulation says nothing about speed; it checks results, bit for bit as the tests
-# do on x86. Installs what it needs on Debian 12 (root, idempotent): the arm64 architecture,
-# g++-aarch64-linux-gnu, qemu-user and the arm64 builds of Highway, GoogleTest, fmt, spdlog and
-# xxHash.
-# Not part of scripts/test.sh (the emulated suites take minutes on two cores).
+# NeonLanes, cpu_flash) are checked on an x86 machine. Emulation says nothing about speed; it
+# checks results, bit for bit where the tests do on x86. Installs what it needs on Debian 12
+# (root, idempotent): the arm64 architecture, g++-aarch64-linux-gnu, qemu-user and the arm64
+# builds of Highway, GoogleTest, fmt, spdlog and xxHash. Not part of scripts/test.sh: on the
+# 2-core dev box the cross build takes ~8 minutes (the emulated runs ~1).
 # Usage: scripts/cross_check_arm64.sh [BUILD_DIR] [-- gtest arguments]   (default: build/arm64)
-# Measured on the 2-core dev box: ~8 minutes to build, ~2 to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build/arm64
@@ -41,7 +40,6 @@ if [ "$(cat "$build/flags.txt" 2>/dev/null)" != "${flags[*]}" ]; then
   rm -f "$build"/*.o
   echo "${flags[*]}" >"$build/flags.txt"
 fi
-objects=()
 compile() {  # sources -> objects, each rebuilt when it or any header under src/ or tests/ is newer
   objects=()
   local src obj
