@@ -74,6 +74,43 @@ HWY_INLINE hn::Vec<DU> InterleavedBytes(const uint8_t* HWY_RESTRICT row, int64_t
   return hn::And(hn::ShiftRightSame(dwords, static_cast<int>(8 * (L / 16))), hn::Set(du, 0xFFu));
 }
 
+// The column octet holding column c of a 4-bit block (quant_panels.h) for the kLanes outputs from
+// L: each output's 8 columns in its 32-bit lane, so the load needs no widening (on Zen 4 the
+// byte-to-dword widening it replaced was the costliest step of decoding).
+template <GgmlType T>
+HWY_INLINE hn::Vec<DU> OctetLanes(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L) {
+  const DU du;
+  const auto* octet = blk + Traits<T>::kLayout.nibbles + (c / 8) * 4 * kPanel;
+  return hn::LoadU(du, reinterpret_cast<const uint32_t*>(octet) + L);
+}
+
+// Columns c and c + 1 (c even) out of their octet's lanes, as f32: column c is the nibble at bit
+// 8 (c % 4) + 4 (c % 8 / 4), column c + 1 the one a byte above.
+template <GgmlType T>
+HWY_INLINE void DecodeOctetPair(hn::Vec<DU> lanes, int64_t c, VF& q0, VF& q1) {
+  const DF df;
+  const DI di;
+  const DU du;
+  using Tr = Traits<T>;
+  const int shift0 = static_cast<int>(8 * (c % 4) + 4 * (c % 8 / 4));
+  const auto b0 = hn::ShiftRightSame(lanes, shift0);
+  const auto b1 = hn::ShiftRightSame(lanes, shift0 + 8);
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (kLanes == 16) {
+    // vpermps reads only the low 4 bits of each index: a nibble picks its own f32 value (the
+    // offset included) from a 16-lane table, with no mask, offset or conversion (one shuffle
+    // instead of a mask, a convert and a subtract; the same values, so the same bits).
+    const VF table = hn::Iota(df, -Tr::kQOffset);
+    q0 = VF{_mm512_permutexvar_ps(b0.raw, table.raw)};
+    q1 = VF{_mm512_permutexvar_ps(b1.raw, table.raw)};
+    return;
+  }
+#endif
+  const auto offset = hn::Set(di, Tr::kQOffset);
+  q0 = hn::ConvertTo(df, hn::Sub(hn::BitCast(di, hn::And(b0, hn::Set(du, 15u))), offset));
+  q1 = hn::ConvertTo(df, hn::Sub(hn::BitCast(di, hn::And(b1, hn::Set(du, 15u))), offset));
+}
+
 // The quants of columns c and c + 1 (c even) of a block, for the kLanes outputs from L, as f32
 // (exact: small integers).
 template <GgmlType T>
@@ -94,22 +131,10 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L
     }
     q0 = hn::ConvertTo(df, i0);
     q1 = hn::ConvertTo(df, i1);
+  } else if constexpr (Tr::kBits == 4) {
+    DecodeOctetPair<T>(OctetLanes<T>(blk, c, L), c, q0, q1);
   } else {
-    const DU8 du8;
-    const uint8_t* row = blk + l.nibbles + (c / 2) * kPanel;
-    const auto b =
-        Tr::kBits == 4 ? hn::PromoteTo(du, hn::LoadU(du8, row + L)) : InterleavedBytes(row, L);
-#if HWY_TARGET <= HWY_AVX3
-    if constexpr (Tr::kBits == 4 && kLanes == 16) {
-      // vpermps reads only the low 4 bits of each index: a nibble picks its own f32 value (the
-      // offset included) from a 16-lane table, with no mask, offset or conversion (one shuffle
-      // instead of a mask, a convert and a subtract; the same values, so the same bits).
-      const VF table = hn::Iota(df, -Tr::kQOffset);
-      q0 = VF{_mm512_permutexvar_ps(b.raw, table.raw)};
-      q1 = VF{_mm512_permutexvar_ps(hn::ShiftRight<4>(b).raw, table.raw)};
-      return;
-    }
-#endif
+    const auto b = InterleavedBytes(blk + l.nibbles + (c / 2) * kPanel, L);
     auto lo = hn::And(b, hn::Set(du, 15u));
     auto hi = hn::ShiftRight<4>(b);
     if constexpr (Tr::kBits == 5) {
@@ -281,7 +306,8 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
         VF inner[kRows][kSlice];
         for (int r = 0; r < kRows; ++r)
           for (int v = 0; v < kSlice; ++v) inner[r][v] = hn::Zero(df);
-        for (int64_t c = g * Tr::kGroupCols; c < (g + 1) * Tr::kGroupCols; c += 2) {
+        // Columns c and c + 1 of the group for the slice, decode(v, q0, q1) giving the quants.
+        auto pair = [&](int64_t c, auto&& decode) HWY_ATTR {
           if (slice == 0) {
             // The first slice's pass moves through the block at its average rate per column pair.
             constexpr int64_t kPerPair = Tr::kBlockBytes * 2 / Tr::kBlockCols;
@@ -297,22 +323,46 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
             x0[r] = hn::Set(df, x[r * k + col0 + c]);
             x1[r] = hn::Set(df, x[r * k + col0 + c + 1]);
           }
-          auto accumulate = [&](int v, VF q0, VF q1) {
+          decode([&](int v, VF q0, VF q1) HWY_ATTR {
             for (int r = 0; r < kRows; ++r) {
               inner[r][v] = hn::MulAdd(x0[r], q0, inner[r][v]);
               inner[r][v] = hn::MulAdd(x1[r], q1, inner[r][v]);
             }
-          };
-          if constexpr (kBytewiseDecode<T> && kSlice == kVectors) {
-            VF q0[kVectors], q1[kVectors];
-            DecodePanel<T>(blk, c, q0, q1);
-            for (int v = 0; v < kSlice; ++v) accumulate(v, q0[v], q1[v]);
-          } else {  // a decoded vector at a time: the slice's vectors need not fit registers
-            for (int v = 0; v < kSlice; ++v) {
-              VF q0, q1;
-              DecodePair<T>(blk, c, (slice + v) * kLanes, q0, q1);
-              accumulate(v, q0, q1);
+          });
+        };
+        const int64_t c_end = (g + 1) * Tr::kGroupCols;
+        if constexpr (Tr::kBits == 4) {
+          // An octet's lanes are loaded once for its four pairs; unrolled, the shifts are
+          // immediates.
+          for (int64_t c8 = g * Tr::kGroupCols; c8 < c_end; c8 += 8) {
+            hn::Vec<DU> octet[kSlice];
+            for (int v = 0; v < kSlice; ++v) octet[v] = OctetLanes<T>(blk, c8, (slice + v) * kLanes);
+#pragma GCC unroll 4
+            for (int64_t c = c8; c < c8 + 8; c += 2) {
+              pair(c, [&](auto&& accumulate) HWY_ATTR {
+                for (int v = 0; v < kSlice; ++v) {
+                  VF q0, q1;
+                  DecodeOctetPair<T>(octet[v], c, q0, q1);
+                  accumulate(v, q0, q1);
+                }
+              });
             }
+          }
+        } else {
+          for (int64_t c = g * Tr::kGroupCols; c < c_end; c += 2) {
+            pair(c, [&](auto&& accumulate) HWY_ATTR {
+              if constexpr (kBytewiseDecode<T> && kSlice == kVectors) {
+                VF q0[kVectors], q1[kVectors];
+                DecodePanel<T>(blk, c, q0, q1);
+                for (int v = 0; v < kSlice; ++v) accumulate(v, q0[v], q1[v]);
+              } else {  // a decoded vector at a time: the slice's vectors need not fit registers
+                for (int v = 0; v < kSlice; ++v) {
+                  VF q0, q1;
+                  DecodePair<T>(blk, c, (slice + v) * kLanes, q0, q1);
+                  accumulate(v, q0, q1);
+                }
+              }
+            });
           }
         }
         for (int v = 0; v < kSlice; ++v) {

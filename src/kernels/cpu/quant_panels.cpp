@@ -131,19 +131,15 @@ void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_
       if (l.mins >= 0) dst[l.mins + g * kPanel + slot] = u.mins[g];
     }
     if (f.quant_bits == 4 && l.bytes8 < 0) {
-      // Two nibbles per byte, written whole (the element loop below ORs them in one at a time):
-      // Q4_0, Q4_1 and Q4_K, what most GGUF files hold, pack in half the time.
+      // Column octets in both arrangements (quant_panels.h), two nibbles per byte written whole:
+      // Q4_0, Q4_1 and Q4_K, what most GGUF files hold, pack in half the time of the element
+      // loop below.
       auto pair = [&](int64_t lo, int64_t hi) {
         return static_cast<uint8_t>((u.q[lo] & 0xF) | ((u.q[hi] & 0xF) << 4));
       };
-      if (quads) {
-        for (int64_t c = 0; c < f.block_cols; c += 8)
-          for (int64_t j = 0; j < 4; ++j)
-            dst[l.nibbles + (c / 8) * 4 * kPanel + 4 * slot + j] = pair(c + j, c + 4 + j);
-      } else {
-        for (int64_t c = 0; c < f.block_cols; c += 2)
-          dst[l.nibbles + (c / 2) * kPanel + slot] = pair(c, c + 1);
-      }
+      for (int64_t c = 0; c < f.block_cols; c += 8)
+        for (int64_t j = 0; j < 4; ++j)
+          dst[l.nibbles + (c / 8) * 4 * kPanel + 4 * slot + j] = pair(c + j, c + 4 + j);
       continue;
     }
     for (int64_t c = 0; c < f.block_cols; ++c) {
@@ -152,11 +148,6 @@ void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_
         const int64_t lane = 4 * slot + c % 4;
         if (l.bytes8 >= 0) {
           dst[l.bytes8 + (c / 4) * 4 * kPanel + lane] = q;
-          continue;
-        }
-        if (f.quant_bits == 4) {
-          dst[l.nibbles + (c / 8) * 4 * kPanel + lane] |=
-              static_cast<uint8_t>((q & 0xF) << (4 * (c % 8 / 4)));
           continue;
         }
         // 5- and 6-bit quants: carrier quads (quant_panels.h), from the start of the nibbles.

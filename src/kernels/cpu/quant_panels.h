@@ -6,8 +6,12 @@
 // Q5_0 / Q5_1, 256 for the K-quants). One block of a panel holds, for all 64 outputs, the source
 // blocks' scale fields (each field as an array over the 64 outputs) followed by the quants, column
 // by column, 64 outputs per column:
-//   - 4-bit quants (and the low 4 bits of 5- and 6-bit ones): one byte per output for each pair
-//     of columns, column 2i in the low nibble and 2i+1 in the high one;
+//   - 4-bit quants (Q4_0, Q4_1, Q4_K): in column octets, in both arrangements: 4 bytes per output
+//     for each 8 columns, 64 outputs after one another (256 bytes per octet), column 8j + i in
+//     the low nibble of byte i and 8j + 4 + i in its high one — a 32-bit lane is one output's 8
+//     columns, so the f32 kernel loads a vector of outputs with no widening;
+//   - the low 4 bits of 5- and 6-bit quants: one byte per output for each pair of columns,
+//     column 2i in the low nibble and 2i+1 in the high one;
 //   - 8-bit quants (and Q5_0 / Q5_1's, as stored unsigned): one byte per output per column;
 //   - Q5_K's fifth bits: one byte per output for each 8 columns (bit j: column 8i+j);
 //   - Q6_K's top two bits: one byte per output for each 4 columns (bits 2j..2j+1: column 4i+j).
@@ -27,8 +31,8 @@
 // 4 consecutive columns in 4 adjacent bytes, 64 outputs after one another (256 bytes per column
 // quad; a 32-byte load is 8 outputs x 4 columns):
 //   - 8-bit quants: column quad j (columns 4j..4j+3) at bytes8 + 256 j + 4 slot + (c % 4);
-//   - 4-bit quants: column octet j at nibbles + 256 j + 4 slot + (c % 4), columns 8j..8j+3 in the
-//     low nibbles, 8j+4..8j+7 in the high ones;
+//   - 4-bit quants: the column octets above (octet j at nibbles + 256 j + 4 slot + (c % 4),
+//     columns 8j..8j+3 in the low nibbles, 8j+4..8j+7 in the high ones);
 //   - 5- and 6-bit quants (Q5_K, Q6_K): "carrier" quads, so that most columns come out of a byte
 //     with one mask. Group j (32 columns for Q5_K, 16 for Q6_K, quads 0..7 or 0..3) has C
 //     carriers (Q5_K 5, Q6_K 3), carrier i at nibbles + 256 (C j + i) + 4 slot + (c % 4): its
