@@ -336,7 +336,8 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
           // immediates.
           for (int64_t c8 = g * Tr::kGroupCols; c8 < c_end; c8 += 8) {
             hn::Vec<DU> octet[kSlice];
-            for (int v = 0; v < kSlice; ++v) octet[v] = OctetLanes<T>(blk, c8, (slice + v) * kLanes);
+            for (int v = 0; v < kSlice; ++v)
+              octet[v] = OctetLanes<T>(blk, c8, (slice + v) * kLanes);
 #pragma GCC unroll 4
             for (int64_t c = c8; c < c8 + 8; c += 2) {
               pair(c, [&](auto&& accumulate) HWY_ATTR {
