@@ -171,8 +171,8 @@ TEST_P(LinearQuantInt8Test, SwiGLUEqualsSeparateProducts) {
   }
 }
 
-// The targets with an int8 kernel (AVX2, AVX-512, AVX-512 VNNI; NEON and the SVE targets on
-// AArch64: int8_lanes-inl.h) compute the same integers and run the same float steps lane for
+// The targets with an int8 kernel (AVX2, AVX-512, AVX-512 VNNI; NEON on AArch64:
+// int8_lanes-inl.h) compute the same integers and run the same float steps lane for
 // lane, so every one the CPU has gives the same bits, decode and prefill tiles alike.
 TEST_P(LinearQuantInt8Test, EveryTargetGivesTheSameBits) {
   const GgmlType type = GetParam();
@@ -186,7 +186,7 @@ TEST_P(LinearQuantInt8Test, EveryTargetGivesTheSameBits) {
     std::vector<int64_t> targets;
     for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
       hwy::SetSupportedTargetsForTest(target);
-      if (linear_quant_int8_kernel().empty()) continue;  // below AVX2 the kernel does not exist
+      if (linear_quant_int8_kernel().empty()) continue;  // a target without the kernel
       got.emplace_back(static_cast<size_t>(m * n));
       targets.push_back(target);
       linear(x.data(), m, packed, got.back().data());

@@ -44,6 +44,13 @@ HWY_BEFORE_NAMESPACE();
 namespace rlt::kernels {
 namespace HWY_NAMESPACE {
 
+// Four bytes from p as one 32-bit value (an unaligned read, as the lanes' broadcasts want).
+HWY_INLINE int32_t Read4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
 struct Avx2Lanes {
@@ -58,11 +65,7 @@ struct Avx2Lanes {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   }
   // Four consecutive int8 activations in every 32-bit lane.
-  static HWY_INLINE I Broadcast4(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-  }
+  static HWY_INLINE I Broadcast4(const int8_t* p) { return _mm256_set1_epi32(Read4(p)); }
   static HWY_INLINE I Zero() { return _mm256_setzero_si256(); }
   static HWY_INLINE I Bytes(uint8_t c) { return _mm256_set1_epi8(static_cast<char>(c)); }
   static HWY_INLINE I Set32(int32_t v) { return _mm256_set1_epi32(v); }
@@ -124,11 +127,7 @@ struct Avx512Lanes {
   static constexpr bool kInt32Quads = kVnni;
 
   static HWY_INLINE I Load(const uint8_t* p) { return _mm512_loadu_si512(p); }
-  static HWY_INLINE I Broadcast4(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-  }
+  static HWY_INLINE I Broadcast4(const int8_t* p) { return _mm512_set1_epi32(Read4(p)); }
   static HWY_INLINE I Zero() { return _mm512_setzero_si512(); }
   static HWY_INLINE I Bytes(uint8_t c) { return _mm512_set1_epi8(static_cast<char>(c)); }
   static HWY_INLINE I Set32(int32_t v) { return _mm512_set1_epi32(v); }
@@ -217,11 +216,7 @@ struct NeonLanes {
   static constexpr bool kInt32Quads = true;
 
   static HWY_INLINE I Load(const uint8_t* p) { return vreinterpretq_s32_u8(vld1q_u8(p)); }
-  static HWY_INLINE I Broadcast4(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return vdupq_n_s32(v);
-  }
+  static HWY_INLINE I Broadcast4(const int8_t* p) { return vdupq_n_s32(Read4(p)); }
   static HWY_INLINE I Zero() { return vdupq_n_s32(0); }
   static HWY_INLINE I Bytes(uint8_t c) { return vreinterpretq_s32_u8(vdupq_n_u8(c)); }
   static HWY_INLINE I Set32(int32_t v) { return vdupq_n_s32(v); }
@@ -276,9 +271,7 @@ struct NeonLanes {
  private:
   // Four bytes from p in the low lanes (the load reads no further).
   static HWY_INLINE uint8x8_t Four(const uint8_t* p) {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return vreinterpret_u8_u32(vdup_n_u32(v));
+    return vreinterpret_u8_s32(vdup_n_s32(Read4(p)));
   }
 };
 
