@@ -19,6 +19,7 @@
 
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/quant_panels.h"
+#include "kernels/cpu/swiglu.h"
 #include "quant/dequantize.h"
 #include "quant_rows.h"
 
@@ -75,10 +76,11 @@ TEST_P(LinearQuantInt8Test, OddShapesAgainstOrderAndDequantizedOracle) {
   // 4 + 2 + 3, 4 + 4 + 2 + 3; 9 blocks: a stretch of 8 blocks and 1 more for 32-column types,
   // 9 one-block stretches for 256-column ones), a 64-row block plus a tail, one and several
   // blocks.
-  const int64_t shapes[][3] = {{1, 1, bc},      {1, 7, 2 * bc},  {3, 65, bc},      {4, 64, 3 * bc},
-                               {5, 129, bc},    {7, 33, 2 * bc}, {9, 130, bc},     {1, 300, 4 * bc},
-                               {2, 64, 2 * bc}, {6, 65, bc},     {11, 64, bc},     {66, 70, bc},
-                               {5, 70, 9 * bc}, {13, 66, 9 * bc}, {31, 64, 2 * bc}, {85, 65, bc}};
+  const int64_t shapes[][3] = {
+      {1, 1, bc},      {1, 7, 2 * bc},   {3, 65, bc},      {4, 64, 3 * bc},
+      {5, 129, bc},    {7, 33, 2 * bc},  {9, 130, bc},     {1, 300, 4 * bc},
+      {2, 64, 2 * bc}, {6, 65, bc},      {11, 64, bc},     {66, 70, bc},
+      {5, 70, 9 * bc}, {13, 66, 9 * bc}, {31, 64, 2 * bc}, {85, 65, bc}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
     const QuantRows w = random_rows(type, n, k, rng);
@@ -166,8 +168,7 @@ TEST_P(LinearQuantInt8Test, SwiGLUEqualsSeparateProducts) {
     linear(x.data(), m, fused, y.data());
     linear(x.data(), m, pg, g.data());
     linear(x.data(), m, pu, u.data());
-    for (size_t i = 0; i < y.size(); ++i)
-      ASSERT_EQ(y[i], g[i] / (1.0f + std::exp(-g[i])) * u[i]) << n;
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], silu_mul(g[i], u[i])) << n;
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/quant_panels.h"
+#include "kernels/cpu/swiglu.h"
 #include "quant/dequantize.h"
 #include "quant_rows.h"
 #include "simd_targets.h"
@@ -72,10 +73,13 @@ void check_odd_shapes(GgmlType type) {
   const int64_t bc = quant_panel_format(type)->block_cols;
   std::mt19937 rng(static_cast<unsigned>(type) * 7919u);
   // Partial panels (n % 64), every row tile and remainder (tiles of 8 or 2 rows by target, and
-  // the expanded path from 20 rows), one and several blocks.
+  // the expanded path from 20 rows: tiles of 6 or 3 rows and every rest of them, a 64-row block
+  // and a short one after it), one and several blocks.
   const int64_t shapes[][3] = {{1, 1, bc},   {1, 7, 2 * bc},  {3, 65, bc},      {2, 64, 3 * bc},
                                {5, 129, bc}, {7, 33, 2 * bc}, {9, 130, bc},     {1, 300, 4 * bc},
-                               {8, 64, bc},  {13, 70, bc},    {21, 65, 2 * bc}, {6, 3, bc}};
+                               {8, 64, bc},  {13, 70, bc},    {21, 65, 2 * bc}, {6, 3, bc},
+                               {20, 33, bc}, {22, 9, 2 * bc}, {23, 65, bc},     {25, 7, bc},
+                               {70, 64, bc}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
     const QuantRows w = random_rows(type, n, k, rng);
@@ -164,8 +168,7 @@ TEST_P(LinearQuantTest, SwiGLUEqualsSeparateProducts) {
     linear(x.data(), m, fused, y.data());
     linear(x.data(), m, pg, g.data());
     linear(x.data(), m, pu, u.data());
-    for (size_t i = 0; i < y.size(); ++i)
-      ASSERT_EQ(y[i], g[i] / (1.0f + std::exp(-g[i])) * u[i]) << n;
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], silu_mul(g[i], u[i])) << n;
   }
 }
 

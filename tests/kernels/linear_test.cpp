@@ -1,15 +1,15 @@
 #include "kernels/cpu/linear.h"
-#include "kernels/cpu/linear_bf16.h"
 
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include <hwy/targets.h>
-
 #include "common/half.h"
+#include "kernels/cpu/linear_bf16.h"
+#include "kernels/cpu/swiglu.h"
 #include "simd_targets.h"
 
 namespace rlt::kernels {
@@ -33,7 +33,8 @@ StoredMatrix random_matrix(DType dtype, int64_t rows, int64_t cols, std::mt19937
     m.half.resize(m.f32.size());
     for (size_t i = 0; i < m.f32.size(); ++i) {
       m.half[i] = dtype == DType::kBF16 ? f32_to_bf16(m.f32[i]) : f32_to_f16(m.f32[i]);
-      m.f32[i] = dtype == DType::kBF16 ? bf16_to_f32(m.half[i]) : f16_to_f32(m.half[i]);  // exact stored value
+      m.f32[i] = dtype == DType::kBF16 ? bf16_to_f32(m.half[i])
+                                       : f16_to_f32(m.half[i]);  // exact stored value
     }
     m.view = {dtype, rows, cols, m.half.data()};
   }
@@ -49,9 +50,9 @@ class LinearTest : public ::testing::TestWithParam<DType> {};
 void check_odd_shapes(DType dtype) {
   std::mt19937 rng(1234);
   // Odd sizes cover partial panels (n % 32) and every row tile (1, 2, 8 rows) plus remainders.
-  const int64_t shapes[][3] = {{1, 1, 1},   {1, 7, 3},     {3, 5, 17},     {2, 33, 65},   {5, 64, 128},
-                               {7, 129, 31}, {1, 300, 1000}, {4, 2048, 40}, {9, 6, 16},    {6, 3, 15},
-                               {17, 70, 33}};
+  const int64_t shapes[][3] = {{1, 1, 1},    {1, 7, 3},    {3, 5, 17},     {2, 33, 65},
+                               {5, 64, 128}, {7, 129, 31}, {1, 300, 1000}, {4, 2048, 40},
+                               {9, 6, 16},   {6, 3, 15},   {17, 70, 33}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
     auto w = random_matrix(dtype, n, k, rng);
@@ -67,19 +68,23 @@ void check_odd_shapes(DType dtype) {
           magnitude += std::fabs(double(x[r * k + i]) * double(w.f32[c * k + i]));
         }
         const double tol = 8.0 * double(k) * 0x1p-24 * magnitude + 1e-30;
-        ASSERT_NEAR(y[r * n + c], exact, tol) << "m=" << m << " n=" << n << " k=" << k << " at " << r << "," << c;
+        ASSERT_NEAR(y[r * n + c], exact, tol)
+            << "m=" << m << " n=" << n << " k=" << k << " at " << r << "," << c;
       }
     }
     // Batch invariance on the same shape: each row alone gives the same bits.
     std::vector<float> alone(static_cast<size_t>(n));
     for (int64_t r = 0; r < m; ++r) {
       linear(x.data() + r * k, 1, w.packed, alone.data());
-      for (int64_t c = 0; c < n; ++c) ASSERT_EQ(alone[c], y[r * n + c]) << "m=" << m << " n=" << n << " k=" << k;
+      for (int64_t c = 0; c < n; ++c)
+        ASSERT_EQ(alone[c], y[r * n + c]) << "m=" << m << " n=" << n << " k=" << k;
     }
   }
 }
 
-TEST_P(LinearTest, MatchesFloat64ReferenceOnOddShapes) { check_odd_shapes(GetParam()); }
+TEST_P(LinearTest, MatchesFloat64ReferenceOnOddShapes) {
+  check_odd_shapes(GetParam());
+}
 
 // Every SIMD target compiled into this build and supported by this CPU (AVX-512, AVX2, SSE4, ...)
 // is checked, not only the one dynamic dispatch picks here.
@@ -98,12 +103,14 @@ TEST_P(LinearTest, RowResultsDoNotDependOnBatchComposition) {
   auto w = random_matrix(dtype, n, k, rng);
   std::normal_distribution<float> dist;
   for (int64_t m : {2, 3, 5, 8}) {
-    std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n)), alone(static_cast<size_t>(n));
+    std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n)),
+        alone(static_cast<size_t>(n));
     for (float& v : x) v = dist(rng);
     linear(x.data(), m, w.packed, y.data());
     for (int64_t r = 0; r < m; ++r) {
       linear(x.data() + r * k, 1, w.packed, alone.data());
-      for (int64_t c = 0; c < n; ++c) ASSERT_EQ(alone[c], y[r * n + c]) << "m=" << m << " row " << r;
+      for (int64_t c = 0; c < n; ++c)
+        ASSERT_EQ(alone[c], y[r * n + c]) << "m=" << m << " row " << r;
     }
   }
 }
@@ -127,7 +134,8 @@ TEST_P(LinearTest, ConcatenatedRowsEqualSeparateMatricesBitForBit) {
   const DType dtype = GetParam();
   std::mt19937 rng(7);
   const int64_t k = 45, m = 5;
-  auto a = random_matrix(dtype, 6, k, rng), b = random_matrix(dtype, 3, k, rng), c = random_matrix(dtype, 5, k, rng);
+  auto a = random_matrix(dtype, 6, k, rng), b = random_matrix(dtype, 3, k, rng),
+       c = random_matrix(dtype, 5, k, rng);
   const PackedMatrix fused = PackedMatrix::pack_concat({a.view, b.view, c.view});
   ASSERT_EQ(fused.outputs(), 14);
   std::normal_distribution<float> dist;
@@ -139,7 +147,8 @@ TEST_P(LinearTest, ConcatenatedRowsEqualSeparateMatricesBitForBit) {
     std::vector<float> alone(static_cast<size_t>(m * part->view.rows));
     linear(x.data(), m, part->packed, alone.data());
     for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < part->view.rows; ++j) ASSERT_EQ(y[r * 14 + offset + j], alone[r * part->view.rows + j]);
+      for (int64_t j = 0; j < part->view.rows; ++j)
+        ASSERT_EQ(y[r * 14 + offset + j], alone[r * part->view.rows + j]);
     offset += part->view.rows;
   }
 }
@@ -153,17 +162,20 @@ TEST_P(LinearTest, SwigluEpilogueMatchesTheDefinition) {
     const PackedMatrix fused = PackedMatrix::pack_swiglu(gate.view, up.view);
     ASSERT_EQ(fused.outputs(), n);
     std::normal_distribution<float> dist;
-    std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n)), alone(static_cast<size_t>(n));
+    std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n)),
+        alone(static_cast<size_t>(n));
     for (float& v : x) v = dist(rng);
     linear(x.data(), m, fused, y.data());
     for (int64_t r = 0; r < m; ++r) {
       linear(x.data() + r * k, 1, fused, alone.data());
       for (int64_t j = 0; j < n; ++j) {
         ASSERT_EQ(alone[j], y[r * n + j]) << "batch invariance, n=" << n;
-        const Dot g = dot(x.data() + r * k, gate.f32, j, k), u = dot(x.data() + r * k, up.f32, j, k);
+        const Dot g = dot(x.data() + r * k, gate.f32, j, k),
+                  u = dot(x.data() + r * k, up.f32, j, k);
         const double silu = g.exact / (1 + std::exp(-g.exact));
         // silu'(g) <= 1.1, so the gate's rounding moves the product by at most 1.1·tol·|u|.
-        const double tol = 1.1 * g.tol * std::fabs(u.exact) + std::fabs(silu) * u.tol + 1e-5 * std::fabs(silu * u.exact);
+        const double tol = 1.1 * g.tol * std::fabs(u.exact) + std::fabs(silu) * u.tol +
+                           1e-5 * std::fabs(silu * u.exact);
         ASSERT_NEAR(y[r * n + j], silu * u.exact, tol) << "n=" << n << " row " << r << " out " << j;
       }
     }
@@ -185,7 +197,9 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, LinearTest,
                          ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-TEST(Linear, ReportsADispatchTarget) { EXPECT_FALSE(cpu_dispatch_target().empty()); }
+TEST(Linear, ReportsADispatchTarget) {
+  EXPECT_FALSE(cpu_dispatch_target().empty());
+}
 
 }  // namespace
 }  // namespace rlt::kernels
@@ -199,15 +213,18 @@ namespace {
 TEST(LinearBf16Activations, MatchesFloat64OfRoundedActivationsAndIsBatchInvariant) {
   if (!bf16_dot_supported()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
   std::mt19937 rng(77);
-  const int64_t shapes[][3] = {{1, 1, 1}, {1, 7, 3}, {3, 65, 17}, {7, 129, 31}, {13, 64, 128}, {6, 300, 1001}};
+  const int64_t shapes[][3] = {{1, 1, 1},    {1, 7, 3},     {3, 65, 17},
+                               {7, 129, 31}, {13, 64, 128}, {6, 300, 1001}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
     auto w = random_matrix(DType::kBF16, n, k, rng);
     const PackedMatrix packed = PackedMatrix::pack(w.view, {.bf16_activations = true});
     ASSERT_EQ(packed.layout(), PackedMatrix::Layout::kBf16Pairs);
     std::normal_distribution<float> dist;
-    std::vector<float> x(static_cast<size_t>(m * k)), rounded(x.size()), y(static_cast<size_t>(m * n));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = dist(rng), rounded[i] = bf16_to_f32(f32_to_bf16(x[i]));
+    std::vector<float> x(static_cast<size_t>(m * k)), rounded(x.size()),
+        y(static_cast<size_t>(m * n));
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = dist(rng), rounded[i] = bf16_to_f32(f32_to_bf16(x[i]));
     linear(x.data(), m, packed, y.data());
     std::vector<float> alone(static_cast<size_t>(n));
     for (int64_t r = 0; r < m; ++r) {
@@ -215,7 +232,8 @@ TEST(LinearBf16Activations, MatchesFloat64OfRoundedActivationsAndIsBatchInvarian
       for (int64_t c = 0; c < n; ++c) {
         const Dot d = dot(rounded.data() + r * k, w.f32, c, k);
         ASSERT_NEAR(y[r * n + c], d.exact, d.tol) << "m=" << m << " n=" << n << " k=" << k;
-        ASSERT_EQ(alone[c], y[r * n + c]) << "batch invariance, m=" << m << " n=" << n << " k=" << k;
+        ASSERT_EQ(alone[c], y[r * n + c])
+            << "batch invariance, m=" << m << " n=" << n << " k=" << k;
       }
     }
   }
@@ -230,14 +248,15 @@ TEST(LinearBf16Activations, FusedLayoutsMatchSeparateMatrices) {
   const PackedMatrix fused = PackedMatrix::pack_swiglu(gate.view, up.view, bf16);
   const PackedMatrix both = PackedMatrix::pack_concat({gate.view, up.view}, bf16);
   std::normal_distribution<float> dist;
-  std::vector<float> x(static_cast<size_t>(m * k)), act(static_cast<size_t>(m * n)), gu(static_cast<size_t>(m * 2 * n));
+  std::vector<float> x(static_cast<size_t>(m * k)), act(static_cast<size_t>(m * n)),
+      gu(static_cast<size_t>(m * 2 * n));
   for (float& v : x) v = dist(rng);
   linear(x.data(), m, fused, act.data());
   linear(x.data(), m, both, gu.data());
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t j = 0; j < n; ++j) {
       const float g = gu[r * 2 * n + j], u = gu[r * 2 * n + n + j];
-      ASSERT_EQ(act[r * n + j], g / (1.0f + std::exp(-g)) * u) << r << "," << j;
+      ASSERT_EQ(act[r * n + j], silu_mul(g, u)) << r << "," << j;
     }
   }
 }
@@ -246,7 +265,8 @@ TEST(LinearBf16Activations, OtherDtypesKeepTheF32ActivationKernel) {
   std::mt19937 rng(79);
   for (DType dtype : {DType::kF16, DType::kF32}) {
     auto w = random_matrix(dtype, 8, 8, rng);
-    EXPECT_EQ(PackedMatrix::pack(w.view, {.bf16_activations = true}).layout(), PackedMatrix::Layout::kPanels);
+    EXPECT_EQ(PackedMatrix::pack(w.view, {.bf16_activations = true}).layout(),
+              PackedMatrix::Layout::kPanels);
   }
 }
 

@@ -3,10 +3,10 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu/packed_matrix.h"
+#include "kernels/cpu/swiglu.h"
 
 namespace rlt::kernels {
 
@@ -20,8 +20,7 @@ inline void store_panel(const PackedMatrix& w, int64_t p, const float* out, int 
     const int64_t first = p * kHalf, count = std::min(kHalf, n - first);
     for (int r = 0; r < rows; ++r) {
       const float* o = out + r * kPanel;
-      float* yr = y + (m0 + r) * n + first;
-      for (int64_t j = 0; j < count; ++j) yr[j] = o[j] / (1.0f + std::exp(-o[j])) * o[kHalf + j];
+      silu_mul(o, o + kHalf, count, y + (m0 + r) * n + first);
     }
     return;
   }
