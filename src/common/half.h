@@ -30,6 +30,11 @@ inline float f16_to_f32(uint16_t h) {
   return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
+// The IEEE f16 stored (little-endian, any alignment) at p, as f32: GGML blocks' scales.
+inline float f16_bytes_to_f32(const uint8_t* p) {
+  return f16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8)));
+}
+
 inline uint16_t f32_to_f16(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
   uint32_t sign = (u >> 16) & 0x8000u;

@@ -8,13 +8,14 @@
 #include <cmath>
 
 #include "common/utf8.h"
+#include "jinja/support.h"
 
 namespace rlt::jinja {
 
 void check_size(size_t bytes, std::string_view what) {
   if (bytes > kMaxValueBytes)
-    throw TemplateError(fmt::format("{} of {} bytes exceeds the sandbox limit of {} MiB per value", what, bytes,
-                           kMaxValueBytes >> 20));
+    throw TemplateError(fmt::format("{} of {} bytes exceeds the sandbox limit of {} MiB per value",
+                                    what, bytes, kMaxValueBytes >> 20));
 }
 
 const Value* Dict::find(std::string_view key) const {
@@ -92,20 +93,6 @@ bool truthy(const Value& v) {
 }
 
 namespace {
-
-double as_double(const Value& v) {
-  if (v.kind == Value::Kind::kFloat) return v.f;
-  if (v.kind == Value::Kind::kBool) return v.b ? 1.0 : 0.0;
-  return static_cast<double>(v.i);
-}
-
-bool is_integral(const Value& v) {
-  return v.kind == Value::Kind::kInt || v.kind == Value::Kind::kBool;
-}
-
-int64_t as_int(const Value& v) {
-  return v.kind == Value::Kind::kBool ? (v.b ? 1 : 0) : v.i;
-}
 
 // Python str.isprintable for one character.
 bool printable(char32_t c) {

@@ -12,15 +12,9 @@ namespace {
 constexpr int kQK = 32;    // values per block of the simple types
 constexpr int kQKK = 256;  // values per super-block of the K-quants
 
-float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
-
 // block_q4_0: f16 d, 16 bytes of nibbles (value j in the low nibble of byte j, j+16 in the high).
 void q4_0(const uint8_t* b, float* y) {
-  const float d = half_at(b);
+  const float d = f16_bytes_to_f32(b);
   const uint8_t* qs = b + 2;
   for (int j = 0; j < kQK / 2; ++j) {
     y[j] = d * static_cast<float>((qs[j] & 0x0F) - 8);
@@ -30,7 +24,7 @@ void q4_0(const uint8_t* b, float* y) {
 
 // block_q4_1: f16 d, f16 m, 16 bytes of nibbles; value = d * q + m.
 void q4_1(const uint8_t* b, float* y) {
-  const float d = half_at(b), m = half_at(b + 2);
+  const float d = f16_bytes_to_f32(b), m = f16_bytes_to_f32(b + 2);
   const uint8_t* qs = b + 4;
   for (int j = 0; j < kQK / 2; ++j) {
     y[j] = d * static_cast<float>(qs[j] & 0x0F) + m;
@@ -40,7 +34,7 @@ void q4_1(const uint8_t* b, float* y) {
 
 // block_q5_0: f16 d, u32 of fifth bits (bit j for value j), 16 bytes of nibbles; q - 16.
 void q5_0(const uint8_t* b, float* y) {
-  const float d = half_at(b);
+  const float d = f16_bytes_to_f32(b);
   uint32_t qh;
   std::memcpy(&qh, b + 2, 4);
   const uint8_t* qs = b + 6;
@@ -54,7 +48,7 @@ void q5_0(const uint8_t* b, float* y) {
 
 // block_q5_1: f16 d, f16 m, u32 of fifth bits, 16 bytes of nibbles; value = d * q + m.
 void q5_1(const uint8_t* b, float* y) {
-  const float d = half_at(b), m = half_at(b + 2);
+  const float d = f16_bytes_to_f32(b), m = f16_bytes_to_f32(b + 2);
   uint32_t qh;
   std::memcpy(&qh, b + 4, 4);
   const uint8_t* qs = b + 8;
@@ -68,7 +62,7 @@ void q5_1(const uint8_t* b, float* y) {
 
 // block_q8_0: f16 d, 32 int8.
 void q8_0(const uint8_t* b, float* y) {
-  const float d = half_at(b);
+  const float d = f16_bytes_to_f32(b);
   const auto* qs = reinterpret_cast<const int8_t*>(b + 2);
   for (int j = 0; j < kQK; ++j) y[j] = d * static_cast<float>(qs[j]);
 }
@@ -77,7 +71,7 @@ void q8_0(const uint8_t* b, float* y) {
 void q2_k(const uint8_t* b, float* y) {
   const uint8_t* scales = b;
   const uint8_t* q = b + 16;
-  const float d = half_at(b + 80), dmin = half_at(b + 82);
+  const float d = f16_bytes_to_f32(b + 80), dmin = f16_bytes_to_f32(b + 82);
   int is = 0;
   for (int n = 0; n < kQKK; n += 128) {
     for (int shift = 0; shift < 8; shift += 2) {
@@ -98,7 +92,7 @@ void q3_k(const uint8_t* b, float* y) {
   const uint8_t* hm = b;
   const uint8_t* q = b + 32;
   const uint8_t* packed = b + 96;
-  const float d = half_at(b + 108);
+  const float d = f16_bytes_to_f32(b + 108);
   // Scale k: low 4 bits from byte k (k < 8) or the high nibble of byte k - 8; top 2 bits from
   // byte 8 + k % 4 at bit 2 * (k / 4). Stored with an offset of 32.
   int scales[16];
@@ -137,7 +131,7 @@ void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
 
 // block_q4_K: f16 d, f16 dmin, 12 bytes of scales/mins, 128 bytes of nibbles.
 void q4_k(const uint8_t* b, float* y) {
-  const float d = half_at(b), dmin = half_at(b + 2);
+  const float d = f16_bytes_to_f32(b), dmin = f16_bytes_to_f32(b + 2);
   const uint8_t* scales = b + 4;
   const uint8_t* q = b + 16;
   for (int j = 0, is = 0; j < kQKK; j += 64, is += 2, q += 32) {
@@ -153,7 +147,7 @@ void q4_k(const uint8_t* b, float* y) {
 
 // block_q5_K: f16 d, f16 dmin, 12 bytes of scales/mins, 32 bytes of fifth bits, 128 of nibbles.
 void q5_k(const uint8_t* b, float* y) {
-  const float d = half_at(b), dmin = half_at(b + 2);
+  const float d = f16_bytes_to_f32(b), dmin = f16_bytes_to_f32(b + 2);
   const uint8_t* scales = b + 4;
   const uint8_t* qh = b + 16;
   const uint8_t* ql = b + 48;
@@ -176,7 +170,7 @@ void q6_k(const uint8_t* b, float* y) {
   const uint8_t* ql = b;
   const uint8_t* qh = b + 128;
   const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
-  const float d = half_at(b + 208);
+  const float d = f16_bytes_to_f32(b + 208);
   for (int n = 0; n < kQKK; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
     for (int l = 0; l < 32; ++l) {
       const int is = l / 16;

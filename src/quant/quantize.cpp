@@ -26,12 +26,6 @@ void put_half(uint8_t* p, float v) {
   std::memcpy(p, &h, 2);
 }
 
-float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
-
 // block_q8_0: d = absmax / 127 (f16), q = round(x / d) away from zero.
 void q8_0(const float* x, uint8_t* b) {
   float amax = 0.0f;
@@ -140,7 +134,7 @@ void q4_k(const float* x, uint8_t* b) {
   }
   put_half(b, max_scale / 63.0f);
   put_half(b + 2, max_min / 63.0f);
-  const float d = half_at(b), dmin = half_at(b + 2);
+  const float d = f16_bytes_to_f32(b), dmin = f16_bytes_to_f32(b + 2);
   for (int j = 0; j < 8; ++j) {
     const float dj = d * static_cast<float>(sc[j]);
     if (dj == 0.0f) continue;  // keeps the fit's levels, as ggml does
@@ -222,7 +216,7 @@ void q6_k(const float* x, uint8_t* b) {
   auto* sc = reinterpret_cast<int8_t*>(b + 192);
   for (int j = 0; j < 16; ++j)
     sc[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[j])));
-  const float d = half_at(b + 208);
+  const float d = f16_bytes_to_f32(b + 208);
   for (int j = 0; j < 16; ++j) {
     const float dj = d * static_cast<float>(sc[j]);
     if (dj == 0.0f) continue;

@@ -5,7 +5,7 @@
 namespace rlt::server {
 namespace {
 
-constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+constexpr std::string_view kThinkOpen = "<think>", kThinkClose = "</think>";
 
 // How many bytes at the end of `s` could be the start of `tag` (held back until more text comes).
 size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
@@ -41,23 +41,24 @@ ReasoningSplitter::Delta ReasoningSplitter::push(std::string_view text, bool las
   pending_.append(text);
   if (state_ == State::kStart) {
     // A leading <think> is dropped: undecided until the output shows whether it opens with one.
-    if (pending_.size() < kOpen.size() && kOpen.substr(0, pending_.size()) == pending_ && !last)
+    if (pending_.size() < kThinkOpen.size() && kThinkOpen.substr(0, pending_.size()) == pending_ &&
+        !last)
       return out;
-    const bool opens = pending_.compare(0, kOpen.size(), kOpen) == 0;
-    if (opens) pending_.erase(0, kOpen.size());
+    const bool opens = pending_.compare(0, kThinkOpen.size(), kThinkOpen) == 0;
+    if (opens) pending_.erase(0, kThinkOpen.size());
     state_ = State::kReasoning;
   }
   if (state_ == State::kReasoning) {
     reasoned_ = true;
-    const size_t close = pending_.find(kClose);
+    const size_t close = pending_.find(kThinkClose);
     if (close == std::string::npos) {
-      const size_t keep = last ? 0 : partial_tag_suffix(pending_, kClose);
+      const size_t keep = last ? 0 : partial_tag_suffix(pending_, kThinkClose);
       out.reasoning = pending_.substr(0, pending_.size() - keep);
       pending_.erase(0, pending_.size() - keep);
       return out;
     }
     out.reasoning = pending_.substr(0, close);
-    pending_.erase(0, close + kClose.size());
+    pending_.erase(0, close + kThinkClose.size());
     state_ = State::kContent;
   }
   out.content = std::move(pending_);

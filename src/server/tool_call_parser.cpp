@@ -5,8 +5,8 @@
 namespace rlt::server {
 namespace {
 
-constexpr std::string_view kOpen = "<tool_call>";
-constexpr std::string_view kClose = "</tool_call>";
+constexpr std::string_view kToolCallOpen = "<tool_call>";
+constexpr std::string_view kToolCallClose = "</tool_call>";
 
 bool is_space(char c) {
   return c == ' ' || c == '\n' || c == '\t' || c == '\r';
@@ -57,10 +57,10 @@ void ToolCallParser::drain(Delta& out, bool at_end) {
         if (pending_.empty() && !at_end) return;
         after_call_ = false;
       }
-      const size_t open = pending_.find(kOpen);
+      const size_t open = pending_.find(kToolCallOpen);
       if (open == std::string::npos) {
         // Hold back a partial tag and the whitespace before it (it goes if a call follows).
-        size_t keep = at_end ? 0 : partial_tag(pending_, kOpen);
+        size_t keep = at_end ? 0 : partial_tag(pending_, kToolCallOpen);
         if (!at_end) {
           while (keep < pending_.size() && is_space(pending_[pending_.size() - keep - 1])) ++keep;
         }
@@ -71,17 +71,17 @@ void ToolCallParser::drain(Delta& out, bool at_end) {
       size_t end = open;
       while (end > 0 && is_space(pending_[end - 1])) --end;
       out.content += pending_.substr(0, end);
-      pending_.erase(0, open + kOpen.size());
+      pending_.erase(0, open + kToolCallOpen.size());
       in_call_ = true;
     }
     // The first closing tag after which the body is a call (a tag may sit inside its strings).
     ParsedToolCall call;
-    size_t close = pending_.find(kClose);
+    size_t close = pending_.find(kToolCallClose);
     while (close != std::string::npos && !parse_call(pending_.substr(0, close), &call))
-      close = pending_.find(kClose, close + 1);
+      close = pending_.find(kToolCallClose, close + 1);
     if (close == std::string::npos) {
       if (at_end) {  // never closed, or not a call: the model's text, as written
-        out.content += std::string(kOpen) + pending_;
+        out.content += std::string(kToolCallOpen) + pending_;
         pending_.clear();
         in_call_ = false;
       }
@@ -89,7 +89,7 @@ void ToolCallParser::drain(Delta& out, bool at_end) {
     }
     out.calls.push_back(std::move(call));
     ++calls_;
-    pending_.erase(0, close + kClose.size());
+    pending_.erase(0, close + kToolCallClose.size());
     in_call_ = false;
     after_call_ = true;
   }

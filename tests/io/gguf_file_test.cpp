@@ -21,7 +21,7 @@ Result<std::shared_ptr<const GgufFile>> parse(const std::vector<uint8_t>& b) {
   return GgufFile::parse(kept.back().data(), kept.back().size(), "test.gguf");
 }
 
-void expect_error(const std::vector<uint8_t>& b, const std::string& needle) {
+void expect_gguf_error(const std::vector<uint8_t>& b, const std::string& needle) {
   auto r = parse(b);
   ASSERT_FALSE(r.ok()) << "expected an error containing: " << needle;
   EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().to_string();
@@ -115,19 +115,19 @@ TEST(GgufFile, HeaderErrorsNameWhatIsWrong) {
   ASSERT_TRUE(parse(good).ok()) << parse(good).status().to_string();
   auto b = good;
   b[0] = 'X';
-  expect_error(b, "does not start with 'GGUF'");
+  expect_gguf_error(b, "does not start with 'GGUF'");
   b = good;
   b[4] = 1;
-  expect_error(b, "GGUF version 1 is obsolete");
+  expect_gguf_error(b, "GGUF version 1 is obsolete");
   b = good;
   b[4] = 0, b[7] = 3;  // a big-endian version field
-  expect_error(b, "big-endian");
+  expect_gguf_error(b, "big-endian");
   b = good;
   std::memset(b.data() + 8, 0xff, 8);  // tensor count
-  expect_error(b, "the tensor count 18446744073709551615 is more than the 65536 rlt accepts");
+  expect_gguf_error(b, "the tensor count 18446744073709551615 is more than the 65536 rlt accepts");
   b = good;
   b.resize(40);
-  expect_error(b, "the metadata count 20 cannot fit in the 16 bytes that remain");
+  expect_gguf_error(b, "the metadata count 20 cannot fit in the 16 bytes that remain");
 }
 
 TEST(GgufFile, EveryTruncationIsACleanError) {
@@ -174,12 +174,12 @@ TEST(GgufFile, TensorLayoutErrors) {
     return out;
   };
   EXPECT_TRUE(parse(tensor_file({{0, 2}, {96, 2}})).ok());
-  expect_error(tensor_file({{0, 2}, {32, 2}}), "overlap");
-  expect_error(tensor_file({{0, 2}, {80, 2}}), "not a multiple of the alignment 32");
-  expect_error(tensor_file({{0, 200}}), "runs past the end of the file");
-  expect_error(tensor_file({{0, 2}}, 4), "unknown GGML type 4");
-  expect_error(tensor_file({{0, 0}}), "empty or overflows");
-  expect_error(tensor_file({{0, 2}, {0, 2}}), "overlap");
+  expect_gguf_error(tensor_file({{0, 2}, {32, 2}}), "overlap");
+  expect_gguf_error(tensor_file({{0, 2}, {80, 2}}), "not a multiple of the alignment 32");
+  expect_gguf_error(tensor_file({{0, 200}}), "runs past the end of the file");
+  expect_gguf_error(tensor_file({{0, 2}}, 4), "unknown GGML type 4");
+  expect_gguf_error(tensor_file({{0, 0}}), "empty or overflows");
+  expect_gguf_error(tensor_file({{0, 2}, {0, 2}}), "overlap");
 }
 
 TEST(GgufFile, CountsAreCappedBeforeAnythingIsAllocated) {
@@ -189,11 +189,11 @@ TEST(GgufFile, CountsAreCappedBeforeAnythingIsAllocated) {
   big.elem_type = GgufType::kU8;
   big.elems.resize(5'000'000, scalar(GgufType::kU8));
   w.add("big", big);
-  expect_error(w.serialize(), "claims 5000000 elements; rlt accepts up to 4194304 per array");
+  expect_gguf_error(w.serialize(), "claims 5000000 elements; rlt accepts up to 4194304 per array");
   auto b = testing::tiny_gguf();
   const uint64_t many = 1'000'000;
   std::memcpy(b.data() + 8, &many, 8);  // the tensor count
-  expect_error(b, "the tensor count 1000000 is more than the 65536 rlt accepts");
+  expect_gguf_error(b, "the tensor count 1000000 is more than the 65536 rlt accepts");
 }
 
 TEST(GgufFile, ValuesMayHoldAnyBytesButNamesMustBeUtf8) {
@@ -202,25 +202,25 @@ TEST(GgufFile, ValuesMayHoldAnyBytesButNamesMustBeUtf8) {
   EXPECT_TRUE(parse(w.serialize()).ok());
   GgufWriter bad;
   bad.add_u32("k\xff", 1);
-  expect_error(bad.serialize(), "the key of metadata entry 0 is not valid UTF-8");
+  expect_gguf_error(bad.serialize(), "the key of metadata entry 0 is not valid UTF-8");
 }
 
 TEST(GgufFile, MetadataErrors) {
   GgufWriter w;
   w.add_u32("general.alignment", 3);
-  expect_error(w.serialize(), "general.alignment must be a u32 power of two");
+  expect_gguf_error(w.serialize(), "general.alignment must be a u32 power of two");
   GgufWriter dup;
   dup.add_u32("ka", 1);
   dup.add_u32("kb", 2);
   auto dup_bytes = dup.serialize();
   dup_bytes[24 + 8 + 2 + 4 + 4 + 8 + 1] = 'a';  // the second key's last letter
-  expect_error(dup_bytes, "'ka' appears twice");
+  expect_gguf_error(dup_bytes, "'ka' appears twice");
   GgufWriter bad_bool;
   GgufValue b = scalar(GgufType::kBool);
   bad_bool.add("k", b);
   auto bytes = bad_bool.serialize();
   bytes[24 + 8 + 1 + 4] = 7;  // the bool after the header, the key "k" and its type
-  expect_error(bytes, "a bool stored as 7");
+  expect_gguf_error(bytes, "a bool stored as 7");
 }
 
 }  // namespace

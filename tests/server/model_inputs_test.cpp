@@ -12,9 +12,9 @@
 namespace rlt::server {
 namespace {
 
-const ModelContext& demo() { return testing::demo_context(); }
+const ModelContext& ctx() { return testing::demo_context(); }
 
-std::vector<int32_t> encode(const std::string& text) { return *demo().tokenizer->encode(text, false); }
+std::vector<int32_t> encode(const std::string& text) { return *ctx().tokenizer->encode(text, false); }
 
 GenerationRequest parse(const std::string& body, bool chat) {
   GenerationRequest g;
@@ -24,7 +24,7 @@ GenerationRequest parse(const std::string& body, bool chat) {
 }
 
 TEST(ModelContext, DemoModelFacts) {
-  const ModelContext& m = demo();
+  const ModelContext& m = ctx();
   EXPECT_EQ(m.name, default_served_name(testing::demo_dir()));  // the folder name
   EXPECT_EQ(m.vocab_size, 259);
   EXPECT_EQ(m.total_loops, 4);
@@ -35,7 +35,7 @@ TEST(ModelContext, DemoModelFacts) {
 
 TEST(PromptBuilder, CompletionPromptsAreTokenizedOrTakenAsIds) {
   EngineInputs in;
-  ASSERT_FALSE(build_engine_inputs(parse(R"({"model": "m", "prompt": ["ab", [5, 6]]})", false), demo(), &in));
+  ASSERT_FALSE(build_engine_inputs(parse(R"({"model": "m", "prompt": ["ab", [5, 6]]})", false), ctx(), &in));
   ASSERT_EQ(in.prompts.size(), 2u);
   EXPECT_EQ(in.prompts[0], encode("ab"));
   EXPECT_EQ(in.prompts[1], (std::vector<int32_t>{5, 6}));
@@ -45,9 +45,9 @@ TEST(PromptBuilder, CompletionPromptsAreTokenizedOrTakenAsIds) {
 TEST(PromptBuilder, ChatRendersTheTemplateAndStopsAtEndOfTurn) {
   EngineInputs in;
   ASSERT_FALSE(build_engine_inputs(
-      parse(R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}], "logprobs": true})", true), demo(), &in));
+      parse(R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}], "logprobs": true})", true), ctx(), &in));
   ASSERT_EQ(in.prompts.size(), 1u);
-  auto text = demo().tokenizer->decode(in.prompts[0], false);
+  auto text = ctx().tokenizer->decode(in.prompts[0], false);
   EXPECT_NE(text->find("<|im_start|>user\nHi<|im_end|>"), std::string::npos) << *text;
   EXPECT_EQ(text->substr(text->size() - 22), "<|im_start|>assistant\n");
   EXPECT_EQ(in.params.stop_token_ids, (std::vector<int32_t>{2}));
@@ -59,7 +59,7 @@ TEST(PromptBuilder, ChatRendersTheTemplateAndStopsAtEndOfTurn) {
 TEST(PromptBuilder, ModelDependentChecksAreRefusedWith400) {
   auto refuse = [](const std::string& body, const std::string& fragment) {
     EngineInputs in;
-    auto e = build_engine_inputs(parse(body, false), demo(), &in);
+    auto e = build_engine_inputs(parse(body, false), ctx(), &in);
     ASSERT_TRUE(e.has_value()) << body;
     EXPECT_EQ(e->status, 400);
     EXPECT_NE(e->message.find(fragment), std::string::npos) << e->message;
@@ -76,7 +76,7 @@ TEST(PromptBuilder, ModelDependentChecksAreRefusedWith400) {
 // Batches as the engine's output processor sends them: each token's text from the request's one
 // detokenizer, the held-back rest with the finishing batch.
 struct EngineOutputs {
-  tok::IncrementalDetokenizer detokenizer{demo().tokenizer, /*skip_special_tokens=*/true};
+  tok::IncrementalDetokenizer detokenizer{ctx().tokenizer, /*skip_special_tokens=*/true};
 
   TokenBatch batch(std::vector<int32_t> tokens, bool finished = false, std::string reason = "") {
     TokenBatch b;

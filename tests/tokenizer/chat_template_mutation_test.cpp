@@ -77,7 +77,7 @@ const char* kMacros =
 
 // Pieces a mutation inserts: delimiters, keywords and the expressions that would make an
 // unbounded interpreter loop or allocate for ever.
-const char* const kTokens[] = {
+const char* const kTemplateTokens[] = {
     "{%", "%}", "{{", "}}", "{#", "#}", "{%-", "-%}", " for x in messages %}", "{% endfor %}",
     "{% if ", "{% endif %}", "{% else %}", " in ", "(", ")", "[", "]", "'", "\"", ",", "|",
     "|tojson", "|join", "|list", "|length", "|trim", "|int", "|abs", "|indent(1000000000)",
@@ -118,7 +118,7 @@ std::string mutate(std::string s, std::mt19937_64& rng) {
         s.erase(at, static_cast<size_t>(1 + rng() % 12));
         break;
       case 1:  // a Jinja token inserted anywhere
-        s.insert(at, kTokens[rng() % std::size(kTokens)]);
+        s.insert(at, kTemplateTokens[rng() % std::size(kTemplateTokens)]);
         break;
       case 2:  // a random byte
         if (at < s.size()) s[at] = static_cast<char>(rng());

@@ -103,7 +103,7 @@ std::string mutate_structure(const std::string& text, std::mt19937_64& rng) {
   return mutation::mutate_structure<Json>(text, rng, odd_value);
 }
 
-const char* const kTokens[] = {"null", "true", "-1", "1e309", "\"x\"", "[]", "{}", "0", "99999999999999999999",
+const char* const kPieces[] = {"null", "true", "-1", "1e309", "\"x\"", "[]", "{}", "0", "99999999999999999999",
                                "\xff", "\"\xc3\"", ",", ":", "\"", "[[[[[[[[[[[[[[[[", "\"(a+)+$\"", "\"\\\\\"",
                                "\"[\"", "\"\\\\p{Xx}\"", "\"\\\\u\""};
 
@@ -114,7 +114,7 @@ std::string mutate_text(std::string s, std::mt19937_64& rng) {
     switch (rng() % 5) {
       case 0: s[at] = static_cast<char>(rng()); break;
       case 1: s.resize(at); break;
-      case 2: s.insert(at, kTokens[rng() % std::size(kTokens)]); break;
+      case 2: s.insert(at, kPieces[rng() % std::size(kPieces)]); break;
       case 3: s.erase(at, static_cast<size_t>(1 + rng() % 12)); break;
       case 4: s.insert(at, s.substr(at, static_cast<size_t>(1 + rng() % 40))); break;
     }

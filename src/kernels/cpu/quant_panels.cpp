@@ -9,7 +9,7 @@ namespace {
 
 using quant::GgmlType;
 
-constexpr int64_t kPanel = 64;  // PackedMatrix::kPanelWidth (kept free of that header)
+constexpr int64_t kPanelOutputs = 64;  // PackedMatrix::kPanelWidth (kept free of that header)
 
 // A GGML block taken apart: raw f16 fields, per-group scales and mins, and each column's quant
 // as stored (unsigned, before any offset; Q8_0 as the signed byte's bits).
@@ -127,8 +127,8 @@ void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_
     std::memcpy(dst + l.d + 2 * slot, &u.d, 2);
     if (l.m >= 0) std::memcpy(dst + l.m + 2 * slot, &u.m, 2);
     for (int64_t g = 0; g < groups && l.scales >= 0; ++g) {
-      dst[l.scales + g * kPanel + slot] = u.scales[g];
-      if (l.mins >= 0) dst[l.mins + g * kPanel + slot] = u.mins[g];
+      dst[l.scales + g * kPanelOutputs + slot] = u.scales[g];
+      if (l.mins >= 0) dst[l.mins + g * kPanelOutputs + slot] = u.mins[g];
     }
     if (f.quant_bits == 4 && l.bytes8 < 0) {
       // Column octets in both arrangements (quant_panels.h), two nibbles per byte written whole:
@@ -139,7 +139,7 @@ void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_
       };
       for (int64_t c = 0; c < f.block_cols; c += 8)
         for (int64_t j = 0; j < 4; ++j)
-          dst[l.nibbles + (c / 8) * 4 * kPanel + 4 * slot + j] = pair(c + j, c + 4 + j);
+          dst[l.nibbles + (c / 8) * 4 * kPanelOutputs + 4 * slot + j] = pair(c + j, c + 4 + j);
       continue;
     }
     for (int64_t c = 0; c < f.block_cols; ++c) {
@@ -147,15 +147,15 @@ void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_
       if (quads) {  // see quant_panels.h: 4 adjacent bytes per output and column quad
         const int64_t lane = 4 * slot + c % 4;
         if (l.bytes8 >= 0) {
-          dst[l.bytes8 + (c / 4) * 4 * kPanel + lane] = q;
+          dst[l.bytes8 + (c / 4) * 4 * kPanelOutputs + lane] = q;
           continue;
         }
         // 5- and 6-bit quants: carrier quads (quant_panels.h), from the start of the nibbles.
         const int64_t quad = c % f.group_cols / 4;
         const int64_t carriers = f.quant_bits == 5 ? 5 : 3;
-        uint8_t* group = dst + l.nibbles + (c / f.group_cols) * carriers * 4 * kPanel + lane;
+        uint8_t* group = dst + l.nibbles + (c / f.group_cols) * carriers * 4 * kPanelOutputs + lane;
         auto put = [&](int64_t carrier, int bits) {
-          group[carrier * 4 * kPanel] |= static_cast<uint8_t>(bits);
+          group[carrier * 4 * kPanelOutputs] |= static_cast<uint8_t>(bits);
         };
         if (quad < carriers) {
           put(quad, q);
@@ -174,16 +174,18 @@ void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_
         continue;
       }
       if (l.bytes8 >= 0) {
-        dst[l.bytes8 + c * kPanel + slot] = q;
+        dst[l.bytes8 + c * kPanelOutputs + slot] = q;
         continue;
       }
       // Only 5- and 6-bit quants come here (4-bit ones were written whole above): interleaved.
       const int64_t at = interleaved_byte(slot);
-      dst[l.nibbles + (c / 2) * kPanel + at] |= static_cast<uint8_t>((q & 0xF) << (4 * (c % 2)));
+      dst[l.nibbles + (c / 2) * kPanelOutputs + at] |=
+          static_cast<uint8_t>((q & 0xF) << (4 * (c % 2)));
       if (f.quant_bits == 5)
-        dst[l.high + (c / 8) * kPanel + at] |= static_cast<uint8_t>((q >> 4) << (c % 8));
+        dst[l.high + (c / 8) * kPanelOutputs + at] |= static_cast<uint8_t>((q >> 4) << (c % 8));
       else
-        dst[l.high + (c / 4) * kPanel + at] |= static_cast<uint8_t>((q >> 4) << (2 * (c % 4)));
+        dst[l.high + (c / 4) * kPanelOutputs + at] |=
+            static_cast<uint8_t>((q >> 4) << (2 * (c % 4)));
     }
   }
 }
