@@ -4,16 +4,9 @@
 
 #include "common/log.h"
 #include "cuda/device.h"
+#include "runner/cuda_check.h"
 
 namespace rlt::runner {
-namespace {
-
-Status check(cudaError_t e, const char* what) {
-  return cuda::cuda_status(static_cast<int>(e), what);
-}
-
-}  // namespace
-
 struct GpuGraphCache::Graph {
   cudaGraphExec_t exec = nullptr;
   ~Graph() {
@@ -44,7 +37,7 @@ Status GpuGraphCache::find_or_capture(Key key, bool enabled, cudaStream_t stream
   if (enabled) {
     if (auto it = graphs_.find(key); it != graphs_.end()) {
       RLT_RETURN_IF_ERROR(
-          check(cudaGraphLaunch(it->second->exec, stream), "replaying a recurrent graph"));
+          cuda_check(cudaGraphLaunch(it->second->exec, stream), "replaying a recurrent graph"));
       ++replays_;
       return {};
     }
@@ -54,15 +47,16 @@ Status GpuGraphCache::find_or_capture(Key key, bool enabled, cudaStream_t stream
   // Warmed up by the eager pass above: capture this bucket for the next steps.
   cudaGraph_t graph = nullptr;
   auto captured = std::make_unique<Graph>();
-  Status s =
-      check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "starting capture");
+  Status s = cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                        "starting capture");
   if (s.ok()) {
     Status ran = pass();
-    s = check(cudaStreamEndCapture(stream, &graph), "ending capture");
+    s = cuda_check(cudaStreamEndCapture(stream, &graph), "ending capture");
     if (s.ok()) s = ran;
   }
   if (s.ok())
-    s = check(cudaGraphInstantiate(&captured->exec, graph, 0), "instantiating a recurrent graph");
+    s = cuda_check(cudaGraphInstantiate(&captured->exec, graph, 0),
+                   "instantiating a recurrent graph");
   if (graph) cudaGraphDestroy(graph);
   if (s.ok()) {
     graphs_.emplace(key, std::move(captured));

@@ -14,15 +14,12 @@
 #include "cuda/element_type.h"
 #include "cuda/model_kernels.h"
 #include "cuda/programmatic_launch.h"
+#include "runner/cuda_check.h"
 #include "sampling/device_rows.h"
 #include "sampling/sampler.h"
 
 namespace rlt::runner {
 namespace {
-
-Status check(cudaError_t e, const char* what) {
-  return cuda::cuda_status(static_cast<int>(e), what);
-}
 
 float* floats(cuda::DeviceAllocation& a) {
   return static_cast<float*>(a.data());
@@ -305,8 +302,9 @@ Status GpuModelRunner::submit(const ModelInput& input) {
   ticket.seq = input.seq;
   ticket.stage = input.stage;
   // VERIFY returns the logits of every row of its pass (several per request).
-  ticket.rows = input.stage == Stage::kVerify && !input.passes().empty() ? input.passes()[0].num_rows()
-                                                                         : static_cast<int64_t>(input.requests.size());
+  ticket.rows = input.stage == Stage::kVerify && !input.passes().empty()
+                    ? input.passes()[0].num_rows()
+                    : static_cast<int64_t>(input.requests.size());
   // Free: its last batch was collected (more slots than batches in flight).
   ticket.slot = next_result_;
   ResultSlot& slot = results_[ticket.slot];
@@ -396,9 +394,9 @@ class GpuModelRunner::Stages final : public StageExecutor {
     RLT_RETURN_IF_ERROR(r_.grow_buffer(r_.logits_, bytes, "logits"));
     RLT_RETURN_IF_ERROR(r_.core_->lm_head(floats(r_.h_), n, floats(r_.logits_)));
     RLT_RETURN_IF_ERROR(results_.reserve(bytes));
-    return check(cudaMemcpyAsync(results_.data(), r_.logits_.data(), bytes, cudaMemcpyDeviceToHost,
-                                 r_.stream_->handle()),
-                 "reading logits");
+    return cuda_check(cudaMemcpyAsync(results_.data(), r_.logits_.data(), bytes,
+                                      cudaMemcpyDeviceToHost, r_.stream_->handle()),
+                      "reading logits");
   }
 
   Status recurrent(const PassInput& pass) override { return r_.enqueue_recurrent(pass, results_); }
@@ -447,9 +445,8 @@ Status GpuModelRunner::enqueue_coda(const ModelInput& input, cuda::PinnedBuffer&
   // device kernels have no mask step), fall back to the host sampler.
   const bool any_mask = std::any_of(input.sampling.begin(), input.sampling.end(),
                                     [](const SamplingRow& r) { return !r.allowed.empty(); });
-  const bool on_device =
-      device_sampling_ && rows.ids_in_vocab && !rows.any_logit_bias && !any_mask &&
-      n * vocab <= cuda::kMaxDeviceSampleElements;
+  const bool on_device = device_sampling_ && rows.ids_in_vocab && !rows.any_logit_bias &&
+                         !any_mask && n * vocab <= cuda::kMaxDeviceSampleElements;
   static_assert(sizeof(cuda::DeviceSampleParams) % sizeof(int32_t) == 0,
                 "the parameters travel as int32 words");
   const std::span<const int32_t> param_words(
@@ -479,7 +476,7 @@ Status GpuModelRunner::enqueue_coda(const ModelInput& input, cuda::PinnedBuffer&
   // Into pinned memory (a fast DMA) that the sampler reads in place.
   const size_t bytes = static_cast<size_t>(n * vocab) * 4;
   RLT_RETURN_IF_ERROR(results.reserve(bytes));
-  return check(
+  return cuda_check(
       cudaMemcpyAsync(results.data(), logits_.data(), bytes, cudaMemcpyDeviceToHost, stream),
       "reading logits");
 }
@@ -602,9 +599,9 @@ Status GpuModelRunner::enqueue_recurrent(const PassInput& pass, cuda::PinnedBuff
                                                [&] { return recurrent_pass(rows, dev[0]); }));
   attention_->bind({});  // the binding points at this function's host vectors
   RLT_RETURN_IF_ERROR(results.reserve(static_cast<size_t>(n) * 4));
-  return check(cudaMemcpyAsync(results.data(), gates_.data(), static_cast<size_t>(n) * 4,
-                               cudaMemcpyDeviceToHost, stream_->handle()),
-               "reading gate logits");
+  return cuda_check(cudaMemcpyAsync(results.data(), gates_.data(), static_cast<size_t>(n) * 4,
+                                    cudaMemcpyDeviceToHost, stream_->handle()),
+                    "reading gate logits");
 }
 
 Status GpuModelRunner::stage_rows(std::span<const int32_t> tokens) {
@@ -619,7 +616,7 @@ Status GpuModelRunner::keep_prompt_states(const PassInput& pass) {
   const int64_t hidden = model_->config.hidden_size;
   for (const int32_t i : pass.keep_state) {
     RLT_ASSIGN_OR_RETURN(int32_t s, slot(pass.rows[static_cast<size_t>(i)].request));
-    RLT_RETURN_IF_ERROR(check(
+    RLT_RETURN_IF_ERROR(cuda_check(
         cudaMemcpyAsync(states_->data() + s * hidden, floats(h_) + static_cast<int64_t>(i) * hidden,
                         static_cast<size_t>(hidden) * 4, cudaMemcpyDeviceToDevice,
                         stream_->handle()),

@@ -3,15 +3,9 @@
 #include <algorithm>
 
 #include "cuda/device.h"
+#include "runner/cuda_check.h"
 
 namespace rlt::runner {
-namespace {
-
-Status check(cudaError_t e, const char* what) {
-  return cuda::cuda_status(static_cast<int>(e), what);
-}
-
-}  // namespace
 
 Status GpuStateSlots::init() {
   RLT_RETURN_IF_ERROR(grow());
@@ -31,12 +25,12 @@ Status GpuStateSlots::grow() {
       cuda::DeviceAllocation bigger,
       cuda::DeviceAllocation::allocate(static_cast<size_t>(grown * hidden_) * 4, "request states"));
   // Zeroed: padding rows read the padding slot before anything wrote it.
-  RLT_RETURN_IF_ERROR(
-      check(cudaMemsetAsync(bigger.data(), 0, bigger.bytes(), stream_), "clearing request states"));
+  RLT_RETURN_IF_ERROR(cuda_check(cudaMemsetAsync(bigger.data(), 0, bigger.bytes(), stream_),
+                                 "clearing request states"));
   if (capacity_ > 0) {
-    RLT_RETURN_IF_ERROR(check(cudaMemcpyAsync(bigger.data(), states_.data(), states_.bytes(),
-                                              cudaMemcpyDeviceToDevice, stream_),
-                              "growing request states"));
+    RLT_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(bigger.data(), states_.data(), states_.bytes(),
+                                                   cudaMemcpyDeviceToDevice, stream_),
+                                   "growing request states"));
   }
   RLT_RETURN_IF_ERROR(cuda::synchronize_stream(stream_, "growing request states"));
   if (on_move_) on_move_();

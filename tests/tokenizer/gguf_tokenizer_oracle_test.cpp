@@ -22,7 +22,7 @@
 namespace rlt::tok {
 namespace {
 
-constexpr int kCases = 10000;
+constexpr int kGgufCases = 10000;
 
 std::string smollm2_gguf() {
   std::string cache;
@@ -64,9 +64,9 @@ TEST(GgufTokenizerOracle, RealSmolLM2FileMatchesItsTokenizerJson) {
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
   Workdir work("gguf_smollm2");
   std::string hf_error;
-  ASSERT_TRUE(testing::run_oracle("file:" + json, work.path, hf_error, kCases)) << hf_error;
-  testing::compare_with_oracle(work.path, kCases, *tokenizer);
-  std::cout << "[ gguf tokenizer ] SmolLM2 GGUF = tokenizer.json on " << kCases
+  ASSERT_TRUE(testing::run_oracle("file:" + json, work.path, hf_error, kGgufCases)) << hf_error;
+  testing::compare_with_oracle(work.path, kGgufCases, *tokenizer);
+  std::cout << "[ gguf tokenizer ] SmolLM2 GGUF = tokenizer.json on " << kGgufCases
             << " oracle inputs\n";
 }
 
@@ -154,13 +154,14 @@ TEST_P(SyntheticGgufOracle, MatchesTheTokenizerJson) {
   std::string hf_error;
   // The vocabulary is taken from the file HF loaded (gpt2's fixture has merges making tokens it
   // lacks, which HF refuses: the oracle then drops them).
-  if (!testing::run_oracle("file:" + json, work.path, hf_error, kCases)) {
-    ASSERT_TRUE(testing::run_oracle("patched:" + json, work.path, hf_error, kCases)) << hf_error;
+  if (!testing::run_oracle("file:" + json, work.path, hf_error, kGgufCases)) {
+    ASSERT_TRUE(testing::run_oracle("patched:" + json, work.path, hf_error, kGgufCases))
+        << hf_error;
   }
   auto tokenizer =
       tokenizer_from_gguf(vocab_from_tokenizer_json(work.path + "/tokenizer.json", pre));
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
-  testing::compare_with_oracle(work.path, kCases, *tokenizer);
+  testing::compare_with_oracle(work.path, kGgufCases, *tokenizer);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, SyntheticGgufOracle,
