@@ -74,13 +74,14 @@ TEST_P(LinearQuantInt8Test, OddShapesAgainstOrderAndDequantizedOracle) {
   std::mt19937 rng(static_cast<unsigned>(type) * 104729u);
   // Partial panels (n % 64), the small batches' tiles (2-31 rows: 2, 3, 4, 2 + 3, 4 + 2, 4 + 3,
   // 4 + 2 + 3, 4 + 4 + 2 + 3; 9 blocks: a stretch of 8 blocks and 1 more for 32-column types,
-  // 9 one-block stretches for 256-column ones), a 64-row block plus a tail, one and several
-  // blocks.
+  // 9 one-block stretches for 256-column ones), prefill's tiles of 4 and a rest of 2, 1 or 3
+  // rows, one and several blocks.
   const int64_t shapes[][3] = {
       {1, 1, bc},      {1, 7, 2 * bc},   {3, 65, bc},      {4, 64, 3 * bc},
       {5, 129, bc},    {7, 33, 2 * bc},  {9, 130, bc},     {1, 300, 4 * bc},
       {2, 64, 2 * bc}, {6, 65, bc},      {11, 64, bc},     {66, 70, bc},
-      {5, 70, 9 * bc}, {13, 66, 9 * bc}, {31, 64, 2 * bc}, {85, 65, bc}};
+      {5, 70, 9 * bc}, {13, 66, 9 * bc}, {31, 64, 2 * bc}, {85, 65, bc},
+      {35, 64, 2 * bc}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
     const QuantRows w = random_rows(type, n, k, rng);

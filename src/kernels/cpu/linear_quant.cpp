@@ -12,6 +12,7 @@
 #include "kernels/cpu/linear_epilogue.h"
 #include "kernels/cpu/panel_lanes-inl.h"
 #include "kernels/cpu/quant_panels.h"
+#include "kernels/cpu/row_count-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace rlt::kernels {
@@ -472,18 +473,6 @@ HWY_INLINE void ExpandedTile(const float* HWY_RESTRICT x, int64_t k, const float
   }
 }
 
-// The last rows < kExpandedRows of a block as one tile of that many rows: a 64-row block leaves 4
-// on AVX-512, which one row at a time (4 multiply-adds per 5 loads) cost as much as 12 rows.
-template <GgmlType T, int kRows = kExpandedRows - 1>
-HWY_INLINE void ExpandedRest(int64_t rows, const float* x, int64_t k, const float* xsum,
-                             int64_t groups, const Expanded& e, int64_t col0, int64_t cols,
-                             float* y) {
-  if constexpr (kRows >= 1) {
-    if (rows == kRows) return ExpandedTile<T, kRows>(x, k, xsum, groups, e, col0, cols, y);
-    ExpandedRest<T, kRows - 1>(rows, x, k, xsum, groups, e, col0, cols, y);
-  }
-}
-
 // Batches from this many rows take the expanded path (identical results, see above).
 constexpr int64_t kExpandFromRows = 20;
 
@@ -495,17 +484,6 @@ HWY_INLINE void QuantRows(const float* x, int64_t k, const float* xsum, int64_t 
   float out[kRows][kPanel];
   QuantTile<T, kRows>(x + m0 * k, k, xsum + m0 * groups, groups, panel, out);
   store_panel(w, p, &out[0][0], kRows, m0, y);
-}
-
-// The last rows < kRowsTile of a panel, as one tile of that many rows.
-template <GgmlType T, int kRows = kRowsTile - 1>
-HWY_INLINE void QuantRest(int64_t rows, const float* x, int64_t k, const float* xsum,
-                          int64_t groups, const PackedMatrix& w, int64_t p, const uint8_t* panel,
-                          int64_t m0, float* y) {
-  if constexpr (kRows >= 1) {
-    if (rows == kRows) return QuantRows<T, kRows>(x, k, xsum, groups, w, p, panel, m0, y);
-    QuantRest<T, kRows - 1>(rows, x, k, xsum, groups, w, p, panel, m0, y);
-  }
 }
 
 template <GgmlType T>
@@ -527,8 +505,12 @@ void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, con
       for (; m0 + kExpandedRows <= m; m0 += kExpandedRows)
         ExpandedTile<T, kExpandedRows>(x + m0 * k, k, xsum + m0 * groups, groups, e, col0, cols,
                                        e.y.data() + m0 * kPanel);
-      ExpandedRest<T>(m - m0, x + m0 * k, k, xsum + m0 * groups, groups, e, col0, cols,
-                      e.y.data() + m0 * kPanel);
+      // The rows left over (a 64-row block leaves 4 on AVX-512) as one tile of that many: one
+      // row at a time (4 multiply-adds per 5 loads) they cost as much as 12 rows.
+      WithRowCount<1, kExpandedRows - 1>(m - m0, [&](auto rows) HWY_ATTR {
+        ExpandedTile<T, rows.value>(x + m0 * k, k, xsum + m0 * groups, groups, e, col0, cols,
+                                    e.y.data() + m0 * kPanel);
+      });
     }
     store_panel(w, p, e.y.data(), static_cast<int>(m), 0, y);
     return;
@@ -539,7 +521,9 @@ void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, con
   int64_t m0 = 0;
   for (; m0 + kRowsTile <= m; m0 += kRowsTile)
     QuantRows<T, kRowsTile>(x, k, xsum, groups, w, p, panel, m0, y);
-  QuantRest<T>(m - m0, x, k, xsum, groups, w, p, panel, m0, y);
+  WithRowCount<1, kRowsTile - 1>(m - m0, [&](auto rows) HWY_ATTR {
+    QuantRows<T, rows.value>(x, k, xsum, groups, w, p, panel, m0, y);
+  });
 }
 
 using PanelFn = void (*)(const float*, int64_t, const PackedMatrix&, int64_t, const uint8_t*,

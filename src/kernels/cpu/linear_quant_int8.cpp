@@ -21,6 +21,7 @@
 #include "kernels/cpu/int8_lanes-inl.h"
 #include "kernels/cpu/linear_epilogue.h"
 #include "kernels/cpu/quant_panels.h"
+#include "kernels/cpu/row_count-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
@@ -329,23 +330,6 @@ HWY_INLINE void Int8Rows(const QuantizedActivations& a, int64_t m0, const Packed
   store_panel(w, p, &out[0][0], kRows, m0, y);
 }
 
-// One slice of a tile of 2-4 rows over blocks b0..b1 (the few-rows path: prefetching its share).
-template <GgmlType T>
-HWY_INLINE void Int8FewRowsSlice(const QuantizedActivations& a, int64_t r0, int rows,
-                                 const uint8_t* panel, int v0, int64_t b0, int64_t b1, bool resume,
-                                 PrefetchShare share, float* out) {
-  switch (rows) {
-    case 4:
-      return Int8Tile<T, 4, kTileVectors, kFewRowsAhead>(a, r0, panel, v0, b0, b1, resume, share, out);
-    case 3:
-      return Int8Tile<T, 3, kTileVectors, kFewRowsAhead>(a, r0, panel, v0, b0, b1, resume, share, out);
-    case 2:
-      return Int8Tile<T, 2, kTileVectors, kFewRowsAhead>(a, r0, panel, v0, b0, b1, resume, share, out);
-    default:
-      return;
-  }
-}
-
 // Rows r0 .. r0 + rows (2 .. kFewRows - 1) of a panel: tiles of 4 rows and the rest as 2 or 3
 // (a remainder of one as 2 + 3), stretch by stretch of columns, each stretch passing through
 // every tile's slices while each pass prefetches its part of the panel ahead. The panel thus
@@ -372,24 +356,15 @@ HWY_INLINE void Int8FewRows(const QuantizedActivations& a, int64_t r0, int64_t r
     const int64_t b1 = std::min(blocks, b0 + kStretchBlocks);
     int pass = 0;
     for (int t = 0, start = 0; t < count; start += tiles[t], ++t)
-      for (int v0 = 0; v0 < kVectors; v0 += kTileVectors)
-        Int8FewRowsSlice<T>(a, r0 + start, tiles[t], panel, v0, b0, b1, b0 > 0,
-                            PrefetchShare{pass++, passes}, &out[start][0]);
+      for (int v0 = 0; v0 < kVectors; v0 += kTileVectors) {
+        const PrefetchShare share{pass++, passes};
+        WithRowCount<2, kTileRows>(tiles[t], [&](auto tile_rows) HWY_ATTR {
+          Int8Tile<T, tile_rows.value, kTileVectors, kFewRowsAhead>(
+              a, r0 + start, panel, v0, b0, b1, b0 > 0, share, &out[start][0]);
+        });
+      }
   }
   store_panel(w, p, &out[0][0], n, r0, y);
-}
-
-// Rows r0 .. r0 + rows (0-4) as one tile.
-template <GgmlType T>
-HWY_INLINE void Int8SmallTile(const QuantizedActivations& a, int64_t r0, int64_t rows,
-                              const PackedMatrix& w, int64_t p, const uint8_t* panel, float* y) {
-  switch (rows) {
-    case 4: return Int8Rows<T, 4>(a, r0, w, p, panel, y);
-    case 3: return Int8Rows<T, 3>(a, r0, w, p, panel, y);
-    case 2: return Int8Rows<T, 2>(a, r0, w, p, panel, y);
-    case 1: return Int8Rows<T, 1>(a, r0, w, p, panel, y);
-    default: return;
-  }
 }
 
 template <GgmlType T>
@@ -406,7 +381,10 @@ void Int8Panel(const QuantizedActivations& a, int64_t r0, int64_t rows, const Pa
   if (rows < kFewRows) return Int8FewRows<T>(a, r0, rows, w, p, panel, y);
   int64_t m0 = 0;
   for (; m0 + kTileRows <= rows; m0 += kTileRows) Int8Rows<T, kTileRows>(a, r0 + m0, w, p, panel, y);
-  Int8SmallTile<T>(a, r0 + m0, rows - m0, w, p, panel, y);
+  // The 0-3 rows left over as one tile.
+  WithRowCount<1, kTileRows - 1>(rows - m0, [&](auto tile_rows) HWY_ATTR {
+    Int8Rows<T, tile_rows.value>(a, r0 + m0, w, p, panel, y);
+  });
 }
 
 using Int8PanelFn = void (*)(const QuantizedActivations&, int64_t, int64_t, const PackedMatrix&,
