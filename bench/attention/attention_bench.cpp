@@ -1,5 +1,6 @@
 // Attention throughput against same-run references:
-//   decode  cpu_flash K/V read bandwidth vs the machine's copy bandwidth (contexts >= 4096),
+//   decode  cpu_flash K/V read bandwidth vs the machine's copy bandwidth, bf16, q8_0 and f32 K/V
+//           (Ouro-1.4B and SmolLM2-135M heads, contexts 1024-16384),
 //           as the median ratio of adjacent measurements
 //   prefill cpu_flash and cpu_reference GFLOP/s vs OpenBLAS f32 sgemm
 //   short   rows at the end of a short context (SmolLM2 heads): GFLOP/s, and the time of R rows
@@ -33,7 +34,8 @@ struct Shape {
 // available bandwidth drifts, and the median ratio of adjacent measurements is what is stable.
 struct DecodeResult {
   double gbs = 0;
-  double ratio = 0;  // median of (decode GB/s / copy GB/s) over adjacent pairs
+  double ratio = 0;         // median of (decode GB/s / copy GB/s) over adjacent pairs
+  double keys_per_us = 0;   // keys attended per microsecond (all sequences, K and V)
 };
 
 DecodeResult decode_vs_copy(const Shape& s, AttentionBackend& backend, int reps) {
@@ -49,10 +51,13 @@ DecodeResult decode_vs_copy(const Shape& s, AttentionBackend& backend, int reps)
   std::vector<float> q(static_cast<size_t>(s.seqs) * s.q_heads * s.head_dim, 0.1f), out(q.size());
   const AttentionParams p = testing::paged_params(pools, q.data(), out.data(), s.seqs, s.q_heads, tables.data(), width,
                                                   lengths.data(), s.seqs);
-  const double bytes = 2.0 * s.seqs * s.context * s.kv_heads * s.head_dim * static_cast<double>(dtype_size(s.dtype));
+  // Bytes of the K/V read (Q8_0: 34 per 32 values).
+  const double per_value = s.dtype == DType::kQ8_0 ? 34.0 / 32.0 : static_cast<double>(dtype_size(s.dtype));
+  const double keys = double{1} * s.seqs * s.context;
+  const double bytes = 2.0 * keys * s.kv_heads * s.head_dim * per_value;
   (void)run_attention(backend, p);  // warm-up
   const bench::VersusCopy r = bench::median_versus_copy(reps, bytes, [&] { (void)run_attention(backend, p); });
-  return {r.gbs, r.ratio};
+  return {r.gbs, r.ratio, keys / (bytes / (r.gbs * 1e9) * 1e6)};
 }
 
 // One sequence of `context` tokens with `rows` packed query rows at its end (rows = context: a
@@ -115,15 +120,27 @@ int main(int argc, char** argv) {
   fmt::print("threads: {}\n", omp_get_max_threads());
   const double copy = bench::copy_bandwidth_gbs();
   fmt::print("copy bandwidth (read+write): {:.1f} GB/s\n\n", copy);
-  fmt::print("{:<44} {:>10} {:>12}\n", "decode (Ouro-1.4B heads: 16 x 128, bf16 K/V)", "GB/s", "of copy");
-  for (int32_t ctx : {4096, 8192, 16384}) {
+  // The K/V encodings a CPU run may pick (--kv-dtype bf16 | q8_0 | f32), on Ouro-1.4B's heads
+  // (16 x 128, one query head per K/V head) and SmolLM2-135M's (9 x 64 over 3): keys per
+  // microsecond compares them, the share of copy says how near the memory each one runs.
+  fmt::print("{:<44} {:>10} {:>12} {:>10}\n", "decode (cpu_flash, K/V bytes read)", "GB/s", "of copy", "keys/us");
+  struct DecodeCase {
+    const char* heads;
+    int32_t q_heads, kv_heads, head_dim, ctx;
+  };
+  for (const DecodeCase c : {DecodeCase{"ouro", 16, 16, 128, 4096}, DecodeCase{"ouro", 16, 16, 128, 8192},
+                             DecodeCase{"ouro", 16, 16, 128, 16384}, DecodeCase{"smollm2", 9, 3, 64, 1024},
+                             DecodeCase{"smollm2", 9, 3, 64, 4096}}) {
     if (short_only) break;
-    if (quick && ctx > 4096) break;
+    if (quick && c.ctx > 4096) continue;
     for (int32_t seqs : {1, 8}) {
-      const Shape s{seqs, ctx, 16, 16, 128, 16, DType::kBF16};
-      const DecodeResult r = decode_vs_copy(s, *flash, quick ? 3 : 7);
-      fmt::print("{:<44} {:>10.1f} {:>11.0f}%\n", fmt::format("cpu_flash batch {} context {}", seqs, ctx), r.gbs,
-                 100.0 * r.ratio);
+      for (const DType dtype : {DType::kBF16, DType::kQ8_0, DType::kF32}) {
+        const Shape s{seqs, c.ctx, c.q_heads, c.kv_heads, c.head_dim, 16, dtype};
+        const DecodeResult r = decode_vs_copy(s, *flash, quick ? 3 : 7);
+        fmt::print("{:<44} {:>10.1f} {:>11.0f}% {:>10.1f}\n",
+                   fmt::format("{} {} batch {} context {}", c.heads, dtype_name(dtype), seqs, c.ctx), r.gbs,
+                   100.0 * r.ratio, r.keys_per_us);
+      }
     }
   }
   const double sgemm = bench::sgemm_gflops(1024, 1024, 1024, reps);

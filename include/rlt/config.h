@@ -15,8 +15,9 @@ namespace rlt {
 // Where a token's K/V live: one plane per loop depth (a token that exits early gives its last
 // loop's K/V to the deeper planes), or one plane every loop overwrites.
 enum class KVLayout : uint8_t { kLastExited, kShared };
-// The K/V cache's element type; kAuto: the weights' float type (bf16 for quantized weights).
-enum class KVDType : uint8_t { kAuto, kF32, kBF16, kF16 };
+// The K/V cache's element type; kAuto: the weights' float type (bf16 for quantized weights);
+// kQ8_0: GGML q8_0 blocks (CPU attention only; 34 bytes per 32 values, lossy: docs/kv-cache.md).
+enum class KVDType : uint8_t { kAuto, kF32, kBF16, kF16, kQ8_0 };
 // GGUF files: how quantized weights are loaded. kAuto: the CPU kernels compute on Q8_0, Q4_0,
 // Q4_1, Q4_K, Q5_K and Q6_K as stored (other quantized types, and GPU runs, dequantize to bf16);
 // kBF16 / kF32 / kF16: every quantized weight dequantized into that type at load.

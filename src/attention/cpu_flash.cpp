@@ -26,11 +26,13 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <type_traits>
 #include <vector>
 
 #include "attention/backend.h"
+#include "common/half.h"
 #include "kernels/cpu/widen-inl.h"
 
 #ifndef RLT_ATTENTION_CPU_FLASH_SHARED_
@@ -56,6 +58,7 @@ struct Task {
 struct Scratch {
   std::vector<float> q, scores, acc, m, l;
   std::vector<float> zeros;  // a zero key of head_dim elements, for blocks past a tile's end
+  std::vector<float> kstage, vstage;  // Q8_0 K/V: a tile's rows of one head dequantized
   std::vector<float> parts;  // packed rows past kSplitTokens: [range][pair][m, l, acc]
   std::vector<int64_t> by_head;      // the task's pair indices ordered by KV head
   std::vector<int64_t> heads;        // the KV heads they read, in order
@@ -93,6 +96,24 @@ namespace hn = hwy::HWY_NAMESPACE;
 using kernels::HWY_NAMESPACE::LoadWidened;
 using kernels::HWY_NAMESPACE::WidenScalar;
 using flash::kTile;
+
+// A head of Q8_0 K/V (d / 32 GGML blocks: f16 scale, 32 int8) as d f32 values, scale · q: the
+// same values as quant::dequantize_row, so attention over them is attention over the
+// dequantized cache.
+HWY_INLINE void DequantizeQ8Head(const uint8_t* HWY_RESTRICT blocks, int64_t d, float* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> di8;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t b = 0; b < d / 32; ++b, blocks += 34, out += 32) {
+    uint16_t bits;
+    std::memcpy(&bits, blocks, 2);
+    const auto scale = hn::Set(df, f16_to_f32(bits));
+    const auto* q = reinterpret_cast<const int8_t*>(blocks + 2);
+    for (int64_t i = 0; i < 32; i += lanes)
+      hn::StoreU(hn::Mul(scale, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, q + i)))), df, out + i);
+  }
+}
 
 template <typename T>
 HWY_INLINE float Dot(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k, int64_t d) {
@@ -328,8 +349,21 @@ struct KeyCursor {
   }
 };
 
-template <typename T>
+// Asks for the cache lines of heads h0..h1 of a token row (head_stride units of S apart).
+template <typename S>
+HWY_INLINE void PrefetchHeads(const S* token, int64_t head_stride, int64_t h0, int64_t h1) {
+  const auto first = reinterpret_cast<uintptr_t>(token + h0 * head_stride) & ~uintptr_t{63};
+  const auto last = reinterpret_cast<uintptr_t>(token + (h1 + 1) * head_stride);
+  for (uintptr_t line = first; line < last; line += 64) __builtin_prefetch(reinterpret_cast<const void*>(line));
+}
+
+// kQ8: K/V stored as Q8_0 (T = float): each tile's rows of a head are dequantized into the
+// scratch's stages as they are used, and read from there as f32 K/V would be, so the result is
+// bit for bit the f32 path's over the dequantized cache.
+template <typename T, bool kQ8 = false>
 void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& s, float* partial) {
+  static_assert(!kQ8 || std::is_same_v<T, float>);
+  using Stored = std::conditional_t<kQ8, uint8_t, T>;  // what the pools hold
   const hn::ScalableTag<float> df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t d = p.head_dim();
@@ -353,8 +387,25 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   }
   const std::span<const int64_t> task_pairs(s.by_head);
   const int32_t* table = p.block_tables + task.seq * p.table_width;
-  const T* kbase = static_cast<const T*>(p.k.base);
-  const T* vbase = static_cast<const T*>(p.v.base);
+  const Stored* kbase = static_cast<const Stored*>(p.k.base);
+  const Stored* vbase = static_cast<const Stored*>(p.v.base);
+  if constexpr (kQ8) {
+    const auto stage = static_cast<size_t>(std::max(kTile, int64_t{p.num_kv_heads()}) * d);
+    s.kstage.resize(stage);
+    s.vstage.resize(stage);
+  }
+  // The head `h` of a token row (pool units), as the f32 the kernels read: in place, or for Q8_0
+  // dequantized into stage row `row` (of d values).
+  auto head_of = [&](const Stored* token, int64_t head_stride, int64_t h, std::vector<float>& stage,
+                     int64_t row) -> const T* {
+    if constexpr (kQ8) {
+      float* out = stage.data() + row * d;
+      DequantizeQ8Head(token + h * head_stride, d, out);
+      return out;
+    } else {
+      return token + h * head_stride;
+    }
+  };
   // Causal limit of each query row (bottom-right aligned).
   const int64_t len = p.context_lengths[task.seq];
   const int64_t seq_rows = p.seq_end(task.seq) - p.seq_begin(task.seq);
@@ -409,7 +460,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   const size_t zero_floats = static_cast<size_t>(d) * sizeof(T) / sizeof(float) + 1;
   if (s.zeros.size() < zero_floats) s.zeros.assign(zero_floats, 0.0f);  // never written: grown once
   const T* zeros = reinterpret_cast<const T*>(s.zeros.data());
-  const T* vtokens[kTile];  // the tile's V token rows (blocked path)
+  const Stored* vtokens[kTile];  // the tile's V token rows (blocked path)
   for (int64_t t0 = task.key_begin; t0 < key_end; t0 += kTile) {
     if (ranged && t0 > task.key_begin && t0 % flash::kSplitTokens == 0) close_range();
     const int64_t tn = std::min(kTile, key_end - t0);
@@ -421,22 +472,33 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       // widened once for the group. Blocks no pair of a group sees are not computed; keys a pair
       // does not see score -inf whatever they hold. (Widening a head's keys to f32 once for all
       // its pairs, into memory, was measured slower: the stores cost more than they saved.)
-      const T* tokens[kTile];
-      for (int64_t j = 0; j < tn; ++j, kc.advance()) tokens[j] = kbase + kc.offset();
+      const Stored* tokens[kTile];
+      for (int64_t j = 0; j < tn; ++j, kc.advance()) {
+        tokens[j] = kbase + kc.offset();
+        if (kQ8 && t0 == task.key_begin) PrefetchHeads(tokens[j], p.k.head_stride, s.heads.front(), s.heads.back());
+      }
+      if constexpr (kQ8) {
+        // Q8_0 rows are dequantized head by head, a tight loop of loads that would wait on every
+        // token's lines in turn: the next tile's K and V are asked for now, a tile ahead (the
+        // first tile's K just above).
+        KeyCursor kn(p.k, table, t0 + tn), vn(p.v, table, t0 + tn);
+        for (int64_t j = 0; j < std::min(kTile, key_end - t0 - tn); ++j, kn.advance(), vn.advance()) {
+          PrefetchHeads(kbase + kn.offset(), p.k.head_stride, s.heads.front(), s.heads.back());
+          PrefetchHeads(vbase + vn.offset(), p.v.head_stride, s.heads.front(), s.heads.back());
+        }
+      }
       // The tile's V rows (the task's heads) are asked for now, to arrive while the scores are
       // computed: the V loop otherwise waits on each token's first line. (The next tile's K rows
       // likewise measured no gain.)
       for (int64_t j = 0; j < tn; ++j, vc.advance()) {
         vtokens[j] = vbase + vc.offset();
-        const auto first = reinterpret_cast<uintptr_t>(vtokens[j] + s.heads.front() * p.v.head_stride) & ~uintptr_t{63};
-        const auto last = reinterpret_cast<uintptr_t>(vtokens[j] + s.heads.back() * p.v.head_stride + d);
-        for (uintptr_t line = first; line < last; line += 64) __builtin_prefetch(reinterpret_cast<const void*>(line));
+        PrefetchHeads(vtokens[j], p.v.head_stride, s.heads.front(), s.heads.back());
       }
       for (size_t hi = 0; hi < s.heads.size(); ++hi) {
         const int64_t h = s.heads[hi], per_head = s.head_starts[hi + 1] - s.head_starts[hi];
         const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
         const T* keys[kTile];  // past the tile's end: a zero key
-        for (int64_t j = 0; j < kTile; ++j) keys[j] = j < tn ? tokens[j] + h * p.k.head_stride : zeros;
+        for (int64_t j = 0; j < kTile; ++j) keys[j] = j < tn ? head_of(tokens[j], p.k.head_stride, h, s.kstage, j) : zeros;
         constexpr int64_t kKeys = ScoreBlockKeys();
         for (int64_t i = 0; i < per_head; i += kScorePairs) {
           const int64_t count = std::min<int64_t>(kScorePairs, per_head - i);
@@ -457,12 +519,16 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       }
     } else {
       for (int64_t j = 0; j < tn; ++j, kc.advance()) {
-        const T* kj = kbase + kc.offset();
+        const Stored* kj = kbase + kc.offset();
+        if constexpr (kQ8)
+          for (const int64_t h : s.heads) head_of(kj, p.k.head_stride, h, s.kstage, h);
         for (const int64_t pr : task_pairs) {
           const int64_t limit = first_row_pos + pr / q_heads;  // last visible key of this row
           const int64_t head = (pr % q_heads) / group;
-          s.scores[pr * kTile + j] =
-              (t0 + j <= limit) ? Dot(q + pr * d, kj + head * p.k.head_stride, d) * scale : -INFINITY;
+          const T* key;
+          if constexpr (kQ8) key = s.kstage.data() + head * d;
+          else key = kj + head * p.k.head_stride;
+          s.scores[pr * kTile + j] = (t0 + j <= limit) ? Dot(q + pr * d, key, d) * scale : -INFINITY;
         }
       }
     }
@@ -501,7 +567,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       for (size_t hi = 0; hi < s.heads.size(); ++hi) {
         const int64_t h = s.heads[hi], per_head = s.head_starts[hi + 1] - s.head_starts[hi];
         const T* values[kTile];
-        for (int64_t j = 0; j < tn; ++j) values[j] = vtokens[j] + h * p.v.head_stride;
+        for (int64_t j = 0; j < tn; ++j) values[j] = head_of(vtokens[j], p.v.head_stride, h, s.vstage, j);
         const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
         for (int64_t i = 0; i < per_head; i += kVPairs) {
           const int64_t count = std::min<int64_t>(kVPairs, per_head - i);
@@ -517,11 +583,16 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
     } else {
       // Values, again one token (all heads) at a time.
       for (int64_t j = 0; j < tn; ++j, vc.advance()) {
-        const T* vj = vbase + vc.offset();
+        const Stored* vj = vbase + vc.offset();
+        if constexpr (kQ8)
+          for (const int64_t h : s.heads) head_of(vj, p.v.head_stride, h, s.vstage, h);
         for (const int64_t pr : task_pairs) {
           const float w = s.scores[pr * kTile + j];
           const int64_t head = (pr % q_heads) / group;
-          if (w != 0.0f) AddScaledV(s.acc.data() + pr * d, w, vj + head * p.v.head_stride, d);
+          const T* value;
+          if constexpr (kQ8) value = s.vstage.data() + head * d;
+          else value = vj + head * p.v.head_stride;
+          if (w != 0.0f) AddScaledV(s.acc.data() + pr * d, w, value, d);
         }
       }
     }
@@ -558,6 +629,7 @@ void RunFlash(const AttentionParams& p, const std::vector<flash::Task>& tasks, f
     switch (p.k.dtype) {
       case DType::kBF16: RunTask<hwy::bfloat16_t>(p, t, s, partial); break;
       case DType::kF16: RunTask<hwy::float16_t>(p, t, s, partial); break;
+      case DType::kQ8_0: RunTask<float, true>(p, t, s, partial); break;
       default: RunTask<float>(p, t, s, partial); break;
     }
   }

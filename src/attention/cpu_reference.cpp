@@ -7,15 +7,25 @@
 #include "attention/backend.h"
 #include "common/half.h"
 #include "kernels/cpu/dense_attention.h"
+#include "quant/dequantize.h"
 
 namespace rlt::attention {
 namespace {
 
-float load_element(const PagedKVLayerView& view, int64_t offset) {
-  switch (view.dtype) {
-    case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(view.base)[offset]);
-    case DType::kF16: return f16_to_f32(static_cast<const uint16_t*>(view.base)[offset]);
-    default: return static_cast<const float*>(view.base)[offset];
+// The d values of the head at `offset` (view units) as f32.
+void load_head(const PagedKVLayerView& view, int64_t offset, int64_t d, float* out) {
+  if (view.dtype == DType::kQ8_0) {
+    const auto* blocks = static_cast<const uint8_t*>(view.base) + offset;
+    const Status s = quant::dequantize_row(quant::GgmlType::kQ8_0, blocks, d, out);
+    (void)s;  // whole blocks (d % 32 == 0: KVGeometry::validate)
+    return;
+  }
+  for (int64_t i = 0; i < d; ++i) {
+    switch (view.dtype) {
+      case DType::kBF16: out[i] = bf16_to_f32(static_cast<const uint16_t*>(view.base)[offset + i]); break;
+      case DType::kF16: out[i] = f16_to_f32(static_cast<const uint16_t*>(view.base)[offset + i]); break;
+      default: out[i] = static_cast<const float*>(view.base)[offset + i];
+    }
   }
 }
 
@@ -35,11 +45,8 @@ class CpuReferenceBackend final : public AttentionBackend {
       scores_.resize(static_cast<size_t>(len));
       for (int64_t t = 0; t < len; ++t) {
         for (int64_t h = 0; h < kv_heads; ++h) {
-          const int64_t ko = kv_offset(p.k, table, t, h), vo = kv_offset(p.v, table, t, h);
-          for (int64_t i = 0; i < d; ++i) {
-            k_[t * kv_row + h * d + i] = load_element(p.k, ko + i);
-            v_[t * kv_row + h * d + i] = load_element(p.v, vo + i);
-          }
+          load_head(p.k, kv_offset(p.k, table, t, h), d, k_.data() + t * kv_row + h * d);
+          load_head(p.v, kv_offset(p.v, table, t, h), d, v_.data() + t * kv_row + h * d);
         }
       }
       const int64_t begin = p.seq_begin(s), n = p.seq_end(s) - begin;

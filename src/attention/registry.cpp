@@ -26,6 +26,8 @@ std::string not_built_message(const char* what) {
 std::vector<BackendEntry> make_registry() {
   const std::vector<DType> all_float = {DType::kF32, DType::kBF16, DType::kF16};
   const std::vector<DType> half_only = {DType::kBF16, DType::kF16};
+  // The CPU backends also read GGML q8_0 blocks (--kv-dtype q8_0), dequantized as they load.
+  const std::vector<DType> cpu_kinds = {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0};
   std::vector<BackendEntry> r;
 
   // CUDA backends: declared with their real constraints in every build, so selection and
@@ -108,7 +110,7 @@ std::vector<BackendEntry> make_registry() {
                      &make_cpu_flash_backend};
   flash.caps.device = DeviceKind::kCpu;
   flash.caps.min_isa = CpuIsa::kSse4;
-  flash.caps.kv_dtypes = all_float;
+  flash.caps.kv_dtypes = cpu_kinds;
   flash.caps.head_dim = {2, 512, 2, {}};
   flash.caps.page_size = {1, 1024, 1, {}};
   flash.caps.gqa_ratio = {1, 64, 1, {}};
@@ -125,7 +127,7 @@ std::vector<BackendEntry> make_registry() {
                    &make_cpu_reference_backend};
   ref.caps.device = DeviceKind::kCpu;
   ref.caps.min_isa = CpuIsa::kScalar;
-  ref.caps.kv_dtypes = all_float;
+  ref.caps.kv_dtypes = cpu_kinds;
   ref.caps.head_dim = {1, 1024, 1, {}};
   ref.caps.page_size = {1, 4096, 1, {}};
   ref.caps.gqa_ratio = {1, 1024, 1, {}};

@@ -69,7 +69,7 @@ std::vector<Failure> check_candidate(const BackendEntry& e, const SelectionInput
   }
   if (std::find(c.kv_dtypes.begin(), c.kv_dtypes.end(), in.kv_dtype) == c.kv_dtypes.end()) {
     f.push_back(
-        {reason::kKvDtype, fmt::format("supports K/V in {}, not {}; load the model in one of those",
+        {reason::kKvDtype, fmt::format("supports K/V in {}, not {}; choose one of those with --kv-dtype",
                                        dtype_list(c.kv_dtypes), dtype_name(in.kv_dtype))});
   }
   if (!c.head_dim.accepts(in.head_dim)) {

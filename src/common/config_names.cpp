@@ -32,10 +32,11 @@ std::string_view lookup(const Names<E, N>& names, E value) {
 
 constexpr Names<KVLayout, 2> kKVLayouts{
     {{KVLayout::kLastExited, "last_exited"}, {KVLayout::kShared, "shared"}}};
-constexpr Names<KVDType, 4> kKVDTypes{{{KVDType::kAuto, "auto"},
+constexpr Names<KVDType, 5> kKVDTypes{{{KVDType::kAuto, "auto"},
                                        {KVDType::kF32, "f32"},
                                        {KVDType::kBF16, "bf16"},
-                                       {KVDType::kF16, "f16"}}};
+                                       {KVDType::kF16, "f16"},
+                                       {KVDType::kQ8_0, "q8_0"}}};
 constexpr Names<WeightDType, 4> kWeightDTypes{{{WeightDType::kAuto, "auto"},
                                                 {WeightDType::kBF16, "bf16"},
                                                 {WeightDType::kF32, "f32"},

@@ -17,12 +17,13 @@ size_t dtype_size(DType dtype) {
     case DType::kF64: case DType::kI64: return 8;
     case DType::kF32: case DType::kI32: return 4;
     case DType::kBF16: case DType::kF16: case DType::kI16: return 2;
-    case DType::kI8: case DType::kU8: case DType::kBool: return 1;
+    case DType::kI8: case DType::kU8: case DType::kBool: case DType::kQ8_0: return 1;
   }
   return 0;
 }
 
 std::string_view dtype_name(DType dtype) {
+  if (dtype == DType::kQ8_0) return "Q8_0";
   for (const auto& [d, n] : kNames)
     if (d == dtype) return n;
   return "?";

@@ -47,6 +47,8 @@ DType resolve_kv_dtype(KVDType kv, DType weights) {
       return DType::kBF16;
     case KVDType::kF16:
       return DType::kF16;
+    case KVDType::kQ8_0:
+      return DType::kQ8_0;
     case KVDType::kAuto:
       break;
   }
@@ -1059,8 +1061,10 @@ ModelFootprint Engine::footprint() const {
   ModelFootprint f;
   f.core_weight_bytes_per_loop = m.core_weight_bytes_per_loop();
   f.lm_head_bytes = m.lm_head_bytes();
-  f.kv_bytes_per_token_per_loop =
-      m.config.kv_values_per_token_per_depth() * static_cast<int64_t>(dtype_size(impl_->kv->config().geometry.dtype));
+  const DType kv_dtype = impl_->kv->config().geometry.dtype;
+  const int64_t kv_values = m.config.kv_values_per_token_per_depth();
+  f.kv_bytes_per_token_per_loop = kv_dtype == DType::kQ8_0 ? kv_values / 32 * 34  // whole q8_0 blocks
+                                                           : kv_values * static_cast<int64_t>(dtype_size(kv_dtype));
   f.loops = m.config.total_ut_steps;
   f.kernel_target = kernels::cpu_dispatch_target();
   f.activation_dtype = std::string(name(impl_->config.activation_dtype));

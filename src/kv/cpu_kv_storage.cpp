@@ -44,8 +44,8 @@ PagedKVLayerView CpuKVStorage::layer_view(KVPool pool, int32_t layer) const {
   PagedKVLayerView v;
   v.base = pool_data(pool) + static_cast<size_t>(layer) * g.layer_elems() * elem_size_;
   v.block_stride = g.block_elems();
-  v.token_stride = int64_t{g.num_kv_heads} * g.head_dim;
-  v.head_stride = g.head_dim;
+  v.token_stride = g.slot_units();
+  v.head_stride = g.head_units();
   v.num_blocks = g.num_blocks;
   v.block_size = g.block_size;
   v.num_kv_heads = g.num_kv_heads;
@@ -63,14 +63,14 @@ const std::byte* CpuKVStorage::slot_data(KVPool pool, BlockId block, int32_t lay
   const KVGeometry& g = geometry_;
   size_t elems = static_cast<size_t>(block) * g.block_elems() +
                  static_cast<size_t>(layer) * g.layer_elems() +
-                 static_cast<size_t>(slot) * g.num_kv_heads * g.head_dim;
+                 static_cast<size_t>(slot) * g.slot_units();
   return pool_data(pool) + elems * elem_size_;
 }
 
 Status CpuKVStorage::copy_slots(std::span<const SlotCopy> copies) {
   const KVGeometry& g = geometry_;
   RLT_RETURN_IF_ERROR(validate_slot_copies(g, copies));
-  const size_t slot_bytes = static_cast<size_t>(g.num_kv_heads) * g.head_dim * elem_size_;
+  const size_t slot_bytes = static_cast<size_t>(g.slot_units()) * elem_size_;
   for (const SlotCopy& c : copies) {
     for (int32_t layer = c.layer_begin; layer < c.layer_end; ++layer) {
       for (KVPool pool : {KVPool::kKey, KVPool::kValue}) {

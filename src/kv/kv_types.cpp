@@ -14,12 +14,18 @@ Status KVGeometry::validate() const {
         "num_kv_heads {} head_dim {}",
         num_blocks, num_layers, block_size, num_kv_heads, head_dim));
   }
-  if (!is_weight_float(dtype)) {
+  if (!is_weight_float(dtype) && dtype != DType::kQ8_0) {
     return invalid_argument(
-        fmt::format("KV dtype must be F32, BF16 or F16, got {}", dtype_name(dtype)));
+        fmt::format("KV dtype must be F32, BF16, F16 or Q8_0, got {}", dtype_name(dtype)));
+  }
+  if (dtype == DType::kQ8_0 && head_dim % 32 != 0) {
+    return invalid_argument(fmt::format(
+        "a Q8_0 K/V cache quantizes each head in blocks of 32 values, but head_dim is {}; use "
+        "--kv-dtype bf16 (or f32) for this model",
+        head_dim));
   }
   // Slot offsets inside a block are int32 everywhere (block tables, copy records).
-  if (int64_t{block_size} * num_kv_heads * head_dim > std::numeric_limits<int32_t>::max()) {
+  if (int64_t{block_size} * slot_units() > std::numeric_limits<int32_t>::max()) {
     return invalid_argument(fmt::format("KV block of {} x {} x {} elements is too large",
                                         block_size, num_kv_heads, head_dim));
   }

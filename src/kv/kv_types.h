@@ -36,7 +36,9 @@ inline int32_t storage_planes(KVLayout layout, int32_t depth) {
 
 // Physical shape of the K and V pools, each [num_blocks, num_layers, block_size, num_kv_heads,
 // head_dim] in `dtype`. A block holds K (or V) for every layer of block_size token slots; depth
-// exists only through the per-plane block tables.
+// exists only through the per-plane block tables. Sizes count units of dtype_size(dtype) bytes:
+// elements of a float dtype, bytes of Q8_0, whose head of head_dim values is head_dim / 32 GGML
+// q8_0 blocks of 34 bytes (head_units()).
 struct KVGeometry {
   int32_t num_blocks = 0;
   int32_t num_layers = 0;
@@ -45,13 +47,18 @@ struct KVGeometry {
   int32_t head_dim = 0;
   DType dtype = DType::kBF16;
 
-  // Elements of one layer of one block: block_size * num_kv_heads * head_dim.
-  int64_t layer_elems() const { return int64_t{block_size} * num_kv_heads * head_dim; }
+  // Units of one head of one slot: head_dim, or Q8_0's bytes.
+  int64_t head_units() const { return dtype == DType::kQ8_0 ? head_dim / 32 * 34 : head_dim; }
+  // Units of one slot (every head): num_kv_heads * head_units().
+  int64_t slot_units() const { return int64_t{num_kv_heads} * head_units(); }
+  // Units of one layer of one block: block_size * slot_units().
+  int64_t layer_elems() const { return int64_t{block_size} * slot_units(); }
   // Elements of one block of one pool (K or V): num_layers * layer_elems().
   int64_t block_elems() const { return int64_t{num_layers} * layer_elems(); }
-  // Bytes one block id costs in K and V together: 2 * L * B * H_kv * D * elem_size.
+  // Bytes one block id costs in K and V together: 2 * L * B * H_kv * head_units * unit size.
   int64_t bytes_per_block() const { return 2 * block_elems() * int64_t(dtype_size(dtype)); }
-  // Every field positive, dtype one of f32/bf16/f16, sizes that fit the index types.
+  // Every field positive, dtype one of f32/bf16/f16/q8_0 (q8_0: head_dim a multiple of 32),
+  // sizes that fit the index types.
   Status validate() const;
   // Equal per-block shape (everything except num_blocks): what snapshots must agree on.
   bool same_block_shape(const KVGeometry& other) const;

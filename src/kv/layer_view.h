@@ -3,7 +3,9 @@
 // linking kv. Element (block b, slot t, head h, dim i) lives at
 //   base + b * block_stride + t * token_stride + h * head_stride + i      (in elements of dtype)
 // i.e. token-major, then head, then dim ("NHD") within a page. block_stride spans every layer of
-// a block, so consecutive blocks of one layer are not contiguous.
+// a block, so consecutive blocks of one layer are not contiguous. Q8_0 counts bytes instead: a
+// head (head_stride bytes from the one before) is head_dim / 32 GGML q8_0 blocks, each an f16
+// scale and 32 int8 values (value i = scale * q[i]).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +23,7 @@ struct PagedKVLayerView {
   int32_t block_size = 0;    // slots per block
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;       // contiguous elements per head
-  DType dtype = DType::kF32;  // F32, BF16 or F16 (16-bit types stored as raw uint16_t)
+  DType dtype = DType::kF32;  // F32, BF16, F16 (16-bit types stored as raw uint16_t) or Q8_0
 };
 
 }  // namespace rlt::kv

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/half.h"
+#include "quant/quantize.h"
 
 namespace rlt::runner {
 
@@ -46,6 +47,12 @@ attention::AttentionParams PagedAttention::layer_params(int32_t layer, const att
 
 namespace {
 void store_row(const float* src, std::byte* dst, int64_t n, DType dtype) {
+  if (dtype == DType::kQ8_0) {  // n is a multiple of 32 (KVGeometry::validate): every head whole
+    const Status s =
+        quant::quantize_row(quant::GgmlType::kQ8_0, src, n, reinterpret_cast<uint8_t*>(dst));
+    (void)s;  // Q8_0 of whole blocks cannot fail
+    return;
+  }
   if (dtype == DType::kF32) {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
     return;

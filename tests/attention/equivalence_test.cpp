@@ -67,6 +67,49 @@ INSTANTIATE_TEST_SUITE_P(ImplementedBackends, BackendEquivalence,
                          ::testing::Values("cpu_flash", "cpu_reference"),
                          [](const auto& info) { return info.param; });
 
+// --kv-dtype q8_0: both CPU backends compute on the values the blocks hold, bit for bit as on an
+// f32 pool of those values — single-query rows (one past 256 keys, split into ranges), a packed
+// block of rows (prefill, verification), GQA, head_dim 32 to 128, at 1 and 2 threads (a lone
+// short row is split by heads over idle threads).
+TEST(Q8_0KV, BackendsComputeExactlyOnTheDequantizedCache) {
+  std::mt19937 rng(8080);
+  struct Shape {
+    int32_t q_heads, kv_heads, d;
+  };
+  for (const Shape sh : {Shape{4, 4, 32}, Shape{9, 3, 64}, Shape{16, 4, 128}}) {
+    SCOPED_TRACE(::testing::Message() << sh.q_heads << " x " << sh.kv_heads << " x " << sh.d);
+    const int32_t bs = 16, blocks = 48, width = 24;
+    PagedPools pools(DType::kQ8_0, blocks, bs, sh.kv_heads, sh.d, rng);
+    ASSERT_FALSE(pools.kf.empty());
+    // Decode rows of 1, 37 and 300 keys, then a sequence of 5 packed rows at 70 keys.
+    const std::vector<int32_t> lengths = {1, 37, 300, 70};
+    const std::vector<int32_t> cu = {0, 1, 2, 3, 8};
+    const int64_t rows = 8;
+    const std::vector<int32_t> tables = testing::random_tables(lengths, bs, blocks, width, -1, rng);
+    std::vector<float> q(static_cast<size_t>(rows * sh.q_heads * sh.d));
+    std::normal_distribution<float> dist;
+    for (float& x : q) x = dist(rng);
+    for (const char* name : {"cpu_flash", "cpu_reference"}) {
+      SCOPED_TRACE(name);
+      auto backend = find_backend(name)->create();
+      for (const int threads : {1, 2}) {
+        testing::OmpThreads scoped(threads);
+        std::vector<float> quantized(q.size()), dequantized(q.size());
+        AttentionParams p = testing::paged_params(pools, q.data(), quantized.data(), rows, sh.q_heads,
+                                                  tables.data(), width, lengths.data(), 4);
+        p.cu_seqlens_q = cu.data();
+        p.max_seqlen_q = 5;
+        ASSERT_TRUE(run_attention(*backend, p).ok());
+        p.k = pools.k_dequantized;
+        p.v = pools.v_dequantized;
+        p.out = dequantized.data();
+        ASSERT_TRUE(run_attention(*backend, p).ok());
+        for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(quantized[i], dequantized[i]) << i;
+      }
+    }
+  }
+}
+
 // One single-query row over a two-column table of `pools` (q and out left null).
 AttentionParams one_row(const PagedPools& pools, const std::vector<int32_t>& table,
                         const std::vector<int32_t>& lengths) {

@@ -9,15 +9,21 @@
 
 #include "attention/contract.h"
 #include "common/half.h"
+#include "quant/dequantize.h"
+#include "quant/quantize.h"
 
 namespace rlt::attention::testing {
 
 // One layer's K and V pools [blocks, block_size, kv_heads, head_dim] in `dtype`, random N(0,1).
+// Q8_0 pools hold GGML q8_0 blocks per head (strides in bytes); kf / vf then hold their
+// dequantized values, and k_dequantized / v_dequantized view those as an f32 pool.
 struct PagedPools {
   DType dtype = DType::kF32;
   std::vector<float> kf, vf;     // f32 storage
   std::vector<uint16_t> kh, vh;  // bf16/f16 storage
+  std::vector<uint8_t> kq, vq;   // Q8_0 storage
   PagedKVLayerView k, v;
+  PagedKVLayerView k_dequantized, v_dequantized;
 
   PagedPools(DType dt, int32_t blocks, int32_t block_size, int32_t kv_heads, int32_t head_dim,
              std::mt19937& rng)
@@ -33,20 +39,44 @@ struct PagedPools {
           h[i] = dt == DType::kBF16 ? f32_to_bf16(f[i]) : f32_to_f16(f[i]);
       }
     };
-    fill(kf, kh);
-    fill(vf, vh);
-    for (auto* view : {&k, &v}) {
-      view->block_stride = int64_t{block_size} * kv_heads * head_dim;
-      view->token_stride = int64_t{kv_heads} * head_dim;
-      view->head_stride = head_dim;
+    if (dt == DType::kQ8_0) {
+      // Quantized head by head (every head whole blocks), then kf / vf replaced by the values the
+      // blocks hold.
+      auto quantize = [&](std::vector<float>& f, std::vector<uint8_t>& q) {
+        f.resize(n);
+        for (float& x : f) x = dist(rng);
+        q.resize(n / 32 * 34);
+        if (!quant::quantize_row(quant::GgmlType::kQ8_0, f.data(), static_cast<int64_t>(n), q.data()).ok() ||
+            !quant::dequantize_row(quant::GgmlType::kQ8_0, q.data(), static_cast<int64_t>(n), f.data()).ok())
+          f.clear();
+      };
+      quantize(kf, kq);
+      quantize(vf, vq);
+    } else {
+      fill(kf, kh);
+      fill(vf, vh);
+    }
+    const int64_t head_units = dt == DType::kQ8_0 ? head_dim / 32 * 34 : head_dim;
+    for (auto* view : {&k, &v, &k_dequantized, &v_dequantized}) {
+      const int64_t units = view == &k || view == &v ? head_units : head_dim;
+      view->block_stride = int64_t{block_size} * kv_heads * units;
+      view->token_stride = int64_t{kv_heads} * units;
+      view->head_stride = units;
       view->num_blocks = blocks;
       view->block_size = block_size;
       view->num_kv_heads = kv_heads;
       view->head_dim = head_dim;
-      view->dtype = dt;
+      view->dtype = view == &k || view == &v ? dt : DType::kF32;
     }
-    k.base = dt == DType::kF32 ? static_cast<void*>(kf.data()) : static_cast<void*>(kh.data());
-    v.base = dt == DType::kF32 ? static_cast<void*>(vf.data()) : static_cast<void*>(vh.data());
+    auto base = [&](std::vector<float>& f, std::vector<uint16_t>& h, std::vector<uint8_t>& q) -> void* {
+      if (dt == DType::kF32) return f.data();
+      if (dt == DType::kQ8_0) return q.data();
+      return h.data();
+    };
+    k.base = base(kf, kh, kq);
+    v.base = base(vf, vh, vq);
+    k_dequantized.base = kf.data();
+    v_dequantized.base = vf.data();
   }
 };
 

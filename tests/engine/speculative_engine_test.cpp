@@ -291,6 +291,34 @@ TEST(SpeculativeEngine, LongContextsWithTheDefaultCpuBackend) {
   }
 }
 
+// A Q8_0 K/V cache (--kv-dtype q8_0) keeps the engine's guarantees: preemption to host memory
+// and back, and speculative verification (prompt lookup and self drafts, both K/V layouts' default
+// here), give the same outputs as plain decoding over the same cache, bit for bit.
+TEST(SpeculativeEngine, Q8_0KVCacheKeepsPreemptionAndSpeculationExact) {
+  const auto plan = plan_mix(808, 8);
+  EngineConfig c = base_config(looped_model(), 4, KVDType::kQ8_0, false);
+  c.attention_backend = "cpu_flash";
+  const RunResult plain = run(c, plan);
+  ASSERT_EQ(plain.finals.size(), plan.size());
+  for (bool preempt : {false, true}) {
+    EngineConfig pc = base_config(looped_model(), 4, KVDType::kQ8_0, preempt);
+    pc.attention_backend = "cpu_flash";
+    if (preempt) pc.num_kv_blocks = 64;  // four requests' growth cannot all fit
+    std::string why;
+    if (preempt) {
+      const RunResult preempted = run(pc, plan);
+      EXPECT_GT(preempted.metrics.preemptions, 0);
+      EXPECT_TRUE(same(plain, preempted, &why)) << why;
+    }
+    for (SpeculativeMethod method : {SpeculativeMethod::kNgram, SpeculativeMethod::kSelf}) {
+      SCOPED_TRACE(::testing::Message() << name(method) << " preemption " << preempt);
+      const RunResult spec = run(speculating(pc, method, 4, 2), plan);
+      EXPECT_TRUE(same(plain, spec, &why)) << why;
+      EXPECT_GT(spec.metrics.spec_accepted_tokens, 0);
+    }
+  }
+}
+
 // Asynchronous scheduling, prefix caching (repeated prompts), preemption and cancellations at
 // random steps together: a request that was not cancelled gives plain decoding's output; one that
 // was has produced a prefix of it.

@@ -43,6 +43,13 @@ TEST(KvPageMath, OuroBytesPerBlockIsThreeMiB) {
   EXPECT_EQ(g.bytes_per_block(), 3 * 1024 * 1024);
   // 196,608 bytes per token per depth.
   EXPECT_EQ(g.bytes_per_block() / g.block_size, 196608);
+  // Q8_0: 34 bytes per 32 values, 53 % of bf16's; a head of 128 values is 136 bytes.
+  g.dtype = DType::kQ8_0;
+  EXPECT_EQ(g.head_units(), 136);
+  EXPECT_EQ(g.bytes_per_block() / g.block_size, 196608 / 2 / 32 * 34);
+  EXPECT_TRUE(g.validate().ok());
+  g.head_dim = 80;  // not whole blocks of 32: refused with what to use instead
+  EXPECT_TRUE(testing::contains(g.validate().message(), "--kv-dtype bf16"));
 }
 
 TEST(KvConfig, LayoutNamesRoundTrip) {
