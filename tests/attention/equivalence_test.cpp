@@ -70,7 +70,7 @@ INSTANTIATE_TEST_SUITE_P(ImplementedBackends, BackendEquivalence,
 // --kv-dtype q8_0: both CPU backends compute on the values the blocks hold, bit for bit as on an
 // f32 pool of those values — single-query rows (one past 256 keys, split into ranges), a packed
 // block of rows (prefill, verification), GQA, head_dim 32 to 128, at 1 and 2 threads (a lone
-// short row is split by heads over idle threads).
+// short row is split by heads over idle threads); cpu_flash on every compiled SIMD target.
 TEST(Q8_0KV, BackendsComputeExactlyOnTheDequantizedCache) {
   std::mt19937 rng(8080);
   struct Shape {
@@ -89,8 +89,11 @@ TEST(Q8_0KV, BackendsComputeExactlyOnTheDequantizedCache) {
     std::vector<float> q(static_cast<size_t>(rows * sh.q_heads * sh.d));
     std::normal_distribution<float> dist;
     for (float& x : q) x = dist(rng);
-    for (const char* name : {"cpu_flash", "cpu_reference"}) {
-      SCOPED_TRACE(name);
+    std::vector<std::pair<std::string, int64_t>> runs = {{"cpu_reference", 0}};
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) runs.emplace_back("cpu_flash", target);
+    for (const auto& [name, target] : runs) {
+      SCOPED_TRACE(name + (target ? std::string(" ") + hwy::TargetName(target) : ""));
+      hwy::SetSupportedTargetsForTest(target);
       auto backend = find_backend(name)->create();
       for (const int threads : {1, 2}) {
         testing::OmpThreads scoped(threads);
@@ -107,6 +110,7 @@ TEST(Q8_0KV, BackendsComputeExactlyOnTheDequantizedCache) {
         for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(quantized[i], dequantized[i]) << i;
       }
     }
+    hwy::SetSupportedTargetsForTest(0);
   }
 }
 
