@@ -34,8 +34,8 @@ struct Shape {
 // available bandwidth drifts, and the median ratio of adjacent measurements is what is stable.
 struct DecodeResult {
   double gbs = 0;
-  double ratio = 0;         // median of (decode GB/s / copy GB/s) over adjacent pairs
-  double keys_per_us = 0;   // keys attended per microsecond (all sequences, K and V)
+  double ratio = 0;        // median of (decode GB/s / copy GB/s) over adjacent pairs
+  double keys_per_us = 0;  // keys attended per microsecond (all sequences, K and V)
 };
 
 DecodeResult decode_vs_copy(const Shape& s, AttentionBackend& backend, int reps) {
@@ -52,7 +52,8 @@ DecodeResult decode_vs_copy(const Shape& s, AttentionBackend& backend, int reps)
   const AttentionParams p = testing::paged_params(pools, q.data(), out.data(), s.seqs, s.q_heads, tables.data(), width,
                                                   lengths.data(), s.seqs);
   // Bytes of the K/V read (Q8_0: 34 per 32 values).
-  const double per_value = s.dtype == DType::kQ8_0 ? 34.0 / 32.0 : static_cast<double>(dtype_size(s.dtype));
+  const double per_value =
+      s.dtype == DType::kQ8_0 ? 34.0 / 32.0 : static_cast<double>(dtype_size(s.dtype));
   const double keys = double{1} * s.seqs * s.context;
   const double bytes = 2.0 * keys * s.kv_heads * s.head_dim * per_value;
   (void)run_attention(backend, p);  // warm-up
@@ -123,23 +124,26 @@ int main(int argc, char** argv) {
   // The K/V encodings a CPU run may pick (--kv-dtype bf16 | q8_0 | f32), on Ouro-1.4B's heads
   // (16 x 128, one query head per K/V head) and SmolLM2-135M's (9 x 64 over 3): keys per
   // microsecond compares them, the share of copy says how near the memory each one runs.
-  fmt::print("{:<44} {:>10} {:>12} {:>10}\n", "decode (cpu_flash, K/V bytes read)", "GB/s", "of copy", "keys/us");
+  fmt::print("{:<44} {:>10} {:>12} {:>10}\n", "decode (cpu_flash, K/V bytes read)", "GB/s",
+             "of copy", "keys/us");
   struct DecodeCase {
     const char* heads;
     int32_t q_heads, kv_heads, head_dim, ctx;
   };
-  for (const DecodeCase c : {DecodeCase{"ouro", 16, 16, 128, 4096}, DecodeCase{"ouro", 16, 16, 128, 8192},
-                             DecodeCase{"ouro", 16, 16, 128, 16384}, DecodeCase{"smollm2", 9, 3, 64, 1024},
-                             DecodeCase{"smollm2", 9, 3, 64, 4096}}) {
+  for (const DecodeCase c :
+       {DecodeCase{"ouro", 16, 16, 128, 4096}, DecodeCase{"ouro", 16, 16, 128, 8192},
+        DecodeCase{"ouro", 16, 16, 128, 16384}, DecodeCase{"smollm2", 9, 3, 64, 1024},
+        DecodeCase{"smollm2", 9, 3, 64, 4096}}) {
     if (short_only) break;
     if (quick && c.ctx > 4096) continue;
     for (int32_t seqs : {1, 8}) {
       for (const DType dtype : {DType::kBF16, DType::kQ8_0, DType::kF32}) {
         const Shape s{seqs, c.ctx, c.q_heads, c.kv_heads, c.head_dim, 16, dtype};
         const DecodeResult r = decode_vs_copy(s, *flash, quick ? 3 : 7);
-        fmt::print("{:<44} {:>10.1f} {:>11.0f}% {:>10.1f}\n",
-                   fmt::format("{} {} batch {} context {}", c.heads, dtype_name(dtype), seqs, c.ctx), r.gbs,
-                   100.0 * r.ratio, r.keys_per_us);
+        fmt::print(
+            "{:<44} {:>10.1f} {:>11.0f}% {:>10.1f}\n",
+            fmt::format("{} {} batch {} context {}", c.heads, dtype_name(dtype), seqs, c.ctx),
+            r.gbs, 100.0 * r.ratio, r.keys_per_us);
       }
     }
   }

@@ -100,7 +100,8 @@ using flash::kTile;
 // A head of Q8_0 K/V (d / 32 GGML blocks: f16 scale, 32 int8) as d f32 values, scale · q: the
 // same values as quant::dequantize_row, so attention over them is attention over the
 // dequantized cache.
-HWY_INLINE void DequantizeQ8Head(const uint8_t* HWY_RESTRICT blocks, int64_t d, float* HWY_RESTRICT out) {
+HWY_INLINE void DequantizeQ8Head(const uint8_t* HWY_RESTRICT blocks, int64_t d,
+                                 float* HWY_RESTRICT out) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<int8_t, decltype(df)> di8;
@@ -111,7 +112,8 @@ HWY_INLINE void DequantizeQ8Head(const uint8_t* HWY_RESTRICT blocks, int64_t d, 
     const auto scale = hn::Set(df, f16_to_f32(bits));
     const auto* q = reinterpret_cast<const int8_t*>(blocks + 2);
     for (int64_t i = 0; i < 32; i += lanes)
-      hn::StoreU(hn::Mul(scale, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, q + i)))), df, out + i);
+      hn::StoreU(hn::Mul(scale, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, q + i)))), df,
+                 out + i);
   }
 }
 
@@ -354,7 +356,8 @@ template <typename S>
 HWY_INLINE void PrefetchHeads(const S* token, int64_t head_stride, int64_t h0, int64_t h1) {
   const auto first = reinterpret_cast<uintptr_t>(token + h0 * head_stride) & ~uintptr_t{63};
   const auto last = reinterpret_cast<uintptr_t>(token + (h1 + 1) * head_stride);
-  for (uintptr_t line = first; line < last; line += 64) __builtin_prefetch(reinterpret_cast<const void*>(line));
+  for (uintptr_t line = first; line < last; line += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(line));
 }
 
 // kQ8: K/V stored as Q8_0 (T = float): each tile's rows of a head are dequantized into the
@@ -475,14 +478,16 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       const Stored* tokens[kTile];
       for (int64_t j = 0; j < tn; ++j, kc.advance()) {
         tokens[j] = kbase + kc.offset();
-        if (kQ8 && t0 == task.key_begin) PrefetchHeads(tokens[j], p.k.head_stride, s.heads.front(), s.heads.back());
+        if (kQ8 && t0 == task.key_begin)
+          PrefetchHeads(tokens[j], p.k.head_stride, s.heads.front(), s.heads.back());
       }
       if constexpr (kQ8) {
         // Q8_0 rows are dequantized head by head, a tight loop of loads that would wait on every
         // token's lines in turn: the next tile's K and V are asked for now, a tile ahead (the
         // first tile's K just above).
         KeyCursor kn(p.k, table, t0 + tn), vn(p.v, table, t0 + tn);
-        for (int64_t j = 0; j < std::min(kTile, key_end - t0 - tn); ++j, kn.advance(), vn.advance()) {
+        for (int64_t j = 0; j < std::min(kTile, key_end - t0 - tn);
+             ++j, kn.advance(), vn.advance()) {
           PrefetchHeads(kbase + kn.offset(), p.k.head_stride, s.heads.front(), s.heads.back());
           PrefetchHeads(vbase + vn.offset(), p.v.head_stride, s.heads.front(), s.heads.back());
         }
@@ -498,7 +503,8 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
         const int64_t h = s.heads[hi], per_head = s.head_starts[hi + 1] - s.head_starts[hi];
         const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
         const T* keys[kTile];  // past the tile's end: a zero key
-        for (int64_t j = 0; j < kTile; ++j) keys[j] = j < tn ? head_of(tokens[j], p.k.head_stride, h, s.kstage, j) : zeros;
+        for (int64_t j = 0; j < kTile; ++j)
+          keys[j] = j < tn ? head_of(tokens[j], p.k.head_stride, h, s.kstage, j) : zeros;
         constexpr int64_t kKeys = ScoreBlockKeys();
         for (int64_t i = 0; i < per_head; i += kScorePairs) {
           const int64_t count = std::min<int64_t>(kScorePairs, per_head - i);
@@ -526,9 +532,12 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
           const int64_t limit = first_row_pos + pr / q_heads;  // last visible key of this row
           const int64_t head = (pr % q_heads) / group;
           const T* key;
-          if constexpr (kQ8) key = s.kstage.data() + head * d;
-          else key = kj + head * p.k.head_stride;
-          s.scores[pr * kTile + j] = (t0 + j <= limit) ? Dot(q + pr * d, key, d) * scale : -INFINITY;
+          if constexpr (kQ8)
+            key = s.kstage.data() + head * d;
+          else
+            key = kj + head * p.k.head_stride;
+          s.scores[pr * kTile + j] =
+              (t0 + j <= limit) ? Dot(q + pr * d, key, d) * scale : -INFINITY;
         }
       }
     }
@@ -567,7 +576,8 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       for (size_t hi = 0; hi < s.heads.size(); ++hi) {
         const int64_t h = s.heads[hi], per_head = s.head_starts[hi + 1] - s.head_starts[hi];
         const T* values[kTile];
-        for (int64_t j = 0; j < tn; ++j) values[j] = head_of(vtokens[j], p.v.head_stride, h, s.vstage, j);
+        for (int64_t j = 0; j < tn; ++j)
+          values[j] = head_of(vtokens[j], p.v.head_stride, h, s.vstage, j);
         const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
         for (int64_t i = 0; i < per_head; i += kVPairs) {
           const int64_t count = std::min<int64_t>(kVPairs, per_head - i);
@@ -590,8 +600,10 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
           const float w = s.scores[pr * kTile + j];
           const int64_t head = (pr % q_heads) / group;
           const T* value;
-          if constexpr (kQ8) value = s.vstage.data() + head * d;
-          else value = vj + head * p.v.head_stride;
+          if constexpr (kQ8)
+            value = s.vstage.data() + head * d;
+          else
+            value = vj + head * p.v.head_stride;
           if (w != 0.0f) AddScaledV(s.acc.data() + pr * d, w, value, d);
         }
       }

@@ -22,9 +22,14 @@ void load_head(const PagedKVLayerView& view, int64_t offset, int64_t d, float* o
   }
   for (int64_t i = 0; i < d; ++i) {
     switch (view.dtype) {
-      case DType::kBF16: out[i] = bf16_to_f32(static_cast<const uint16_t*>(view.base)[offset + i]); break;
-      case DType::kF16: out[i] = f16_to_f32(static_cast<const uint16_t*>(view.base)[offset + i]); break;
-      default: out[i] = static_cast<const float*>(view.base)[offset + i];
+      case DType::kBF16:
+        out[i] = bf16_to_f32(static_cast<const uint16_t*>(view.base)[offset + i]);
+        break;
+      case DType::kF16:
+        out[i] = f16_to_f32(static_cast<const uint16_t*>(view.base)[offset + i]);
+        break;
+      default:
+        out[i] = static_cast<const float*>(view.base)[offset + i];
     }
   }
 }

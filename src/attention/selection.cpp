@@ -68,9 +68,9 @@ std::vector<Failure> check_candidate(const BackendEntry& e, const SelectionInput
                                               isa_name(c.min_isa), isa_name(in.device.isa))});
   }
   if (std::find(c.kv_dtypes.begin(), c.kv_dtypes.end(), in.kv_dtype) == c.kv_dtypes.end()) {
-    f.push_back(
-        {reason::kKvDtype, fmt::format("supports K/V in {}, not {}; choose one of those with --kv-dtype",
-                                       dtype_list(c.kv_dtypes), dtype_name(in.kv_dtype))});
+    f.push_back({reason::kKvDtype,
+                 fmt::format("supports K/V in {}, not {}; choose one of those with --kv-dtype",
+                             dtype_list(c.kv_dtypes), dtype_name(in.kv_dtype))});
   }
   if (!c.head_dim.accepts(in.head_dim)) {
     f.push_back({reason::kHeadDim, fmt::format("supports head_dim {}, the model has {}",

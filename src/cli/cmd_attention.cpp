@@ -30,7 +30,8 @@ Result<DType> kv_dtype_for(const io::ModelConfig& c, const std::string& flag) {
   if (name == "float16" || name == "f16") return DType::kF16;
   if (name == "float32" || name == "f32") return DType::kF32;
   if (name == "q8_0") return DType::kQ8_0;
-  return invalid_argument(fmt::format("unknown K/V dtype '{}' (accepted: bf16, f16, f32, q8_0)", name));
+  return invalid_argument(
+      fmt::format("unknown K/V dtype '{}' (accepted: bf16, f16, f32, q8_0)", name));
 }
 
 int run_explain(const ExplainOptions& opt) {
@@ -84,7 +85,8 @@ void add_attention_command(CLI::App& app, int* exit_code) {
   add_attention_flags(*cmd, opt->attention);
   cmd->add_option("--assume-device", opt->assume_device,
                   "Simulate a device: cpu:<scalar|sse4|avx2|avx512|neon> or cuda:sm_<NN> (default: this machine)");
-  cmd->add_option("--kv-dtype", opt->kv_dtype, "K/V cache dtype: bf16, f16, f32 or q8_0 (default: the model's dtype)");
+  cmd->add_option("--kv-dtype", opt->kv_dtype,
+                  "K/V cache dtype: bf16, f16, f32 or q8_0 (default: the model's dtype)");
   cmd->add_flag("--assume-cuda-build", opt->assume_cuda_build,
                 "Simulate a build with every backend compiled in and every library loadable");
   cmd->add_flag("--json", opt->json, "Print the report as JSON");

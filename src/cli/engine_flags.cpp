@@ -84,8 +84,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
       ->check(CLI::IsMember({"deferred", "at-load"}))
       ->capture_default_str();
   add_enum_option(cmd, "--kv-dtype", c.kv_dtype, parse_kv_dtype,
-                  "K/V cache dtype: auto (the weights' float type; bf16 for quantized weights), f32, bf16, f16, "
-                  "q8_0 (GGML blocks of 32 values with an f16 scale: 53 % of bf16's bytes, CPU attention only)");
+                  "K/V cache dtype: auto (the weights' float type; bf16 for quantized weights), "
+                  "f32, bf16, f16, q8_0 (GGML blocks of 32 values with an f16 scale: 53 % of "
+                  "bf16's bytes, CPU attention only)");
   cmd.add_flag("--enable-prefix-caching", c.enable_prefix_caching, "Share full prompt pages between requests");
   cmd.add_option("--watermark", c.watermark, "Share of the pool admission keeps free for growth")->capture_default_str();
   auto per_device = [](int64_t cpu, int64_t gpu) {

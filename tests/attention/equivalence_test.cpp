@@ -90,7 +90,8 @@ TEST(Q8_0KV, BackendsComputeExactlyOnTheDequantizedCache) {
     std::normal_distribution<float> dist;
     for (float& x : q) x = dist(rng);
     std::vector<std::pair<std::string, int64_t>> runs = {{"cpu_reference", 0}};
-    for (int64_t target : hwy::SupportedAndGeneratedTargets()) runs.emplace_back("cpu_flash", target);
+    for (int64_t target : hwy::SupportedAndGeneratedTargets())
+      runs.emplace_back("cpu_flash", target);
     for (const auto& [name, target] : runs) {
       SCOPED_TRACE(name + (target ? std::string(" ") + hwy::TargetName(target) : ""));
       hwy::SetSupportedTargetsForTest(target);
@@ -98,8 +99,9 @@ TEST(Q8_0KV, BackendsComputeExactlyOnTheDequantizedCache) {
       for (const int threads : {1, 2}) {
         testing::OmpThreads scoped(threads);
         std::vector<float> quantized(q.size()), dequantized(q.size());
-        AttentionParams p = testing::paged_params(pools, q.data(), quantized.data(), rows, sh.q_heads,
-                                                  tables.data(), width, lengths.data(), 4);
+        AttentionParams p =
+            testing::paged_params(pools, q.data(), quantized.data(), rows, sh.q_heads,
+                                  tables.data(), width, lengths.data(), 4);
         p.cu_seqlens_q = cu.data();
         p.max_seqlen_q = 5;
         ASSERT_TRUE(run_attention(*backend, p).ok());

@@ -94,9 +94,13 @@ TEST(AttentionSelection, EveryReasonCodeIsReported) {
     auto r = select_attention_backend(cuda_input(90, DType::kQ8_0));
     EXPECT_FALSE(r.status.ok());
     EXPECT_EQ(verdict(r, "cuda_paged").code, reason::kKvDtype);
-    EXPECT_NE(verdict(r, "cuda_paged").message.find("not Q8_0; choose one of those with --kv-dtype"), std::string::npos);
-    EXPECT_EQ(select_attention_backend(cpu_input("cpu:avx512", DType::kQ8_0)).selected, "cpu_flash");
-    EXPECT_EQ(select_attention_backend(cpu_input("cpu:scalar", DType::kQ8_0)).selected, "cpu_reference");
+    EXPECT_NE(
+        verdict(r, "cuda_paged").message.find("not Q8_0; choose one of those with --kv-dtype"),
+        std::string::npos);
+    EXPECT_EQ(select_attention_backend(cpu_input("cpu:avx512", DType::kQ8_0)).selected,
+              "cpu_flash");
+    EXPECT_EQ(select_attention_backend(cpu_input("cpu:scalar", DType::kQ8_0)).selected,
+              "cpu_reference");
   }
   {
     auto r = select_attention_backend(cuda_input(90, DType::kBF16, 96));
