@@ -85,8 +85,8 @@ kv::PagedKVLayerView CudaKVStorage::layer_view(kv::KVPool pool, int32_t layer) c
   auto* base = static_cast<std::byte*>(pool == kv::KVPool::kKey ? keys_.data() : values_.data());
   v.base = base + static_cast<size_t>(layer) * g.layer_elems() * dtype_size(g.dtype);
   v.block_stride = g.block_elems();
-  v.token_stride = int64_t{g.num_kv_heads} * g.head_dim;
-  v.head_stride = g.head_dim;
+  v.token_stride = g.slot_units();
+  v.head_stride = g.head_units();
   v.num_blocks = g.num_blocks + 1;  // the padding block is a valid id for kernels
   v.block_size = g.block_size;
   v.num_kv_heads = g.num_kv_heads;
@@ -103,8 +103,7 @@ Status CudaKVStorage::copy_slots(std::span<const kv::SlotCopy> copies) {
   KVPoolShape shape;
   shape.block_bytes = geometry_.block_elems() * static_cast<int64_t>(elem);
   shape.layer_bytes = geometry_.layer_elems() * static_cast<int64_t>(elem);
-  shape.slot_bytes =
-      int64_t{geometry_.num_kv_heads} * geometry_.head_dim * static_cast<int64_t>(elem);
+  shape.slot_bytes = geometry_.slot_units() * static_cast<int64_t>(elem);
   // The manager's plans never chain (no source is another record's destination) and never write
   // one slot twice, so their records run in parallel. Any other plan is applied record by record,
   // in order, exactly as the host storage does.

@@ -53,7 +53,7 @@ struct KVGeometry {
   int64_t slot_units() const { return int64_t{num_kv_heads} * head_units(); }
   // Units of one layer of one block: block_size * slot_units().
   int64_t layer_elems() const { return int64_t{block_size} * slot_units(); }
-  // Elements of one block of one pool (K or V): num_layers * layer_elems().
+  // Units of one block of one pool (K or V): num_layers * layer_elems().
   int64_t block_elems() const { return int64_t{num_layers} * layer_elems(); }
   // Bytes one block id costs in K and V together: 2 * L * B * H_kv * head_units * unit size.
   int64_t bytes_per_block() const { return 2 * block_elems() * int64_t(dtype_size(dtype)); }

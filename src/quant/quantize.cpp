@@ -33,8 +33,15 @@ void q8_0(const float* x, uint8_t* b) {
   const float d = amax / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   put_half(b, d);
-  for (int j = 0; j < 32; ++j)
-    b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::round(x[j] * id)));
+  for (int j = 0; j < 32; ++j) {
+    // roundf, half away from zero, without its library call (the K/V cache quantizes every row
+    // it writes): |v| <= 127, so the truncation is exact and so is the fraction v - t.
+    const float v = x[j] * id;
+    auto t = static_cast<int>(v);
+    const float frac = v - static_cast<float>(t);
+    t += frac >= 0.5f ? 1 : frac <= -0.5f ? -1 : 0;
+    b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(t));
+  }
 }
 
 // The scale and min (returned as a non-negative amount subtracted) of n values on 0..nmax that
