@@ -17,6 +17,7 @@
 
 #include "attention/backend.h"
 #include "bandwidth_probe.h"
+#include "kv/kv_types.h"
 #include "paged_test_data.h"
 
 namespace {
@@ -51,11 +52,9 @@ DecodeResult decode_vs_copy(const Shape& s, AttentionBackend& backend, int reps)
   std::vector<float> q(static_cast<size_t>(s.seqs) * s.q_heads * s.head_dim, 0.1f), out(q.size());
   const AttentionParams p = testing::paged_params(pools, q.data(), out.data(), s.seqs, s.q_heads, tables.data(), width,
                                                   lengths.data(), s.seqs);
-  // Bytes of the K/V read (Q8_0: 34 per 32 values).
-  const double per_value =
-      s.dtype == DType::kQ8_0 ? 34.0 / 32.0 : static_cast<double>(dtype_size(s.dtype));
   const double keys = double{1} * s.seqs * s.context;
-  const double bytes = 2.0 * keys * s.kv_heads * s.head_dim * per_value;
+  const auto bytes = static_cast<double>(
+      kv::kv_value_bytes(s.dtype, int64_t{2} * s.seqs * s.context * s.kv_heads * s.head_dim));
   (void)run_attention(backend, p);  // warm-up
   const bench::VersusCopy r = bench::median_versus_copy(reps, bytes, [&] { (void)run_attention(backend, p); });
   return {r.gbs, r.ratio, keys / (bytes / (r.gbs * 1e9) * 1e6)};

@@ -1061,11 +1061,8 @@ ModelFootprint Engine::footprint() const {
   ModelFootprint f;
   f.core_weight_bytes_per_loop = m.core_weight_bytes_per_loop();
   f.lm_head_bytes = m.lm_head_bytes();
-  const DType kv_dtype = impl_->kv->config().geometry.dtype;
-  const int64_t kv_values = m.config.kv_values_per_token_per_depth();
-  f.kv_bytes_per_token_per_loop = kv_dtype == DType::kQ8_0
-                                      ? kv_values / 32 * 34  // whole q8_0 blocks
-                                      : kv_values * static_cast<int64_t>(dtype_size(kv_dtype));
+  f.kv_bytes_per_token_per_loop = kv::kv_value_bytes(impl_->kv->config().geometry.dtype,
+                                                     m.config.kv_values_per_token_per_depth());
   f.loops = m.config.total_ut_steps;
   f.kernel_target = kernels::cpu_dispatch_target();
   f.activation_dtype = std::string(name(impl_->config.activation_dtype));

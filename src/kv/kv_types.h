@@ -34,6 +34,13 @@ inline int32_t storage_planes(KVLayout layout, int32_t depth) {
   return layout == KVLayout::kLastExited ? depth : 1;
 }
 
+// Bytes of `values` K/V values (whole heads) stored in `dtype`: Q8_0 takes 34 per 32 (an f16 scale
+// and 32 int8 per block).
+inline int64_t kv_value_bytes(DType dtype, int64_t values) {
+  return dtype == DType::kQ8_0 ? values / 32 * 34
+                               : values * static_cast<int64_t>(dtype_size(dtype));
+}
+
 // Physical shape of the K and V pools, each [num_blocks, num_layers, block_size, num_kv_heads,
 // head_dim] in `dtype`. A block holds K (or V) for every layer of block_size token slots; depth
 // exists only through the per-plane block tables. Sizes count units of dtype_size(dtype) bytes:
@@ -48,7 +55,9 @@ struct KVGeometry {
   DType dtype = DType::kBF16;
 
   // Units of one head of one slot: head_dim, or Q8_0's bytes.
-  int64_t head_units() const { return dtype == DType::kQ8_0 ? head_dim / 32 * 34 : head_dim; }
+  int64_t head_units() const {
+    return kv_value_bytes(dtype, head_dim) / static_cast<int64_t>(dtype_size(dtype));
+  }
   // Units of one slot (every head): num_kv_heads * head_units().
   int64_t slot_units() const { return int64_t{num_kv_heads} * head_units(); }
   // Units of one layer of one block: block_size * slot_units().
