@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the CPU kernels and the CPU attention backends with their unit tests for AArch64 and
 # runs them under qemu-user, so that the Arm code paths (Highway's NEON target, the int8 kernel's
-# NeonLanes, cpu_flash) are checked on an x86 machine. Emulation says nothing about speed; it
-# checks results, bit for bit where the tests do on x86. Installs what it needs on Debian 12
+# NeonLanes and NeonDotLanes, cpu_flash) are checked on an x86 machine. Emulation says nothing
+# about speed; it checks results, bit for bit where the tests do on x86. Installs what it needs on Debian 12
 # (root, idempotent): the arm64 architecture, g++-aarch64-linux-gnu, qemu-user and the arm64
 # builds of Highway, GoogleTest, fmt, spdlog and xxHash. Not part of scripts/test.sh: on the
 # 2-core dev box the cross build takes ~8 minutes (the emulated runs ~1).
@@ -61,9 +61,15 @@ compile "${common[@]}" "${attention[@]}" tests/attention/{equivalence,selection,
 # The arm64 libraries of the multiarch packages above, with their own loader: the cross
 # toolchain's copies under /usr/aarch64-linux-gnu are another build of glibc, and the two mixed
 # (that loader, this libc) deadlock on the loader's lock.
+# The kernels on a core without the dot-product extension (Armv8.0) and on one with it (Armv8.2),
+# each told which int8 variant it must run (linear_quant_int8_test.cpp).
 status=0
-for t in rlt_kernels_tests rlt_attention_tests; do
-  echo "running $build/$t under qemu-aarch64" >&2
-  qemu-aarch64 -L / "$build/$t" "$@" || status=1
-done
+run() {  # cpu expected-int8-kernel test
+  echo "running $build/$3 under qemu-aarch64 -cpu $1" >&2
+  RLT_EXPECT_INT8_KERNEL=$2 qemu-aarch64 -cpu "$1" -L / "$build/$3" "${args[@]}" || status=1
+}
+args=("$@")
+run cortex-a53 "NEON widening multiplies" rlt_kernels_tests
+run neoverse-n1 "NEON sdot" rlt_kernels_tests
+run neoverse-n1 "NEON sdot" rlt_attention_tests
 exit $status

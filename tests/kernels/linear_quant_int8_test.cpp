@@ -12,6 +12,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -200,6 +201,20 @@ TEST_P(LinearQuantInt8Test, EveryTargetGivesTheSameBits) {
     for (size_t t = 1; t < got.size(); ++t)
       ASSERT_EQ(0, std::memcmp(got[t].data(), got[0].data(), got[0].size() * sizeof(float)))
           << hwy::TargetName(targets[t]) << " vs " << hwy::TargetName(targets[0]) << ", m=" << m;
+  }
+}
+
+// The variant this CPU runs, by name; scripts/cross_check_arm64.sh runs the suite on emulated
+// AArch64 cores without and with the dot-product extension and names, in RLT_EXPECT_INT8_KERNEL,
+// the variant each must take, so that the tests above check both bit for bit.
+TEST(LinearQuantInt8Variant, IsTheOneThisCpuShouldRun) {
+  if (!linear_quant_int8_supported()) {
+    GTEST_SKIP() << "this CPU has no int8 kernel (needs AVX2 or AArch64)";
+  }
+  const std::string name = linear_quant_int8_kernel();
+  RecordProperty("kernel", name);
+  if (const char* expected = std::getenv("RLT_EXPECT_INT8_KERNEL")) {
+    EXPECT_EQ(name, expected);
   }
 }
 

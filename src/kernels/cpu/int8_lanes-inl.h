@@ -1,16 +1,19 @@
 // Per-target vector operations of the int8-activation kernel (linear_quant_int8.cpp), one struct
 // per instruction set: Avx2Lanes (8 outputs per vector, vpmaddubsw), Avx512Lanes<false> (16
 // outputs, the same byte products on 512 bits), Avx512Lanes<true> (16 outputs, VNNI vpdpbusd: four
-// byte products summed into int32 in one instruction) and NeonLanes (4 outputs, widening 16-bit
-// multiplies and pairwise adds: Armv8.0, every AArch64 core). `Int8Lanes` names the current
-// target's and RLT_INT8_LANES says whether it has one. The kernel is written once against these;
-// they have no Highway op in the version Debian ships (Highway 1.0.3 lacks
-// SumOfMulQuadAccumulate), hence intrinsics.
+// byte products summed into int32 in one instruction), NeonLanes (4 outputs, widening 16-bit
+// multiplies and pairwise adds: Armv8.0, every AArch64 core) and NeonDotLanes (4 outputs, sdot:
+// the dot-product extension of Armv8.2 on, chosen at run time). `Int8Lanes` names the current
+// target's baseline and RLT_INT8_LANES says whether it has one. The kernel is written once
+// against these (int8_panels-inl.h); they have no Highway op in the version Debian ships (Highway
+// 1.0.3 lacks SumOfMulQuadAccumulate), hence intrinsics.
 //
-// Integer contract (every struct): a `partial` accumulates products of unsigned weight bytes and
-// signed activation bytes. On the vpmaddubsw structs it holds int16 pair sums, so the caller
-// bounds how many MulAdd calls precede a Widen (the kernel states the bounds per type); on VNNI and
-// NEON it holds int32 quad sums and Widen is an add. All compute the same exact integers.
+// Integer contract (every struct): a `partial` accumulates products of weight bytes and signed
+// activation bytes; the weights are unsigned bytes, or signed ones where kSignedWeights (sdot
+// multiplies signed by signed; every weight but Q8_0's is below 128, so the same integers). On
+// the vpmaddubsw structs a partial holds int16 pair sums, so the caller bounds how many MulAdd
+// calls precede a Widen (the kernel states the bounds per type); on VNNI and NEON it holds int32
+// quad sums and Widen is an add. All compute the same exact integers.
 #if defined(RLT_KERNELS_CPU_INT8_LANES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RLT_KERNELS_CPU_INT8_LANES_INL_H_
 #undef RLT_KERNELS_CPU_INT8_LANES_INL_H_
@@ -25,6 +28,12 @@
 
 #if HWY_ARCH_ARM_A64
 #include <arm_neon.h>
+#if defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)  // asm/hwcap.h
+#endif
+#endif
 #endif
 
 // Whether the target being compiled has an Int8Lanes (x86 from AVX2 up, every AArch64 target).
@@ -60,6 +69,7 @@ struct Avx2Lanes {
   static constexpr int kLanes = 8;  // int32 / f32 lanes: outputs per vector
   static constexpr int kTileVectors = 2;
   static constexpr bool kInt32Quads = false;  // pair sums saturate at int16
+  static constexpr bool kSignedWeights = false;
 
   static HWY_INLINE I Load(const uint8_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -125,6 +135,7 @@ struct Avx512Lanes {
   // Whether a quad's four byte products go straight to int32 (VNNI): then any unsigned byte
   // times any signed one is exact.
   static constexpr bool kInt32Quads = kVnni;
+  static constexpr bool kSignedWeights = false;
 
   static HWY_INLINE I Load(const uint8_t* p) { return _mm512_loadu_si512(p); }
   static HWY_INLINE I Broadcast4(const int8_t* p) { return _mm512_set1_epi32(Read4(p)); }
@@ -214,6 +225,7 @@ struct NeonLanes {
   static constexpr int kLanes = 4;
   static constexpr int kTileVectors = 2;
   static constexpr bool kInt32Quads = true;
+  static constexpr bool kSignedWeights = false;
 
   static HWY_INLINE I Load(const uint8_t* p) { return vreinterpretq_s32_u8(vld1q_u8(p)); }
   static HWY_INLINE I Broadcast4(const int8_t* p) { return vdupq_n_s32(Read4(p)); }
@@ -276,6 +288,35 @@ struct NeonLanes {
 };
 
 using Int8Lanes = NeonLanes;
+
+// Armv8.2's dot-product extension: sdot sums the four signed byte products of each 32-bit lane
+// into it, one instruction for NeonLanes::MulAdd's eight. Compiled for Armv8.2 with the extension
+// (as arm_neon.h declares sdot; every core with it implements Armv8.2 at least) and Highway's
+// NEON "+crypto", as is the kernel instantiated with it (linear_quant_int8.cpp), and run only
+// where the CPU reports the extension (CpuHasDotProduct).
+#pragma GCC push_options
+#pragma GCC target("arch=armv8.2-a+dotprod+crypto")
+struct NeonDotLanes : NeonLanes {
+  static constexpr const char* kName = "NEON sdot";
+  // Q8_0's weights go in as the signed bytes they are (no sign form, no bias).
+  static constexpr bool kSignedWeights = true;
+
+  static HWY_INLINE I MulAdd(I partial, I w, I x_s8) {
+    return vdotq_s32(partial, vreinterpretq_s8_s32(w), vreinterpretq_s8_s32(x_s8));
+  }
+  static HWY_INLINE I MulAddWiden(I acc, I w, I x_s8) { return MulAdd(acc, w, x_s8); }
+};
+#pragma GCC pop_options
+
+// Whether this core has the dot-product extension (Linux reports it in the auxiliary vector).
+HWY_INLINE bool CpuHasDotProduct() {
+#if defined(__linux__)
+  static const bool has = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+  return has;
+#else
+  return false;
+#endif
+}
 
 #endif  // HWY_ARCH_ARM_A64
 
