@@ -11,6 +11,7 @@
 #include <hwy/targets.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -288,13 +289,46 @@ TEST(QuantizeActivations, RoundsEachGroupToItsStep) {
   EXPECT_EQ(a.q[0 * k + 7], -127);
 }
 
-// The AVX2 rounding and the scalar definition (every other target) agree value for value,
-// ties and clamping included.
-TEST(QuantizeActivations, EveryTargetRoundsAlike) {
+// linear_quant_int8.h's definition, written out: the oracle of every target's rounding.
+QuantizedActivations quantize_by_definition(const std::vector<float>& x, int64_t m, int64_t k) {
+  QuantizedActivations a;
+  a.rows = m;
+  a.cols = k;
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t g = 0; g < k / 32; ++g) {
+      const float* xg = x.data() + r * k + g * 32;
+      float amax = 0.0f;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xg[i]));
+      const float d = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      int32_t sums[2] = {0, 0};
+      for (int i = 0; i < 32; ++i) {
+        const long q = std::clamp(std::lrint(xg[i] * inv), -127L, 127L);  // ties to even
+        a.q.push_back(static_cast<int8_t>(q));
+        sums[i / 16] += static_cast<int32_t>(q);
+      }
+      a.d.push_back(d);
+      a.sum16.push_back(sums[0]);
+      a.sum16.push_back(sums[1]);
+      a.dsum.push_back(d * static_cast<float>(sums[0] + sums[1]));
+    }
+  }
+  return a;
+}
+
+// Every target's rounding (AVX2's and NEON's vector code, the scalar one elsewhere) is the
+// definition's, value for value, ties and clamping included.
+TEST(QuantizeActivations, EveryTargetRoundsByTheDefinition) {
   std::mt19937 rng(4);
   const int64_t m = 2, k = 128;
   std::vector<float> x = normal(m * k, rng);
   for (int64_t c = 0; c < 32; ++c) x[static_cast<size_t>(c)] = 0.5f * static_cast<float>(c - 16);
+  // A group whose step is exactly 1 (max 127): halves are ties, which go to the even neighbour.
+  for (int64_t c = 0; c < 31; ++c)
+    x[static_cast<size_t>(32 + c)] = static_cast<float>(c - 15) + 0.5f;
+  x[63] = -127.0f;
+  const QuantizedActivations want = quantize_by_definition(x, m, k);
+  ASSERT_EQ(want.q[32], -14) << "-14.5 rounds to even";
+  ASSERT_EQ(want.q[33], -14) << "-13.5 rounds to even";
   std::vector<QuantizedActivations> got;
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
@@ -302,11 +336,11 @@ TEST(QuantizeActivations, EveryTargetRoundsAlike) {
     quantize_activations(x.data(), m, k, got.back());
   }
   hwy::SetSupportedTargetsForTest(0);
-  for (size_t t = 1; t < got.size(); ++t) {
-    EXPECT_EQ(got[t].q, got[0].q) << t;
-    EXPECT_EQ(got[t].d, got[0].d) << t;
-    EXPECT_EQ(got[t].sum16, got[0].sum16) << t;
-    EXPECT_EQ(got[t].dsum, got[0].dsum) << t;
+  for (size_t t = 0; t < got.size(); ++t) {
+    EXPECT_EQ(got[t].q, want.q) << t;
+    EXPECT_EQ(got[t].d, want.d) << t;
+    EXPECT_EQ(got[t].sum16, want.sum16) << t;
+    EXPECT_EQ(got[t].dsum, want.dsum) << t;
   }
 }
 

@@ -78,7 +78,9 @@ HWY_INLINE void GroupDots(const uint8_t* HWY_RESTRICT blk, int64_t g, int v0,
         // Signed Q8_0 weights: as they are, biased, or |w| times x carrying w's sign
         // (Int8Traits); Q5_0 / Q5_1 are unsigned.
         constexpr bool kSignForm = T == GgmlType::kQ8_0 && !Tr::kBiasedSigned && !L::kSignedWeights;
-        const I aw = Tr::kBiasedSigned ? L::Xor(w, L::Bytes(0x80)) : kSignForm ? L::Magnitude(w) : w;
+        const I aw = Tr::kBiasedSigned ? L::Xor(w, L::Bytes(0x80))
+                     : kSignForm       ? L::Magnitude(w)
+                                       : w;
         for (int r = 0; r < kR; ++r) {
           const I xb = L::Broadcast4(xq[r] + col0 + 4 * j);
           const I xs = kSignForm ? L::WithSignOf(xb, w) : xb;
@@ -189,7 +191,6 @@ HWY_INLINE void GroupEpilogue(const QuantizedActivations& a, int64_t r0, const u
   }
 }
 
-
 // kR input rows from r0 against vectors v0..v0 + kV of one panel over blocks b0..b1, in the fixed
 // order of linear_quant_int8.h; the sums stay in registers through the blocks, start from out (a
 // later stretch of the same rows) when `resume`, and are stored to out[r][slot] at the end (row
@@ -239,7 +240,6 @@ HWY_INLINE void Int8Tile(const QuantizedActivations& a, int64_t r0,
 }
 
 constexpr int kTileVectors = L::kTileVectors;
-
 
 // Rows m0 .. m0 + kRows of a panel as one tile, slice by slice, without prefetching (prefill).
 template <GgmlType T, int kRows>
@@ -294,21 +294,20 @@ void Int8Panel(const QuantizedActivations& a, int64_t r0, int64_t rows, const Pa
                int64_t p, const uint8_t* panel, float* y) {
   if (rows == 1) {
     alignas(64) float out[1][kPanel];
-    Int8Tile<T, 1, kVectors, kDecodeAhead>(a, r0, panel, 0, 0,
-                                           a.cols / Int8Traits<T>::kFormat.block_cols, false, {},
-                                           &out[0][0]);
+    Int8Tile<T, 1, kVectors, kDecodeAhead>(
+        a, r0, panel, 0, 0, a.cols / Int8Traits<T>::kFormat.block_cols, false, {}, &out[0][0]);
     store_panel(w, p, &out[0][0], 1, r0, y);
     return;
   }
   if (rows < kFewRows) return Int8FewRows<T>(a, r0, rows, w, p, panel, y);
   int64_t m0 = 0;
-  for (; m0 + kTileRows <= rows; m0 += kTileRows) Int8Rows<T, kTileRows>(a, r0 + m0, w, p, panel, y);
+  for (; m0 + kTileRows <= rows; m0 += kTileRows)
+    Int8Rows<T, kTileRows>(a, r0 + m0, w, p, panel, y);
   // The 0-3 rows left over as one tile.
   WithRowCount<1, kTileRows - 1>(rows - m0, [&](auto tile_rows) HWY_ATTR {
     Int8Rows<T, tile_rows.value>(a, r0 + m0, w, p, panel, y);
   });
 }
-
 
 // The panel routine of a block type; null for types packing never lays out for this kernel.
 Int8PanelFn int8_panel_fn(GgmlType type) {

@@ -216,10 +216,50 @@ void QuantizeActivationsImpl(const float* x, int64_t m, int64_t k, QuantizedActi
   }
 }
 
+#elif HWY_ARCH_ARM_A64
+
+// quantize_activations, 32 columns per step, for the NEON kernels. The same values as the scalar
+// definition below: max is exact, d and 1/d are the same scalar divisions, the product x · (1/d)
+// the same f32 multiply and vcvtnq rounds it to nearest even, as lrint does.
+void QuantizeActivationsImpl(const float* x, int64_t m, int64_t k, QuantizedActivations& out) {
+  const int64_t groups = k / 32;
+  const int32x4_t lim = vdupq_n_s32(127), neg_lim = vdupq_n_s32(-127);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* xg = x + r * k + g * 32;
+      float32x4_t v[8];
+      float32x4_t amax = vdupq_n_f32(0.0f);
+      for (int i = 0; i < 8; ++i) {
+        v[i] = vld1q_f32(xg + 4 * i);
+        amax = vmaxq_f32(amax, vabsq_f32(v[i]));
+      }
+      const float mx = vmaxvq_f32(amax);
+      const float d = mx / 127.0f;
+      const float32x4_t inv = vdupq_n_f32(mx > 0.0f ? 127.0f / mx : 0.0f);
+      int32x4_t q[8];
+      for (int i = 0; i < 8; ++i)
+        q[i] = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_f32(v[i], inv)), lim), neg_lim);
+      int16x8_t halves[4];
+      for (int i = 0; i < 4; ++i)
+        halves[i] = vcombine_s16(vmovn_s32(q[2 * i]), vmovn_s32(q[2 * i + 1]));
+      int8_t* dst = out.q.data() + r * k + g * 32;
+      vst1q_s8(dst, vcombine_s8(vmovn_s16(halves[0]), vmovn_s16(halves[1])));
+      vst1q_s8(dst + 16, vcombine_s8(vmovn_s16(halves[2]), vmovn_s16(halves[3])));
+      const size_t at = static_cast<size_t>(r * groups + g);
+      const int32_t s0 = vaddvq_s32(vaddq_s32(vaddq_s32(q[0], q[1]), vaddq_s32(q[2], q[3])));
+      const int32_t s1 = vaddvq_s32(vaddq_s32(vaddq_s32(q[4], q[5]), vaddq_s32(q[6], q[7])));
+      out.d[at] = d;
+      out.sum16[2 * at] = s0;
+      out.sum16[2 * at + 1] = s1;
+      out.dsum[at] = d * static_cast<float>(s0 + s1);
+    }
+  }
+}
+
 #else
 
-// The definition the AVX2 version follows (linear_quant_int8.h): the rounding of every other
-// target (AArch64 included, where it serves the kernel) and the tests' reference.
+// The definition the AVX2 and NEON versions follow (linear_quant_int8.h): the rounding of every
+// other target and the tests' reference.
 void QuantizeActivationsImpl(const float* x, int64_t m, int64_t k, QuantizedActivations& out) {
   const int64_t groups = k / 32;
   for (int64_t r = 0; r < m; ++r) {
