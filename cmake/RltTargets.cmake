@@ -8,6 +8,13 @@ function(rlt_target_defaults target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
                                            $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra -lineinfo>)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/include)
+  # A unity build includes the sources into one file, and GCC then judges each as a header: a
+  # class of a source (a pimpl's Impl) holding a type of that source's anonymous namespace draws
+  # -Wsubobject-linkage, a cross-translation-unit hazard that cannot arise from a file compiled
+  # once.
+  if(CMAKE_UNITY_BUILD)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-subobject-linkage>)
+  endif()
   if(RLT_SANITIZE)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${RLT_SANITIZER_FLAGS}>)
     target_link_options(${target} PUBLIC -fsanitize=address,undefined)

@@ -615,7 +615,11 @@ class Parser {
           fail("expected a test name after 'is'", peek().pos);
         }
         t->name = next().value;
-        while (skip_op(".")) t->name += "." + expect_name();
+        while (skip_op(".")) {
+          // Appended in two steps: GCC 12 misreports `"." + std::string&&` (-Wrestrict).
+          t->name += '.';
+          t->name += expect_name();
+        }
         if (is_op("(")) {
           parse_args(*t);
         } else if (peek().type == T::kString || peek().type == T::kInteger ||
