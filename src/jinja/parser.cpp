@@ -62,6 +62,14 @@ class Parser {
     if (peek().type != T::kName) fail("expected a name", peek().pos);
     return next().value;
   }
+  // The ".part" continuations of a dotted filter or test name, appended to `name`. (In two steps:
+  // GCC 12 misreports `"." + std::string&&` as overlapping copies, -Wrestrict.)
+  void append_dotted_parts(std::string& name) {
+    while (skip_op(".")) {
+      name += '.';
+      name += expect_name();
+    }
+  }
   void expect_block_end() {
     if (peek().type != T::kBlockEnd) fail("expected end of block tag '%}'", peek().pos);
     next();
@@ -593,7 +601,7 @@ class Parser {
       first = false;
       auto f = make(Expr::Kind::kFilter, peek().pos);
       f->name = expect_name();
-      while (skip_op(".")) f->name += "." + expect_name();
+      append_dotted_parts(f->name);
       if (is_op("(")) parse_args(*f);
       f->items.push_back(std::move(node));
       node = std::move(f);
@@ -615,11 +623,7 @@ class Parser {
           fail("expected a test name after 'is'", peek().pos);
         }
         t->name = next().value;
-        while (skip_op(".")) {
-          // Appended in two steps: GCC 12 misreports `"." + std::string&&` (-Wrestrict).
-          t->name += '.';
-          t->name += expect_name();
-        }
+        append_dotted_parts(t->name);
         if (is_op("(")) {
           parse_args(*t);
         } else if (peek().type == T::kString || peek().type == T::kInteger ||
