@@ -132,23 +132,33 @@ TEST_P(LinearQuantTest, OddShapesAgainstOrderAndDequantizedOracle) {
   for_each_simd_target([this](int64_t) { check_odd_shapes(GetParam()); });
 }
 
+// Above the one-thread threshold: panels shared out whole (16 panels on 2 threads) and by halves
+// (few panels that do not divide among the threads: a panel on a thread boundary is computed half
+// by each), for a decode row and a small batch; the last panel partial too.
 TEST_P(LinearQuantTest, ThreadCountDoesNotChangeResults) {
   const GgmlType type = GetParam();
   std::mt19937 rng(99);
-  const int64_t m = 3, n = 1000, k = 2048;  // above the one-thread threshold
-  const QuantRows w = random_rows(type, n, k, rng);
-  const PackedMatrix packed = PackedMatrix::pack(w.view());
-  std::normal_distribution<float> dist;
-  std::vector<float> x(static_cast<size_t>(m * k)), one(static_cast<size_t>(m * n)),
-      two(one.size());
-  for (float& v : x) v = dist(rng);
+  const int64_t k = 2048;
   const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  linear(x.data(), m, packed, one.data());
-  omp_set_num_threads(2);
-  linear(x.data(), m, packed, two.data());
+  for (const int64_t n : {1000, 576, 583}) {
+    const QuantRows w = random_rows(type, n, k, rng);
+    const PackedMatrix packed = PackedMatrix::pack(w.view());
+    for (const int64_t m : {1, 3}) {
+      std::normal_distribution<float> dist;
+      std::vector<float> x(static_cast<size_t>(m * k)), one(static_cast<size_t>(m * n));
+      for (float& v : x) v = dist(rng);
+      omp_set_num_threads(1);
+      linear(x.data(), m, packed, one.data());
+      for (const int threads : {2, 3, 4}) {
+        std::vector<float> many(one.size(), std::nanf(""));
+        omp_set_num_threads(threads);
+        linear(x.data(), m, packed, many.data());
+        ASSERT_EQ(0, std::memcmp(one.data(), many.data(), one.size() * sizeof(float)))
+            << "n=" << n << " m=" << m << " threads=" << threads;
+      }
+    }
+  }
   omp_set_num_threads(saved);
-  ASSERT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)));
 }
 
 TEST_P(LinearQuantTest, SwiGLUEqualsSeparateProducts) {

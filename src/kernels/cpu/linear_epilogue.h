@@ -10,9 +10,10 @@
 
 namespace rlt::kernels {
 
-// out: `rows` rows of kPanelWidth sums (row stride kPanelWidth) for panel p, input rows m0...
+// out: `rows` rows of kPanelWidth sums (row stride kPanelWidth) for panel p, input rows m0...;
+// of a plain panel, only its outputs [o0, o1) when given (SwiGLU panels are stored whole).
 inline void store_panel(const PackedMatrix& w, int64_t p, const float* out, int rows, int64_t m0,
-                        float* y) {
+                        float* y, int64_t o0 = 0, int64_t o1 = PackedMatrix::kPanelWidth) {
   constexpr int64_t kPanel = PackedMatrix::kPanelWidth;
   const int64_t n = w.outputs();
   if (w.epilogue() == PackedMatrix::Epilogue::kSwiGLU) {
@@ -24,9 +25,9 @@ inline void store_panel(const PackedMatrix& w, int64_t p, const float* out, int 
     }
     return;
   }
-  const int64_t first = p * kPanel, count = std::min(kPanel, n - first);
-  for (int r = 0; r < rows; ++r)
-    std::copy(out + r * kPanel, out + r * kPanel + count, y + (m0 + r) * n + first);
+  const int64_t first = p * kPanel, end = std::min(o1, n - first);
+  for (int r = 0; r < rows && o0 < end; ++r)
+    std::copy(out + r * kPanel + o0, out + r * kPanel + end, y + (m0 + r) * n + first + o0);
 }
 
 }  // namespace rlt::kernels

@@ -6,7 +6,10 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <omp.h>
+
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/linear_epilogue.h"
@@ -283,20 +286,26 @@ HWY_INLINE void GroupScale(const uint8_t* HWY_RESTRICT blk, int64_t g, int64_t L
   }
 }
 
-// One panel against kRows input rows (x + r * k), in the fixed order of linear_quant.h.
-// xsum: each row's group sums (row stride `groups`), for types with an offset.
-template <GgmlType T, int kRows>
+// One panel against kRows input rows (x + r * k), in the fixed order of linear_quant.h; with
+// kParts > 1 only part `part` of the panel's outputs (out's other lanes are left as they are).
+// Every output's sum is the same whichever part computes it. xsum: each row's group sums (row
+// stride `groups`), for types with an offset.
+template <GgmlType T, int kRows, int kParts = 1>
 HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* HWY_RESTRICT xsum,
-                          int64_t groups, const uint8_t* HWY_RESTRICT panel,
+                          int64_t groups, const uint8_t* HWY_RESTRICT panel, int part,
                           float (&out)[kRows][kPanel]) {
   using Tr = Traits<T>;
+  static_assert(kVectors % kParts == 0);
+  constexpr int kPartVectors = kVectors / kParts;
   // Types decoded a panel pair at a time take the whole panel for up to 4 rows: a narrower slice
-  // would decode every pair once per slice.
-  constexpr int kSlice = kBytewiseDecode<T> && kRows <= 4 ? kVectors : SliceVectors<kRows>();
+  // would decode every pair once per slice (as a part of a panel does).
+  constexpr int kWant = kBytewiseDecode<T> && kRows <= 4 ? kVectors : SliceVectors<kRows>();
+  constexpr int kSlice = kWant < kPartVectors ? kWant : kPartVectors;
   constexpr int64_t kGroupsPerBlock = Tr::kBlockCols / Tr::kGroupCols;
   const DF df;
   const int64_t blocks = k / Tr::kBlockCols;
-  for (int slice = 0; slice < kVectors; slice += kSlice) {
+  const int first_slice = part * kPartVectors;
+  for (int slice = first_slice; slice < first_slice + kPartVectors; slice += kSlice) {
     VF y[kRows][kSlice];
     for (int r = 0; r < kRows; ++r)
       for (int v = 0; v < kSlice; ++v) y[r][v] = hn::Zero(df);
@@ -309,8 +318,10 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
           for (int v = 0; v < kSlice; ++v) inner[r][v] = hn::Zero(df);
         // Columns c and c + 1 of the group for the slice, decode(v, q0, q1) giving the quants.
         auto pair = [&](int64_t c, auto&& decode) HWY_ATTR {
-          if (slice == 0) {
-            // The first slice's pass moves through the block at its average rate per column pair.
+          if (slice == first_slice) {
+            // The first slice's pass moves through the block at its average rate per column pair
+            // (a part of a panel asks for the other parts' lines too: only a panel split between
+            // threads is computed in parts, at most one per thread).
             constexpr int64_t kPerPair = Tr::kBlockBytes * 2 / Tr::kBlockCols;
             const char* ahead =
                 reinterpret_cast<const char*>(blk) + c / 2 * kPerPair + kPrefetchBytes;
@@ -476,14 +487,38 @@ HWY_INLINE void ExpandedTile(const float* HWY_RESTRICT x, int64_t k, const float
 // Batches from this many rows take the expanded path (identical results, see above).
 constexpr int64_t kExpandFromRows = 20;
 
-// Input rows m0 .. m0 + kRows of panel p through one tile, stored into y.
-template <GgmlType T, int kRows>
+// Input rows m0 .. m0 + kRows of panel p (of its part `part` of kParts) through one tile, stored
+// into y.
+template <GgmlType T, int kRows, int kParts = 1>
 HWY_INLINE void QuantRows(const float* x, int64_t k, const float* xsum, int64_t groups,
-                          const PackedMatrix& w, int64_t p, const uint8_t* panel, int64_t m0,
-                          float* y) {
+                          const PackedMatrix& w, int64_t p, const uint8_t* panel, int part,
+                          int64_t m0, float* y) {
   float out[kRows][kPanel];
-  QuantTile<T, kRows>(x + m0 * k, k, xsum + m0 * groups, groups, panel, out);
-  store_panel(w, p, &out[0][0], kRows, m0, y);
+  QuantTile<T, kRows, kParts>(x + m0 * k, k, xsum + m0 * groups, groups, panel, part, out);
+  constexpr int64_t kPartOutputs = kPanel / kParts;
+  store_panel(w, p, &out[0][0], kRows, m0, y, part * kPartOutputs, (part + 1) * kPartOutputs);
+}
+
+// Tiles of kRowsTile rows, then one tile of the rest: every tile decodes the panel once, so a
+// few rows (a decode step of a few requests, a speculative verification) cost one or two decodes
+// instead of one per row.
+template <GgmlType T, int kParts>
+void QuantPanelTiles(const float* x, int64_t m, const PackedMatrix& w, int64_t p,
+                     const uint8_t* panel, const float* xsum, int64_t groups, int part, float* y) {
+  const int64_t k = w.cols();
+  int64_t m0 = 0;
+  for (; m0 + kRowsTile <= m; m0 += kRowsTile)
+    QuantRows<T, kRowsTile, kParts>(x, k, xsum, groups, w, p, panel, part, m0, y);
+  WithRowCount<1, kRowsTile - 1>(m - m0, [&](auto rows) HWY_ATTR {
+    QuantRows<T, rows.value, kParts>(x, k, xsum, groups, w, p, panel, part, m0, y);
+  });
+}
+
+// Half of a panel's outputs (part 0 or 1), for fewer rows than the expanded path takes.
+template <GgmlType T>
+void QuantHalfPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p,
+                    const uint8_t* panel, const float* xsum, int64_t groups, int part, float* y) {
+  QuantPanelTiles<T, 2>(x, m, w, p, panel, xsum, groups, part, y);
 }
 
 template <GgmlType T>
@@ -515,43 +550,50 @@ void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, con
     store_panel(w, p, e.y.data(), static_cast<int>(m), 0, y);
     return;
   }
-  // Tiles of kRowsTile rows, then one tile of the rest: every tile decodes the panel once, so a
-  // few rows (a decode step of a few requests, a speculative verification) cost one or two decodes
-  // instead of one per row.
-  int64_t m0 = 0;
-  for (; m0 + kRowsTile <= m; m0 += kRowsTile)
-    QuantRows<T, kRowsTile>(x, k, xsum, groups, w, p, panel, m0, y);
-  WithRowCount<1, kRowsTile - 1>(m - m0, [&](auto rows) HWY_ATTR {
-    QuantRows<T, rows.value>(x, k, xsum, groups, w, p, panel, m0, y);
-  });
+  QuantPanelTiles<T, 1>(x, m, w, p, panel, xsum, groups, 0, y);
 }
 
 using PanelFn = void (*)(const float*, int64_t, const PackedMatrix&, int64_t, const uint8_t*,
                          const float*, int64_t, float*);
 
-// The panel routine of a block type; null for types packing never admits.
-PanelFn panel_fn(GgmlType type) {
+using HalfPanelFn = void (*)(const float*, int64_t, const PackedMatrix&, int64_t, const uint8_t*,
+                             const float*, int64_t, int, float*);
+
+// pick(type as a compile-time constant) for a block type; null for types packing never admits.
+template <class Pick>
+auto ByType(GgmlType type, Pick pick) {
+  using Fn = decltype(pick(std::integral_constant<GgmlType, GgmlType::kQ8_0>{}));
+  auto as = [&](auto t) -> Fn { return pick(t); };
+  using std::integral_constant;
   switch (type) {
     case GgmlType::kQ8_0:
-      return &QuantPanel<GgmlType::kQ8_0>;
+      return as(integral_constant<GgmlType, GgmlType::kQ8_0>{});
     case GgmlType::kQ4_0:
-      return &QuantPanel<GgmlType::kQ4_0>;
+      return as(integral_constant<GgmlType, GgmlType::kQ4_0>{});
     case GgmlType::kQ4_1:
-      return &QuantPanel<GgmlType::kQ4_1>;
+      return as(integral_constant<GgmlType, GgmlType::kQ4_1>{});
     case GgmlType::kQ5_0:
-      return &QuantPanel<GgmlType::kQ5_0>;
+      return as(integral_constant<GgmlType, GgmlType::kQ5_0>{});
     case GgmlType::kQ5_1:
-      return &QuantPanel<GgmlType::kQ5_1>;
+      return as(integral_constant<GgmlType, GgmlType::kQ5_1>{});
     case GgmlType::kQ4_K:
-      return &QuantPanel<GgmlType::kQ4_K>;
+      return as(integral_constant<GgmlType, GgmlType::kQ4_K>{});
     case GgmlType::kQ5_K:
-      return &QuantPanel<GgmlType::kQ5_K>;
+      return as(integral_constant<GgmlType, GgmlType::kQ5_K>{});
     case GgmlType::kQ6_K:
-      return &QuantPanel<GgmlType::kQ6_K>;
+      return as(integral_constant<GgmlType, GgmlType::kQ6_K>{});
     default:
-      return nullptr;
+      return Fn{nullptr};
   }
 }
+
+PanelFn panel_fn(GgmlType type) {
+  return ByType(type, [](auto t) -> PanelFn { return &QuantPanel<decltype(t)::value>; });
+}
+HalfPanelFn half_panel_fn(GgmlType type) {
+  return ByType(type, [](auto t) -> HalfPanelFn { return &QuantHalfPanel<decltype(t)::value>; });
+}
+
 
 void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y) {
   const int64_t k = w.cols();
@@ -584,7 +626,37 @@ void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y)
   const int64_t row_blocks = m >= kExpandFromRows ? (m + kRowBlock - 1) / kRowBlock : 1;
   const int64_t block_rows = m >= kExpandFromRows ? kRowBlock : m;
   const int64_t n = w.outputs();
-  const int64_t tasks = w.panels() * row_blocks;
+  const int64_t panels = w.panels();
+  // Decode and small batches on few panels (SmolLM2's 9 for 576 outputs: 5 against 4) leave a
+  // thread idle for a whole panel at the end: there threads share the panels out by halves, the
+  // one panel on a boundary computed half by each (outputs are independent: the same results).
+  // SwiGLU panels pair a gate with its up half, and such matrices have many panels anyway.
+  const int threads = parallel ? omp_get_max_threads() : 1;
+  if (m < kExpandFromRows && threads > 1 && panels % threads != 0 && panels < 8 * threads &&
+      w.epilogue() == PackedMatrix::Epilogue::kStore) {
+#pragma omp parallel num_threads(threads)
+    {
+      // This thread's contiguous run of the 2 · panels halves (panel h / 2, part h % 2): a
+      // panel is split only where a run starts or ends inside it.
+      const int64_t team = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t begin = 2 * panels * t / team, end = 2 * panels * (t + 1) / team;
+      for (int64_t h = begin; h < end;) {
+        const int64_t p = h / 2;
+        const PackedMatrix::QuantPanel& qp = w.quant_panels()[static_cast<size_t>(p)];
+        const uint8_t* panel = base + qp.offset;
+        if (h % 2 == 0 && h + 2 <= end) {  // a whole panel
+          if (const PanelFn fn = panel_fn(qp.type)) fn(x, m, w, p, panel, sums, groups, y);
+          h += 2;
+        } else {
+          if (const HalfPanelFn fn = half_panel_fn(qp.type))
+            fn(x, m, w, p, panel, sums, groups, static_cast<int>(h % 2), y);
+          h += 1;
+        }
+      }
+    }
+    return;
+  }
+  const int64_t tasks = panels * row_blocks;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t p = task / row_blocks, r0 = task % row_blocks * block_rows;
