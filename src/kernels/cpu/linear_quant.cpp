@@ -5,7 +5,6 @@
 
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-
 #include <omp.h>
 
 #include <algorithm>
@@ -593,7 +592,6 @@ PanelFn panel_fn(GgmlType type) {
 HalfPanelFn half_panel_fn(GgmlType type) {
   return ByType(type, [](auto t) -> HalfPanelFn { return &QuantHalfPanel<decltype(t)::value>; });
 }
-
 
 void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y) {
   const int64_t k = w.cols();
