@@ -15,6 +15,7 @@
 #include "kernels/cpu/linear_quant.h"
 #include "kernels/cpu/linear_quant_int8.h"
 #include "kernels/cpu/panel_lanes-inl.h"
+#include "kernels/cpu/stream_prefetch.h"
 #include "kernels/cpu/widen-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -33,8 +34,6 @@ constexpr int kRowsTile = 6;
 #else
 constexpr int kRowsTile = 2;
 #endif
-
-constexpr int64_t kPrefetchBytes = 2048;
 
 // The per-element order: y[m, n] = fma(x[m, k-1], W[n, k-1], ... fma(x[m, 0], W[n, 0], 0)), one
 // f32 accumulator per output running over k in order. Tiling over rows, slices and panels only

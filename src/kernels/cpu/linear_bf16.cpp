@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/cpu/linear_epilogue.h"
+#include "kernels/cpu/stream_prefetch.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -18,7 +19,6 @@ namespace {
 constexpr int64_t kPanel = PackedMatrix::kPanelWidth;
 constexpr int kVectors = static_cast<int>(kPanel / 16);  // 16 f32 lanes per vector
 constexpr int kRowsTile = 6;
-constexpr int64_t kPrefetchBytes = 2048;
 
 // Rows of x rounded to bf16 (nearest even), each padded to an even length, read as column pairs.
 void round_rows(const float* x, int64_t m, int64_t k, int64_t k2, uint16_t* out) {

@@ -15,6 +15,7 @@
 #include "kernels/cpu/panel_lanes-inl.h"
 #include "kernels/cpu/quant_panels.h"
 #include "kernels/cpu/row_count-inl.h"
+#include "kernels/cpu/stream_prefetch.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace rlt::kernels {
@@ -60,13 +61,6 @@ struct Traits {
   // into the top byte of a 32-bit lane, where the sign extends for free.
   static constexpr int kQuantShift = kBits == 6 ? 24 : 0;
 };
-
-// A panel is one forward stream; asking for lines ahead keeps more misses in flight than the
-// hardware prefetcher alone (as linear.cpp does). Prefetching past the end is harmless.
-constexpr int64_t kPrefetchBytes = 2048;
-// And into L2 this much further on first, as linear_quant_int8.cpp does (an L1 prefetch holds a
-// fill buffer until its line arrives; from L2 it arrives at once).
-constexpr int64_t kL2AheadBytes = 8192;
 
 // The bytes of an interleaved 64-byte row (quant_panels.h) for the kLanes outputs from L, one per
 // 32-bit lane: output L + i is byte L / 16 of dword L % 16 + i (kLanes divides 16).

@@ -22,6 +22,7 @@
 #include "kernels/cpu/linear_epilogue.h"
 #include "kernels/cpu/quant_panels.h"
 #include "kernels/cpu/row_count-inl.h"
+#include "kernels/cpu/stream_prefetch.h"
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
@@ -35,13 +36,6 @@ namespace HWY_NAMESPACE {
 using quant::GgmlType;
 constexpr int64_t kPanel = PackedMatrix::kPanelWidth;
 constexpr int64_t kQuadBytes = 4 * kPanel;  // one column quad (octet for nibbles) of 64 outputs
-
-// Each line is asked for twice: into L2 this many bytes beyond the L1 prefetch, then into L1. An
-// L1 prefetch holds one of the core's few fill buffers until its line arrives, so fetched from L3
-// or memory they capped the stream (Ouro-shape Q4_K int8 decode 7.5 tokens/s, the GEMV at 75-79 %
-// of the copy bandwidth); from L2 they return at once, and the L2 prefetches queue deeper (8.4
-// tokens/s, 81-86 %; 8 KiB and 16 KiB measured alike).
-constexpr int64_t kL2AheadBytes = 8192;
 
 // A stretch of the panel to prefetch, spread over the `parts` steps of a group's loop so that
 // misses stay in flight alongside the arithmetic rather than arriving in one burst.
