@@ -10,8 +10,10 @@
 // measured in the same run. At --concurrency 1 these are the single-stream figures peers such as
 // llama-bench report (pp and tg).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -40,13 +42,22 @@ struct BenchOptions {
   uint64_t prompt_seed = 1;
   bool no_roofline = false;
   int warmup_requests = 0;
-  // Runs of each configuration, alternating (plain, speculative, plain, ...); the best is kept:
-  // on a shared machine the memory bandwidth drifts by tens of percent over a minute.
+  // Runs of each configuration, alternating (plain, speculative, plain, ...); the best is kept, and
+  // each pair's ratio: on a shared machine the memory bandwidth drifts by tens of percent over a
+  // minute.
   int repeat = 1;
   // JSONL of real prompts, {"prompt": text} or {"messages": [...]} per line, used in turn instead
   // of random tokens (input-grounded workloads for speculative decoding, say).
   std::string prompts_file;
 };
+
+// The middle value (the mean of the middle two for an even count); 0 for none.
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
 
 // A prompt of --prompts: its ids, and the end-of-turn ids of the chat template when it came as
 // messages.
@@ -272,11 +283,21 @@ int run_bench(const BenchOptions& opt) {
   Result<RunStats> base = run_closed_loop(opt, *dir, full, prompts);
   if (!base.ok()) return report_error(base.status());
   Result<RunStats> spec = internal_error("not run");
+  // Each speculative run against the plain run just before it: on a machine whose speed drifts,
+  // the median of these pairs is the steadier figure (the best of each side can come from
+  // different minutes).
+  std::vector<double> pair_decode_speedups;
+  double last_plain_decode = base->decode_tokens_per_s();
   for (int i = 0; i < opt.repeat; ++i) {
-    if (i > 0) keep_best(base, run_closed_loop(opt, *dir, full, prompts));
+    if (i > 0) {
+      Result<RunStats> plain = run_closed_loop(opt, *dir, full, prompts);
+      if (plain.ok()) last_plain_decode = plain->decode_tokens_per_s();
+      keep_best(base, std::move(plain));
+    }
     if (speculative) {
       Result<RunStats> next = run_closed_loop(opt, *dir, spec_params, prompts);
       if (!next.ok()) return report_error(next.status());
+      pair_decode_speedups.push_back(next->decode_tokens_per_s() / last_plain_decode);
       keep_best(spec, std::move(next));
     }
   }
@@ -385,13 +406,22 @@ int run_bench(const BenchOptions& opt) {
                           {"verify_pass_fixed_ms", 1e3 * spec->verify_fixed_seconds},
                           {"verify_pass_row_ms", 1e3 * spec->verify_row_seconds},
                           {"batches", spec->batches},
-                          {"runner_share", spec->runner_share()}};
+                          {"runner_share", spec->runner_share()},
+                          {"pair_decode_speedups", pair_decode_speedups},
+                          {"median_pair_decode_speedup", median(pair_decode_speedups)}};
     std::cerr << fmt::format("speculative ({}): {} tokens in {:.2f} s = {:.1f} tokens/s, speed-up {:.2f}x over plain "
                              "decoding (decode {:.2f}x); {} drafts, {:.1f}% accepted, {:.2f} tokens per "
                              "verification; {:.0f}% of the time in the runner\n",
                              name(spec_config.method), spec->tokens, spec->seconds, spec->tokens_per_s(), speedup,
                              spec->decode_tokens_per_s() / base->decode_tokens_per_s(), spec->spec_drafts,
                              100.0 * acceptance, mean_length, 100.0 * spec->runner_share());
+    if (pair_decode_speedups.size() > 1) {
+      std::vector<double> sorted = pair_decode_speedups;
+      std::sort(sorted.begin(), sorted.end());
+      std::cerr << fmt::format("decode speed-up per pair (each speculative run against the plain run before it), "
+                               "sorted: {:.3f}; median {:.3f}x\n",
+                               fmt::join(sorted, ", "), median(pair_decode_speedups));
+    }
   }
   const bool early_exit =
       params.exit_threshold < 1.0 || params.max_loops != 0 || params.exit_criterion != ExitCriterion::kGate;
@@ -434,7 +464,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-roofline", opt->no_roofline, "Skip the copy-bandwidth probe and the roofline report");
   cmd->add_option("--repeat", opt->repeat,
-                  "Runs of the plain and speculative configurations, alternating; the best of each is reported")
+                  "Runs of the plain and speculative configurations, alternating; the best of each is reported, "
+                  "and each speculative run's decode speed-up over the plain run before it (their median)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--prompts", opt->prompts_file,

@@ -53,6 +53,17 @@ class Cli(unittest.TestCase):
         self.assertTrue(info["valid"])
         self.assertTrue(info["weights_present"])
 
+    def test_bench_reports_each_speculative_run_against_the_plain_run_before_it(self):
+        out = rlt("bench", "--num-requests", "2", "--concurrency", "2", "--prompt-len", "8", "--output-len", "8",
+                  "--no-roofline", "--speculative-method", "ngram", "--repeat", "3", env=self.env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        spec = json.loads(out.stdout)["speculative"]
+        pairs = spec["pair_decode_speedups"]
+        self.assertEqual(len(pairs), 3)
+        self.assertTrue(all(p > 0 for p in pairs), pairs)
+        self.assertAlmostEqual(spec["median_pair_decode_speedup"], sorted(pairs)[1])
+        self.assertIn("decode speed-up per pair", out.stderr)
+
     def test_errors_are_clear_and_exit_nonzero(self):
         cases = [
             (["info", "--model", "/nonexistent"], "--model '/nonexistent' does not exist"),
