@@ -386,29 +386,30 @@ int run_bench(const BenchOptions& opt) {
     const double mean_length = spec->spec_verifications ? static_cast<double>(spec->spec_tokens) /
                                                               static_cast<double>(spec->spec_verifications)
                                                         : 0.0;
-    out["speculative"] = {{"method", name(spec_config.method)},
-                          {"num_speculative_tokens", spec_config.num_tokens},
-                          {"draft_loops", spec_config.draft_loops},
-                          {"adaptive", spec_config.adaptive},
-                          {"forced_acceptance", spec_config.forced_acceptance},
-                          {"tokens", spec->tokens},
-                          {"seconds", spec->seconds},
-                          {"tokens_per_s", spec->tokens_per_s()},
-                          {"decode_tokens_per_s", spec->decode_tokens_per_s()},
-                          {"speedup", speedup},
-                          {"decode_speedup", spec->decode_tokens_per_s() / base->decode_tokens_per_s()},
-                          {"verifications", spec->spec_verifications},
-                          {"draft_tokens", spec->spec_drafts},
-                          {"accepted_tokens", spec->spec_accepted},
-                          {"acceptance_rate", acceptance},
-                          {"mean_accepted_length", mean_length},
-                          // The verify pass's fitted cost a + b · rows (0: not fitted yet).
-                          {"verify_pass_fixed_ms", 1e3 * spec->verify_fixed_seconds},
-                          {"verify_pass_row_ms", 1e3 * spec->verify_row_seconds},
-                          {"batches", spec->batches},
-                          {"runner_share", spec->runner_share()},
-                          {"pair_decode_speedups", pair_decode_speedups},
-                          {"median_pair_decode_speedup", median(pair_decode_speedups)}};
+    out["speculative"] = {
+        {"method", name(spec_config.method)},
+        {"num_speculative_tokens", spec_config.num_tokens},
+        {"draft_loops", spec_config.draft_loops},
+        {"adaptive", spec_config.adaptive},
+        {"forced_acceptance", spec_config.forced_acceptance},
+        {"tokens", spec->tokens},
+        {"seconds", spec->seconds},
+        {"tokens_per_s", spec->tokens_per_s()},
+        {"decode_tokens_per_s", spec->decode_tokens_per_s()},
+        {"speedup", speedup},
+        {"decode_speedup", spec->decode_tokens_per_s() / base->decode_tokens_per_s()},
+        {"verifications", spec->spec_verifications},
+        {"draft_tokens", spec->spec_drafts},
+        {"accepted_tokens", spec->spec_accepted},
+        {"acceptance_rate", acceptance},
+        {"mean_accepted_length", mean_length},
+        // The verify pass's fitted cost a + b · rows (0: not fitted yet).
+        {"verify_pass_fixed_ms", 1e3 * spec->verify_fixed_seconds},
+        {"verify_pass_row_ms", 1e3 * spec->verify_row_seconds},
+        {"batches", spec->batches},
+        {"runner_share", spec->runner_share()},
+        {"pair_decode_speedups", pair_decode_speedups},
+        {"median_pair_decode_speedup", median(pair_decode_speedups)}};
     std::cerr << fmt::format("speculative ({}): {} tokens in {:.2f} s = {:.1f} tokens/s, speed-up {:.2f}x over plain "
                              "decoding (decode {:.2f}x); {} drafts, {:.1f}% accepted, {:.2f} tokens per "
                              "verification; {:.0f}% of the time in the runner\n",
@@ -418,9 +419,10 @@ int run_bench(const BenchOptions& opt) {
     if (pair_decode_speedups.size() > 1) {
       std::vector<double> sorted = pair_decode_speedups;
       std::sort(sorted.begin(), sorted.end());
-      std::cerr << fmt::format("decode speed-up per pair (each speculative run against the plain run before it), "
-                               "sorted: {:.3f}; median {:.3f}x\n",
-                               fmt::join(sorted, ", "), median(pair_decode_speedups));
+      std::cerr << fmt::format(
+          "decode speed-up per pair (each speculative run against the plain run before it), "
+          "sorted: {:.3f}; median {:.3f}x\n",
+          fmt::join(sorted, ", "), median(pair_decode_speedups));
     }
   }
   const bool early_exit =
@@ -463,9 +465,11 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-roofline", opt->no_roofline, "Skip the copy-bandwidth probe and the roofline report");
-  cmd->add_option("--repeat", opt->repeat,
-                  "Runs of the plain and speculative configurations, alternating; the best of each is reported, "
-                  "and each speculative run's decode speed-up over the plain run before it (their median)")
+  cmd->add_option(
+         "--repeat", opt->repeat,
+         "Runs of the plain and speculative configurations, alternating; the best of each is "
+         "reported, "
+         "and each speculative run's decode speed-up over the plain run before it (their median)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--prompts", opt->prompts_file,
