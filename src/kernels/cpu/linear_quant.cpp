@@ -507,13 +507,6 @@ void QuantPanelTiles(const float* x, int64_t m, const PackedMatrix& w, int64_t p
   });
 }
 
-// Half of a panel's outputs (part 0 or 1), for fewer rows than the expanded path takes.
-template <GgmlType T>
-void QuantHalfPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p,
-                    const uint8_t* panel, const float* xsum, int64_t groups, int part, float* y) {
-  QuantPanelTiles<T, 2>(x, m, w, p, panel, xsum, groups, part, y);
-}
-
 template <GgmlType T>
 void QuantPanel(const float* x, int64_t m, const PackedMatrix& w, int64_t p, const uint8_t* panel,
                 const float* xsum, int64_t groups, float* y) {
@@ -555,26 +548,25 @@ using HalfPanelFn = void (*)(const float*, int64_t, const PackedMatrix&, int64_t
 // pick(type as a compile-time constant) for a block type; null for types packing never admits.
 template <class Pick>
 auto ByType(GgmlType type, Pick pick) {
-  using Fn = decltype(pick(std::integral_constant<GgmlType, GgmlType::kQ8_0>{}));
-  auto as = [&](auto t) -> Fn { return pick(t); };
   using std::integral_constant;
+  using Fn = decltype(pick(integral_constant<GgmlType, GgmlType::kQ8_0>{}));
   switch (type) {
     case GgmlType::kQ8_0:
-      return as(integral_constant<GgmlType, GgmlType::kQ8_0>{});
+      return pick(integral_constant<GgmlType, GgmlType::kQ8_0>{});
     case GgmlType::kQ4_0:
-      return as(integral_constant<GgmlType, GgmlType::kQ4_0>{});
+      return pick(integral_constant<GgmlType, GgmlType::kQ4_0>{});
     case GgmlType::kQ4_1:
-      return as(integral_constant<GgmlType, GgmlType::kQ4_1>{});
+      return pick(integral_constant<GgmlType, GgmlType::kQ4_1>{});
     case GgmlType::kQ5_0:
-      return as(integral_constant<GgmlType, GgmlType::kQ5_0>{});
+      return pick(integral_constant<GgmlType, GgmlType::kQ5_0>{});
     case GgmlType::kQ5_1:
-      return as(integral_constant<GgmlType, GgmlType::kQ5_1>{});
+      return pick(integral_constant<GgmlType, GgmlType::kQ5_1>{});
     case GgmlType::kQ4_K:
-      return as(integral_constant<GgmlType, GgmlType::kQ4_K>{});
+      return pick(integral_constant<GgmlType, GgmlType::kQ4_K>{});
     case GgmlType::kQ5_K:
-      return as(integral_constant<GgmlType, GgmlType::kQ5_K>{});
+      return pick(integral_constant<GgmlType, GgmlType::kQ5_K>{});
     case GgmlType::kQ6_K:
-      return as(integral_constant<GgmlType, GgmlType::kQ6_K>{});
+      return pick(integral_constant<GgmlType, GgmlType::kQ6_K>{});
     default:
       return Fn{nullptr};
   }
@@ -584,7 +576,9 @@ PanelFn panel_fn(GgmlType type) {
   return ByType(type, [](auto t) -> PanelFn { return &QuantPanel<decltype(t)::value>; });
 }
 HalfPanelFn half_panel_fn(GgmlType type) {
-  return ByType(type, [](auto t) -> HalfPanelFn { return &QuantHalfPanel<decltype(t)::value>; });
+  // Half of a panel's outputs (part 0 or 1), for fewer rows than the expanded path takes.
+  return ByType(type,
+                [](auto t) -> HalfPanelFn { return &QuantPanelTiles<decltype(t)::value, 2>; });
 }
 
 void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y) {
