@@ -1,16 +1,20 @@
 // Attention throughput against same-run references:
 //   decode  cpu_flash K/V read bandwidth vs the machine's copy bandwidth, bf16, q8_0 and f32 K/V
-//           (Ouro-1.4B and SmolLM2-135M heads, contexts 1024-16384),
+//           (Ouro-1.4B and SmolLM2-135M heads, contexts 1024-16384), read from memory as in an
+//           engine step (layers cycled through until 128 MiB are read),
 //           as the median ratio of adjacent measurements
 //   prefill cpu_flash and cpu_reference GFLOP/s vs OpenBLAS f32 sgemm
 //   short   rows at the end of a short context (SmolLM2 heads): GFLOP/s, and the time of R rows
 //           against one row (what a speculative verification's extra rows cost)
-// Usage: rlt_bench_attention [--quick] [--short] (--short: only the short-context section)
+// Usage: rlt_bench_attention [--quick] [--short | --decode] (only the short-context or the decode
+// section)
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,20 +47,33 @@ DecodeResult decode_vs_copy(const Shape& s, AttentionBackend& backend, int reps)
   std::mt19937 rng(1);
   const int32_t width = (s.context + s.block_size - 1) / s.block_size;
   const int32_t blocks = s.seqs * width;
-  testing::PagedPools pools(s.dtype, blocks, s.block_size, s.kv_heads, s.head_dim, rng);
+  const auto layer_bytes = static_cast<double>(
+      kv::kv_value_bytes(s.dtype, int64_t{2} * s.seqs * s.context * s.kv_heads * s.head_dim));
+  // A decode step reads every layer's K/V once, so a layer's rows are long gone from the caches
+  // when its turn comes again: a call here walks enough layers (pools) to read 128 MiB, four
+  // times the last-level cache of the machines measured, one attention call per layer.
+  const int layers = std::max(1, static_cast<int>(std::ceil(double{128 << 20} / layer_bytes)));
+  std::vector<std::unique_ptr<testing::PagedPools>> pools;
+  for (int l = 0; l < layers; ++l)
+    pools.push_back(std::make_unique<testing::PagedPools>(s.dtype, blocks, s.block_size, s.kv_heads,
+                                                          s.head_dim, rng));
   std::vector<int32_t> lengths(static_cast<size_t>(s.seqs), s.context);
   std::vector<int32_t> tables = testing::random_tables(lengths, s.block_size, blocks, width, -1, rng);
   // Distinct blocks per sequence so every byte read is real traffic, not a cache hit.
   for (int32_t q = 0; q < s.seqs; ++q)
     for (int32_t b = 0; b < width; ++b) tables[q * width + b] = q * width + b;
   std::vector<float> q(static_cast<size_t>(s.seqs) * s.q_heads * s.head_dim, 0.1f), out(q.size());
-  const AttentionParams p = testing::paged_params(pools, q.data(), out.data(), s.seqs, s.q_heads, tables.data(), width,
-                                                  lengths.data(), s.seqs);
-  const double keys = double{1} * s.seqs * s.context;
-  const auto bytes = static_cast<double>(
-      kv::kv_value_bytes(s.dtype, int64_t{2} * s.seqs * s.context * s.kv_heads * s.head_dim));
-  (void)run_attention(backend, p);  // warm-up
-  const bench::VersusCopy r = bench::median_versus_copy(reps, bytes, [&] { (void)run_attention(backend, p); });
+  std::vector<AttentionParams> params;
+  for (const auto& layer : pools)
+    params.push_back(testing::paged_params(*layer, q.data(), out.data(), s.seqs, s.q_heads,
+                                           tables.data(), width, lengths.data(), s.seqs));
+  auto step = [&] {
+    for (const AttentionParams& p : params) (void)run_attention(backend, p);
+  };
+  const double keys = double{1} * s.seqs * s.context * layers;
+  const double bytes = layer_bytes * layers;
+  step();  // warm-up
+  const bench::VersusCopy r = bench::median_versus_copy(reps, bytes, step);
   return {r.gbs, r.ratio, keys / (bytes / (r.gbs * 1e9) * 1e6)};
 }
 
@@ -109,10 +126,11 @@ double tail_rows_seconds(const Shape& s, int32_t rows, AttentionBackend& backend
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, short_only = false;
+  bool quick = false, short_only = false, decode_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--short") == 0) short_only = true;
+    if (std::strcmp(argv[i], "--decode") == 0) decode_only = true;
   }
   const int reps = quick ? 2 : 5;
   auto flash = make_cpu_flash_backend();
@@ -121,8 +139,9 @@ int main(int argc, char** argv) {
   const double copy = bench::copy_bandwidth_gbs();
   fmt::print("copy bandwidth (read+write): {:.1f} GB/s\n\n", copy);
   // The K/V encodings a CPU run may pick (--kv-dtype bf16 | q8_0 | f32), on Ouro-1.4B's heads
-  // (16 x 128, one query head per K/V head) and SmolLM2-135M's (9 x 64 over 3): keys per
-  // microsecond compares them, the share of copy says how near the memory each one runs.
+  // (16 x 128, one query head per K/V head, 4 KiB bf16 rows per token), Llama-3-8B's (32 x 128
+  // over 8, 2 KiB) and SmolLM2-135M's (9 x 64 over 3, 384 bytes): keys per microsecond compares
+  // them, the share of copy says how near the memory each one runs.
   fmt::print("{:<44} {:>10} {:>12} {:>10}\n", "decode (cpu_flash, K/V bytes read)", "GB/s",
              "of copy", "keys/us");
   struct DecodeCase {
@@ -131,7 +150,8 @@ int main(int argc, char** argv) {
   };
   for (const DecodeCase c :
        {DecodeCase{"ouro", 16, 16, 128, 4096}, DecodeCase{"ouro", 16, 16, 128, 8192},
-        DecodeCase{"ouro", 16, 16, 128, 16384}, DecodeCase{"smollm2", 9, 3, 64, 1024},
+        DecodeCase{"ouro", 16, 16, 128, 16384}, DecodeCase{"llama3-8b", 32, 8, 128, 2048},
+        DecodeCase{"smollm2", 9, 3, 64, 512}, DecodeCase{"smollm2", 9, 3, 64, 1024},
         DecodeCase{"smollm2", 9, 3, 64, 4096}}) {
     if (short_only) break;
     if (quick && c.ctx > 4096) continue;
@@ -146,6 +166,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (decode_only) return 0;
   const double sgemm = bench::sgemm_gflops(1024, 1024, 1024, reps);
   fmt::print("\nOpenBLAS sgemm 1024^3: {:.1f} GFLOP/s\n", sgemm);
   fmt::print("{:<44} {:>10} {:>12}\n", "prefill (causal, 16 x 128 heads, bf16 K/V)", "GFLOP/s", "of sgemm");

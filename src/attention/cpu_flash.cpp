@@ -33,6 +33,7 @@
 
 #include "attention/backend.h"
 #include "common/half.h"
+#include "kernels/cpu/stream_prefetch.h"
 #include "kernels/cpu/widen-inl.h"
 
 #ifndef RLT_ATTENTION_CPU_FLASH_SHARED_
@@ -351,14 +352,23 @@ struct KeyCursor {
   }
 };
 
-// Asks for the cache lines of heads h0..h1 of a token row (head_stride units of S apart).
-template <typename S>
+// Asks for the cache lines of heads h0..h1 of a token row (head_stride units of S apart), into L1
+// (kLocality 3) or L2 (2).
+template <int kLocality = 3, typename S>
 HWY_INLINE void PrefetchHeads(const S* token, int64_t head_stride, int64_t h0, int64_t h1) {
   const auto first = reinterpret_cast<uintptr_t>(token + h0 * head_stride) & ~uintptr_t{63};
   const auto last = reinterpret_cast<uintptr_t>(token + (h1 + 1) * head_stride);
   for (uintptr_t line = first; line < last; line += 64)
-    __builtin_prefetch(reinterpret_cast<const void*>(line));
+    __builtin_prefetch(reinterpret_cast<const void*>(line), 0, kLocality);
 }
+
+// Token rows (the task's heads, in the pool's encoding) up to this size are asked for into L2 a
+// fixed distance ahead of the keys being scored, K and V alike. A decode step reads every layer's
+// K/V from memory (the weights streamed between two visits evict it), and with short rows the
+// hardware prefetchers alone left the kernel waiting: SmolLM2's heads (384-byte bf16 rows) at 14
+// keys/us from memory, 21-23 with the distance (rlt_bench_attention --decode, 2026-12-07); 1 KiB
+// rows 10 % faster; rows of 2 KiB and more (Ouro's 4 KiB) 5-10 % slower with it.
+constexpr int64_t kRollingPrefetchRowBytes = 1024;
 
 // kQ8: K/V stored as Q8_0 (T = float): each tile's rows of a head are dequantized into the
 // scratch's stages as they are used, and read from there as f32 K/V would be, so the result is
@@ -464,6 +474,14 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   if (s.zeros.size() < zero_floats) s.zeros.assign(zero_floats, 0.0f);  // never written: grown once
   const T* zeros = reinterpret_cast<const T*>(s.zeros.data());
   const Stored* vtokens[kTile];  // the tile's V token rows (blocked path)
+  // Rolling prefetch (blocked path, short rows): K and V rows kL2AheadBytes of K ahead of the key
+  // block being scored, into L2.
+  const int64_t row_bytes = (s.heads.back() - s.heads.front() + 1) * p.k.head_stride *
+                            static_cast<int64_t>(sizeof(Stored));
+  const bool rolling = blocked && row_bytes <= kRollingPrefetchRowBytes;
+  const int64_t ahead = std::max<int64_t>(1, kernels::kL2AheadBytes / row_bytes);
+  KeyCursor kahead(p.k, table, task.key_begin + ahead), vahead(p.v, table, task.key_begin + ahead);
+  int64_t next_ahead = task.key_begin + ahead;  // the next key whose rows are to be asked for
   for (int64_t t0 = task.key_begin; t0 < key_end; t0 += kTile) {
     if (ranged && t0 > task.key_begin && t0 % flash::kSplitTokens == 0) close_range();
     const int64_t tn = std::min(kTile, key_end - t0);
@@ -472,19 +490,21 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
     // Scores. One token's K for every head is contiguous, so keys are read sequentially.
     if (blocked) {
       // ScoreBlockKeys() keys and up to kScorePairs pairs of one KV head at a time, each key vector
-      // widened once for the group. Blocks no pair of a group sees are not computed; keys a pair
-      // does not see score -inf whatever they hold. (Widening a head's keys to f32 once for all
-      // its pairs, into memory, was measured slower: the stores cost more than they saved.)
+      // widened once for the group; a block of keys is scored for every head before the next, so
+      // the token rows are read in address order. Blocks no pair of a group sees are not computed;
+      // keys a pair does not see score -inf whatever they hold. (Widening a head's keys to f32
+      // once for all its pairs, into memory, was measured slower: the stores cost more than they
+      // saved.)
       const Stored* tokens[kTile];
       for (int64_t j = 0; j < tn; ++j, kc.advance()) {
         tokens[j] = kbase + kc.offset();
-        if (kQ8 && t0 == task.key_begin)
+        if (kQ8 && !rolling && t0 == task.key_begin)
           PrefetchHeads(tokens[j], p.k.head_stride, s.heads.front(), s.heads.back());
       }
-      if constexpr (kQ8) {
-        // Q8_0 rows are dequantized head by head, a tight loop of loads that would wait on every
-        // token's lines in turn: the next tile's K and V are asked for now, a tile ahead (the
-        // first tile's K just above).
+      if (kQ8 && !rolling) {
+        // Longer Q8_0 rows are dequantized head by head, a tight loop of loads that would wait on
+        // every token's lines in turn: the next tile's K and V are asked for now, a tile ahead
+        // (the first tile's K just above).
         KeyCursor kn(p.k, table, t0 + tn), vn(p.v, table, t0 + tn);
         for (int64_t j = 0; j < std::min(kTile, key_end - t0 - tn);
              ++j, kn.advance(), vn.advance()) {
@@ -492,36 +512,49 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
           PrefetchHeads(vbase + vn.offset(), p.v.head_stride, s.heads.front(), s.heads.back());
         }
       }
-      // The tile's V rows (the task's heads) are asked for now, to arrive while the scores are
-      // computed: the V loop otherwise waits on each token's first line. (The next tile's K rows
-      // likewise measured no gain.)
+      // Longer rows: the tile's V rows are asked for now, to arrive while the scores are computed
+      // (the V loop otherwise waits on each token's first line; the next tile's K rows likewise
+      // measured no gain). Short rows come through the rolling prefetch below.
       for (int64_t j = 0; j < tn; ++j, vc.advance()) {
         vtokens[j] = vbase + vc.offset();
-        PrefetchHeads(vtokens[j], p.v.head_stride, s.heads.front(), s.heads.back());
+        if (!rolling) PrefetchHeads(vtokens[j], p.v.head_stride, s.heads.front(), s.heads.back());
       }
-      for (size_t hi = 0; hi < s.heads.size(); ++hi) {
-        const int64_t h = s.heads[hi], per_head = s.head_starts[hi + 1] - s.head_starts[hi];
-        const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
-        const T* keys[kTile];  // past the tile's end: a zero key
-        for (int64_t j = 0; j < kTile; ++j)
-          keys[j] = j < tn ? head_of(tokens[j], p.k.head_stride, h, s.kstage, j) : zeros;
-        constexpr int64_t kKeys = ScoreBlockKeys();
-        for (int64_t i = 0; i < per_head; i += kScorePairs) {
-          const int64_t count = std::min<int64_t>(kScorePairs, per_head - i);
-          const float* qs[kScorePairs];
-          float* outs[kScorePairs];
-          for (int64_t k = 0; k < count; ++k) qs[k] = q_load_order + head_pairs[i + k] * d;
-          // Rows ascend within a head: the group's last pair sees the most keys.
-          const int64_t seen = visible(head_pairs[i + count - 1]);
-          for (int64_t j0 = 0; j0 < seen; j0 += kKeys) {
-            for (int64_t k = 0; k < count; ++k) outs[k] = s.scores.data() + head_pairs[i + k] * kTile + j0;
-            ScoreBlockUpTo<T>(count, qs, keys + j0, d, scale, outs);
-          }
-          for (int64_t k = i; k < i + count; ++k) {
-            float* sc = s.scores.data() + head_pairs[k] * kTile;
-            std::fill(sc + visible(head_pairs[k]), sc + kTile, -INFINITY);
+      constexpr int64_t kKeys = ScoreBlockKeys();
+      for (int64_t j0 = 0; j0 < tn; j0 += kKeys) {
+        if (rolling) {
+          for (const int64_t until = std::min(key_end, t0 + j0 + kKeys + ahead); next_ahead < until;
+               ++next_ahead, kahead.advance(), vahead.advance()) {
+            PrefetchHeads<2>(kbase + kahead.offset(), p.k.head_stride, s.heads.front(),
+                             s.heads.back());
+            PrefetchHeads<2>(vbase + vahead.offset(), p.v.head_stride, s.heads.front(),
+                             s.heads.back());
           }
         }
+        for (size_t hi = 0; hi < s.heads.size(); ++hi) {
+          const int64_t h = s.heads[hi], per_head = s.head_starts[hi + 1] - s.head_starts[hi];
+          const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
+          // Rows ascend within a head: its last pair sees the most keys.
+          if (j0 >= visible(head_pairs[per_head - 1])) continue;
+          const T* keys[kKeys];  // past the tile's end: a zero key
+          for (int64_t k = 0; k < kKeys; ++k)
+            keys[k] =
+                j0 + k < tn ? head_of(tokens[j0 + k], p.k.head_stride, h, s.kstage, k) : zeros;
+          for (int64_t i = 0; i < per_head; i += kScorePairs) {
+            const int64_t count = std::min<int64_t>(kScorePairs, per_head - i);
+            if (j0 >= visible(head_pairs[i + count - 1])) continue;
+            const float* qs[kScorePairs];
+            float* outs[kScorePairs];
+            for (int64_t k = 0; k < count; ++k) {
+              qs[k] = q_load_order + head_pairs[i + k] * d;
+              outs[k] = s.scores.data() + head_pairs[i + k] * kTile + j0;
+            }
+            ScoreBlockUpTo<T>(count, qs, keys, d, scale, outs);
+          }
+        }
+      }
+      for (const int64_t pr : task_pairs) {
+        float* sc = s.scores.data() + pr * kTile;
+        std::fill(sc + visible(pr), sc + kTile, -INFINITY);
       }
     } else {
       for (int64_t j = 0; j < tn; ++j, kc.advance()) {
