@@ -1,7 +1,7 @@
 // Attention throughput against same-run references:
 //   decode  cpu_flash K/V read bandwidth vs the machine's copy bandwidth, bf16, q8_0 and f32 K/V
-//           (Ouro-1.4B and SmolLM2-135M heads, contexts 1024-16384), read from memory as in an
-//           engine step (layers cycled through until 128 MiB are read),
+//           (Ouro-1.4B, Llama-3-8B and SmolLM2-135M heads, contexts 512-16384), read from
+//           memory as in an engine step (layers cycled through until 128 MiB are read),
 //           as the median ratio of adjacent measurements
 //   prefill cpu_flash and cpu_reference GFLOP/s vs OpenBLAS f32 sgemm
 //   short   rows at the end of a short context (SmolLM2 heads): GFLOP/s, and the time of R rows
