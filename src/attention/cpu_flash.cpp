@@ -188,13 +188,30 @@ constexpr int kScorePairs = 2;
 constexpr int kScorePairs = 3;
 #endif
 
+// One folding round per call, kN vectors to kN / 2, until one is left: vector k becomes the
+// adjacent-pair sums of vectors 2k (lower half) and 2k + 1 (upper half). A round per template
+// instance, so that every index is a constant: with a loop over the rounds g++ kept the caller's
+// accumulators in memory, storing them on every pass of the loop that fills them.
+#if HWY_TARGET != HWY_SCALAR
+template <size_t kN, class DF>
+HWY_INLINE void FoldAdjacentPairs(DF df, hn::Vec<DF>* v) {
+  if constexpr (kN > 1) {
+    for (size_t k = 0; k < kN / 2; ++k)
+      v[k] = hn::Add(hn::ConcatEven(df, v[2 * k + 1], v[2 * k]),
+                     hn::ConcatOdd(df, v[2 * k + 1], v[2 * k]));
+    FoldAdjacentPairs<kN / 2>(df, v);
+  }
+}
+#endif
+
 // Scores of kPairs queries (load order) against kKeys = N / 2 keys at once: one accumulator per
 // (pair, key) over the head dimension, then each pair's kKeys accumulators folded into the lower
 // half of one vector (lane k = key k) by pairwise adds: log2(kKeys) rounds, then one of the vector
 // with itself. out[p][k] = scale * q_p . key_k. keys[k] points at key k's head vector.
-template <typename T, int kPairs>
-HWY_INLINE void ScoreBlock(const float* const* HWY_RESTRICT qs, const T* const* keys, int64_t d, float scale,
-                           float* const* out) {
+// kD: the head dimension d when it is a compile-time constant, 0 otherwise.
+template <typename T, int kPairs, int64_t kD = 0>
+HWY_INLINE void ScoreBlock(const float* const* HWY_RESTRICT qs, const T* const* keys, int64_t d,
+                           float scale, float* const* out) {
   const hn::ScalableTag<float> df;
   using V = hn::Vec<decltype(df)>;
 #if HWY_TARGET == HWY_SCALAR  // one lane: a key per block, nothing to fold
@@ -211,28 +228,30 @@ HWY_INLINE void ScoreBlock(const float* const* HWY_RESTRICT qs, const T* const* 
   for (int p = 0; p < kPairs; ++p)
     for (size_t k = 0; k < kKeys; ++k) acc[p][k] = hn::Zero(df);
   constexpr int64_t kG = kLoadGroupVectors<T>;
-  // Half kHalf of every load group: each key vector is widened once for all the pairs.
-  auto half = [&](auto kHalf) {
-    for (int64_t g = 0; g * kG * lanes < d; ++g) {
-      V qv[kPairs];
-      for (int p = 0; p < kPairs; ++p) qv[p] = hn::LoadU(df, qs[p] + (g * kG + kHalf()) * lanes);
+  // Half 0 of every load group, then half 1: each key vector is widened once for all the pairs.
+  // With the head dimension a constant (kD) the loops unroll and the accumulators stay in
+  // registers; over a run-time d, g++ stored all of them on every pass.
+  const int64_t dims = kD > 0 ? kD : d;
+  for (int64_t g = 0; g * kG * lanes < dims; ++g) {
+    for (size_t k = 0; k < kKeys; ++k) {
+      const V kv = LoadOrderVector<0>(df, keys[k], g);
+      for (int p = 0; p < kPairs; ++p)
+        acc[p][k] = hn::MulAdd(hn::LoadU(df, qs[p] + g * kG * lanes), kv, acc[p][k]);
+    }
+  }
+  if constexpr (kG == 2) {
+    for (int64_t g = 0; g * kG * lanes < dims; ++g) {
       for (size_t k = 0; k < kKeys; ++k) {
-        const V kv = LoadOrderVector<kHalf()>(df, keys[k], g);
-        for (int p = 0; p < kPairs; ++p) acc[p][k] = hn::MulAdd(qv[p], kv, acc[p][k]);
+        const V kv = LoadOrderVector<1>(df, keys[k], g);
+        for (int p = 0; p < kPairs; ++p)
+          acc[p][k] = hn::MulAdd(hn::LoadU(df, qs[p] + (g * kG + 1) * lanes), kv, acc[p][k]);
       }
     }
-  };
-  half(std::integral_constant<int, 0>{});
-  if constexpr (kG == 2) half(std::integral_constant<int, 1>{});
+  }
   // Each round: the lower half of P(a, b) holds a's adjacent-pair sums, the upper half b's.
   const hn::Half<decltype(df)> dh;
   for (int p = 0; p < kPairs; ++p) {
-    for (size_t n = kKeys; n > 1; n /= 2) {
-      for (size_t k = 0; k < n / 2; ++k) {
-        acc[p][k] = hn::Add(hn::ConcatEven(df, acc[p][2 * k + 1], acc[p][2 * k]),
-                            hn::ConcatOdd(df, acc[p][2 * k + 1], acc[p][2 * k]));
-      }
-    }
+    FoldAdjacentPairs<kKeys>(df, acc[p]);
     // Key k's sum is now split over lanes 2k and 2k + 1.
     const V sums = hn::Add(hn::ConcatEven(df, acc[p][0], acc[p][0]), hn::ConcatOdd(df, acc[p][0], acc[p][0]));
     hn::StoreU(hn::LowerHalf(dh, hn::Mul(sums, hn::Set(df, scale))), dh, out[p]);
@@ -247,12 +266,12 @@ HWY_INLINE constexpr int64_t ScoreBlockKeys() {
 }
 
 // ScoreBlock for `count` <= kScorePairs pairs.
-template <typename T, int kPairs = kScorePairs>
-HWY_INLINE void ScoreBlockUpTo(int64_t count, const float* const* qs, const T* const* keys, int64_t d, float scale,
-                               float* const* out) {
+template <typename T, int64_t kD = 0, int kPairs = kScorePairs>
+HWY_INLINE void ScoreBlockUpTo(int64_t count, const float* const* qs, const T* const* keys,
+                               int64_t d, float scale, float* const* out) {
   if constexpr (kPairs >= 1) {
-    if (count == kPairs) return ScoreBlock<T, kPairs>(qs, keys, d, scale, out);
-    ScoreBlockUpTo<T, kPairs - 1>(count, qs, keys, d, scale, out);
+    if (count == kPairs) return ScoreBlock<T, kPairs, kD>(qs, keys, d, scale, out);
+    ScoreBlockUpTo<T, kD, kPairs - 1>(count, qs, keys, d, scale, out);
   }
 }
 
@@ -548,7 +567,13 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
               qs[k] = q_load_order + head_pairs[i + k] * d;
               outs[k] = s.scores.data() + head_pairs[i + k] * kTile + j0;
             }
-            ScoreBlockUpTo<T>(count, qs, keys, d, scale, outs);
+            // The common head sizes with a constant head dimension (ScoreBlock).
+            if (d == 64)
+              ScoreBlockUpTo<T, 64>(count, qs, keys, d, scale, outs);
+            else if (d == 128)
+              ScoreBlockUpTo<T, 128>(count, qs, keys, d, scale, outs);
+            else
+              ScoreBlockUpTo<T>(count, qs, keys, d, scale, outs);
           }
         }
       }
