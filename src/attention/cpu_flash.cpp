@@ -190,8 +190,8 @@ constexpr int kScorePairs = 3;
 
 // One folding round per call, kN vectors to kN / 2, until one is left: vector k becomes the
 // adjacent-pair sums of vectors 2k (lower half) and 2k + 1 (upper half). A round per template
-// instance, so that every index is a constant: with a loop over the rounds g++ kept the caller's
-// accumulators in memory, storing them on every pass of the loop that fills them.
+// instance, so that every index is a constant (a loop over the rounds left more of the caller's
+// accumulators on the stack).
 #if HWY_TARGET != HWY_SCALAR
 template <size_t kN, class DF>
 HWY_INLINE void FoldAdjacentPairs(DF df, hn::Vec<DF>* v) {
