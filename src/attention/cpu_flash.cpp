@@ -499,8 +499,10 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
                             static_cast<int64_t>(sizeof(Stored));
   const bool rolling = blocked && row_bytes <= kRollingPrefetchRowBytes;
   const int64_t ahead = std::max<int64_t>(1, kernels::kL2AheadBytes / row_bytes);
-  KeyCursor kahead(p.k, table, task.key_begin + ahead), vahead(p.v, table, task.key_begin + ahead);
-  int64_t next_ahead = task.key_begin + ahead;  // the next key whose rows are to be asked for
+  // The first block asks for the task's first `ahead` keys too: a task's keys start where no
+  // earlier prefetch reached (with SmolLM2's rows, 21 keys of a split row's 256-key task).
+  KeyCursor kahead(p.k, table, task.key_begin), vahead(p.v, table, task.key_begin);
+  int64_t next_ahead = task.key_begin;  // the next key whose rows are to be asked for
   for (int64_t t0 = task.key_begin; t0 < key_end; t0 += kTile) {
     if (ranged && t0 > task.key_begin && t0 % flash::kSplitTokens == 0) close_range();
     const int64_t tn = std::min(kTile, key_end - t0);
