@@ -1,7 +1,8 @@
 // How far ahead the kernels that stream weight panels (linear.cpp, linear_bf16.cpp,
 // linear_quant.cpp, linear_quant_int8.cpp) ask for the lines they will read. A panel is one
 // forward stream; asking ahead keeps more misses in flight than the hardware prefetcher alone.
-// Prefetching past the end of a matrix is harmless.
+// Prefetching past the end of a matrix is harmless. cpu_flash (attention/) asks for short K/V
+// token rows kL2AheadBytes ahead as well.
 #pragma once
 
 #include <cstdint>
