@@ -6,17 +6,20 @@
 //   prefill cpu_flash and cpu_reference GFLOP/s vs OpenBLAS f32 sgemm
 //   short   rows at the end of a short context (SmolLM2 heads): GFLOP/s, and the time of R rows
 //           against one row (what a speculative verification's extra rows cost)
-// Usage: rlt_bench_attention [--quick] [--short | --decode] (only the short-context or the decode
-// section)
+// Usage: rlt_bench_attention [--quick] [--short | --decode] [--heads ouro|llama3-8b|smollm2]
+//        [--kv-dtype bf16|q8_0|f32]
+// (--short / --decode: only that section; --heads / --kv-dtype: only those decode rows)
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attention/backend.h"
@@ -123,14 +126,24 @@ double tail_rows_seconds(const Shape& s, int32_t rows, AttentionBackend& backend
          kCalls;
 }
 
+// Case-insensitive equality: dtypes print as "BF16", flags spell them "bf16".
+bool same_name(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](unsigned char x, unsigned char y) {
+    return std::tolower(x) == std::tolower(y);
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false, short_only = false, decode_only = false;
+  std::string only_heads, only_dtype;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--short") == 0) short_only = true;
     if (std::strcmp(argv[i], "--decode") == 0) decode_only = true;
+    if (std::strcmp(argv[i], "--heads") == 0 && i + 1 < argc) only_heads = argv[++i];
+    if (std::strcmp(argv[i], "--kv-dtype") == 0 && i + 1 < argc) only_dtype = argv[++i];
   }
   const int reps = quick ? 2 : 5;
   auto flash = make_cpu_flash_backend();
@@ -154,9 +167,10 @@ int main(int argc, char** argv) {
         DecodeCase{"smollm2", 9, 3, 64, 512}, DecodeCase{"smollm2", 9, 3, 64, 1024},
         DecodeCase{"smollm2", 9, 3, 64, 4096}}) {
     if (short_only) break;
-    if (quick && c.ctx > 4096) continue;
+    if ((quick && c.ctx > 4096) || (!only_heads.empty() && only_heads != c.heads)) continue;
     for (int32_t seqs : {1, 8}) {
       for (const DType dtype : {DType::kBF16, DType::kQ8_0, DType::kF32}) {
+        if (!only_dtype.empty() && !same_name(only_dtype, dtype_name(dtype))) continue;
         const Shape s{seqs, c.ctx, c.q_heads, c.kv_heads, c.head_dim, 16, dtype};
         const DecodeResult r = decode_vs_copy(s, *flash, quick ? 3 : 7);
         fmt::print(

@@ -59,12 +59,17 @@ struct Task {
 struct Scratch {
   std::vector<float> q, scores, acc, m, l;
   std::vector<float> zeros;  // a zero key of head_dim elements, for blocks past a tile's end
-  std::vector<float> kstage, vstage;  // Q8_0 K/V: a tile's rows of one head dequantized
+  std::vector<float> kstage, vstage;  // Q8_0 K/V off the blocked path: a token's heads dequantized
   std::vector<float> parts;  // packed rows past kSplitTokens: [range][pair][m, l, acc]
   std::vector<int64_t> by_head;      // the task's pair indices ordered by KV head
   std::vector<int64_t> heads;        // the KV heads they read, in order
   std::vector<int64_t> head_starts;  // where each head's pairs start in by_head (one past the end last)
 };
+
+// A head of Q8_0 K/V as the blocked paths read it in place: d / 32 GGML blocks of kQ8BlockBytes
+// (an f16 scale, then 32 int8). Only ever pointed to.
+struct Q8_0Head;
+constexpr int64_t kQ8BlockBytes = 34;
 
 // Merges `count` partial states {m, l, acc[d]} of one (row, head) pair, `stride` floats apart,
 // in order, into out[d]: the one merge every split row goes through, alone or packed. Compiled
@@ -107,7 +112,7 @@ HWY_INLINE void DequantizeQ8Head(const uint8_t* HWY_RESTRICT blocks, int64_t d,
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<int8_t, decltype(df)> di8;
   const auto lanes = static_cast<int64_t>(hn::Lanes(df));
-  for (int64_t b = 0; b < d / 32; ++b, blocks += 34, out += 32) {
+  for (int64_t b = 0; b < d / 32; ++b, blocks += flash::kQ8BlockBytes, out += 32) {
     uint16_t bits;
     std::memcpy(&bits, blocks, 2);
     const auto scale = hn::Set(df, f16_to_f32(bits));
@@ -116,6 +121,24 @@ HWY_INLINE void DequantizeQ8Head(const uint8_t* HWY_RESTRICT blocks, int64_t d,
       hn::StoreU(hn::Mul(scale, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, q + i)))), df,
                  out + i);
   }
+}
+
+// Vector g of a Q8_0 head (lanes dividing 32), scale · q as DequantizeQ8Head computes it: the
+// same f32 values, widened in registers instead of stored to a stage and loaded again (the
+// stage's stores and loads cost Q8_0 a third of its decode speed).
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadQ8Vector(DF df, const uint8_t* HWY_RESTRICT head, int64_t g) {
+  const int64_t first = g * static_cast<int64_t>(hn::Lanes(df));
+  const uint8_t* block = head + first / 32 * flash::kQ8BlockBytes;
+  uint16_t bits;
+  std::memcpy(&bits, block, 2);
+  const hn::Rebind<uint16_t, DF> du16;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const auto scale = hn::PromoteTo(df, hn::BitCast(dh, hn::Set(du16, bits)));  // exact
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int8_t, DF> di8;
+  const auto q = hn::LoadU(di8, reinterpret_cast<const int8_t*>(block + 2 + first % 32));
+  return hn::Mul(scale, hn::ConvertTo(df, hn::PromoteTo(di, q)));
 }
 
 template <typename T>
@@ -130,11 +153,11 @@ HWY_INLINE float Dot(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k, int64
   return sum;
 }
 
-// Blocked paths load a head vector as f32 vectors in "load order": in order for f32 and f16; for
-// bf16, each load of 2N elements gives two vectors, its even elements and then its odd ones (a shift
-// and a mask, where widening them in order costs an unpack and a shift per vector). Queries are
-// permuted to the same order once per task (PermuteQuery); value accumulators stay in load order
-// until they leave the task (StoreInOrder). Vectors per load (one lane: always in order):
+// Blocked paths load a head vector as f32 vectors in "load order": in order for f32, f16 and Q8_0;
+// for bf16, each load of 2N elements gives two vectors, its even elements and then its odd ones (a
+// shift and a mask, where widening them in order costs an unpack and a shift per vector). Queries
+// are permuted to the same order once per task (PermuteQuery); value accumulators stay in load
+// order until they leave the task (StoreInOrder). Vectors per load (one lane: always in order):
 template <typename T>
 constexpr int64_t kLoadGroupVectors = std::is_same_v<T, hwy::bfloat16_t> && HWY_TARGET != HWY_SCALAR ? 2 : 1;
 
@@ -149,6 +172,9 @@ HWY_INLINE hn::Vec<DF> LoadOrderVector(DF df, const T* HWY_RESTRICT p, int64_t g
     const auto raw = hn::BitCast(du, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p) + g * 2 * lanes));
     if constexpr (kHalf == 0) return hn::BitCast(df, hn::ShiftLeft<16>(raw));
     return hn::BitCast(df, hn::And(raw, hn::Set(du, 0xFFFF0000u)));
+  } else if constexpr (std::is_same_v<T, flash::Q8_0Head>) {
+    static_assert(kHalf == 0);
+    return LoadQ8Vector(df, reinterpret_cast<const uint8_t*>(p), g);
   } else {
     static_assert(kHalf == 0);
     return LoadWidened(df, p + g * lanes);
@@ -389,13 +415,15 @@ HWY_INLINE void PrefetchHeads(const S* token, int64_t head_stride, int64_t h0, i
 // rows 10 % faster; rows of 2 KiB and more (Ouro's 4 KiB) 5-10 % slower with it.
 constexpr int64_t kRollingPrefetchRowBytes = 1024;
 
-// kQ8: K/V stored as Q8_0 (T = float): each tile's rows of a head are dequantized into the
-// scratch's stages as they are used, and read from there as f32 K/V would be, so the result is
-// bit for bit the f32 path's over the dequantized cache.
+// kQ8: K/V stored as Q8_0 (T = float). The blocked paths read the blocks in place and widen each
+// vector to the f32 values dequantization gives (LoadQ8Vector); the per-key path dequantizes a
+// token's heads into the scratch's stages first. Either way the result is bit for bit the f32
+// path's over the dequantized cache.
 template <typename T, bool kQ8 = false>
 void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& s, float* partial) {
   static_assert(!kQ8 || std::is_same_v<T, float>);
   using Stored = std::conditional_t<kQ8, uint8_t, T>;  // what the pools hold
+  using Head = std::conditional_t<kQ8, flash::Q8_0Head, T>;  // a head as the blocked paths read it
   const hn::ScalableTag<float> df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t d = p.head_dim();
@@ -421,22 +449,9 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   const int32_t* table = p.block_tables + task.seq * p.table_width;
   const Stored* kbase = static_cast<const Stored*>(p.k.base);
   const Stored* vbase = static_cast<const Stored*>(p.v.base);
-  if constexpr (kQ8) {
-    const auto stage = static_cast<size_t>(std::max(kTile, int64_t{p.num_kv_heads()}) * d);
-    s.kstage.resize(stage);
-    s.vstage.resize(stage);
-  }
-  // The head `h` of a token row (pool units), as the f32 the kernels read: in place, or for Q8_0
-  // dequantized into stage row `row` (of d values).
-  auto head_of = [&](const Stored* token, int64_t head_stride, int64_t h, std::vector<float>& stage,
-                     int64_t row) -> const T* {
-    if constexpr (kQ8) {
-      float* out = stage.data() + row * d;
-      DequantizeQ8Head(token + h * head_stride, d, out);
-      return out;
-    } else {
-      return token + h * head_stride;
-    }
+  // The head `h` of a token row (pool units), as the blocked paths read it.
+  auto head_of = [](const Stored* token, int64_t head_stride, int64_t h) {
+    return reinterpret_cast<const Head*>(token + h * head_stride);
   };
   // Causal limit of each query row (bottom-right aligned).
   const int64_t len = p.context_lengths[task.seq];
@@ -453,6 +468,10 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   // until a trailing in-order vector is supported). The choice depends on the shape only, so every
   // row of a model takes the same one, alone or batched.
   const bool blocked = d % (lanes * kLoadGroupVectors<T>) == 0 && kTile % ScoreBlockKeys() == 0 && lanes <= 16;
+  if (kQ8 && !blocked) {  // a token's heads dequantized at a time
+    s.kstage.resize(static_cast<size_t>(p.num_kv_heads() * d));
+    s.vstage.resize(static_cast<size_t>(p.num_kv_heads() * d));
+  }
   // Queries and value accumulators differ from element order (bf16 on the blocked path).
   const bool load_order = blocked && kLoadGroupVectors<T> == 2;
   const float* q_load_order = q;  // the task's queries in load order (blocked path)
@@ -491,7 +510,8 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   KeyCursor kc(p.k, table, task.key_begin), vc(p.v, table, task.key_begin);
   const size_t zero_floats = static_cast<size_t>(d) * sizeof(T) / sizeof(float) + 1;
   if (s.zeros.size() < zero_floats) s.zeros.assign(zero_floats, 0.0f);  // never written: grown once
-  const T* zeros = reinterpret_cast<const T*>(s.zeros.data());
+  const Head* zeros =
+      reinterpret_cast<const Head*>(s.zeros.data());  // a Q8_0 head of zero blocks too
   const Stored* vtokens[kTile];  // the tile's V token rows (blocked path)
   // Rolling prefetch (blocked path, short rows): K and V rows kL2AheadBytes of K ahead of the key
   // block being scored, into L2.
@@ -517,22 +537,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       // once for all its pairs, into memory, was measured slower: the stores cost more than they
       // saved.)
       const Stored* tokens[kTile];
-      for (int64_t j = 0; j < tn; ++j, kc.advance()) {
-        tokens[j] = kbase + kc.offset();
-        if (kQ8 && !rolling && t0 == task.key_begin)
-          PrefetchHeads(tokens[j], p.k.head_stride, s.heads.front(), s.heads.back());
-      }
-      if (kQ8 && !rolling) {
-        // Longer Q8_0 rows are dequantized head by head, a tight loop of loads that would wait on
-        // every token's lines in turn: the next tile's K and V are asked for now, a tile ahead
-        // (the first tile's K just above).
-        KeyCursor kn(p.k, table, t0 + tn), vn(p.v, table, t0 + tn);
-        for (int64_t j = 0; j < std::min(kTile, key_end - t0 - tn);
-             ++j, kn.advance(), vn.advance()) {
-          PrefetchHeads(kbase + kn.offset(), p.k.head_stride, s.heads.front(), s.heads.back());
-          PrefetchHeads(vbase + vn.offset(), p.v.head_stride, s.heads.front(), s.heads.back());
-        }
-      }
+      for (int64_t j = 0; j < tn; ++j, kc.advance()) tokens[j] = kbase + kc.offset();
       // Longer rows: the tile's V rows are asked for now, to arrive while the scores are computed
       // (the V loop otherwise waits on each token's first line; the next tile's K rows likewise
       // measured no gain). Short rows come through the rolling prefetch below.
@@ -556,10 +561,9 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
           const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
           // Rows ascend within a head: its last pair sees the most keys.
           if (j0 >= visible(head_pairs[per_head - 1])) continue;
-          const T* keys[kKeys];  // past the tile's end: a zero key
+          const Head* keys[kKeys];  // past the tile's end: a zero key
           for (int64_t k = 0; k < kKeys; ++k)
-            keys[k] =
-                j0 + k < tn ? head_of(tokens[j0 + k], p.k.head_stride, h, s.kstage, k) : zeros;
+            keys[k] = j0 + k < tn ? head_of(tokens[j0 + k], p.k.head_stride, h) : zeros;
           for (int64_t i = 0; i < per_head; i += kScorePairs) {
             const int64_t count = std::min<int64_t>(kScorePairs, per_head - i);
             if (j0 >= visible(head_pairs[i + count - 1])) continue;
@@ -571,11 +575,11 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
             }
             // The common head sizes with a constant head dimension (ScoreBlock).
             if (d == 64)
-              ScoreBlockUpTo<T, 64>(count, qs, keys, d, scale, outs);
+              ScoreBlockUpTo<Head, 64>(count, qs, keys, d, scale, outs);
             else if (d == 128)
-              ScoreBlockUpTo<T, 128>(count, qs, keys, d, scale, outs);
+              ScoreBlockUpTo<Head, 128>(count, qs, keys, d, scale, outs);
             else
-              ScoreBlockUpTo<T>(count, qs, keys, d, scale, outs);
+              ScoreBlockUpTo<Head>(count, qs, keys, d, scale, outs);
           }
         }
       }
@@ -587,7 +591,8 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       for (int64_t j = 0; j < tn; ++j, kc.advance()) {
         const Stored* kj = kbase + kc.offset();
         if constexpr (kQ8)
-          for (const int64_t h : s.heads) head_of(kj, p.k.head_stride, h, s.kstage, h);
+          for (const int64_t h : s.heads)
+            DequantizeQ8Head(kj + h * p.k.head_stride, d, s.kstage.data() + h * d);
         for (const int64_t pr : task_pairs) {
           const int64_t limit = first_row_pos + pr / q_heads;  // last visible key of this row
           const int64_t head = (pr % q_heads) / group;
@@ -635,19 +640,21 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       // the group (pairs sorted by head in s.by_head).
       for (size_t hi = 0; hi < s.heads.size(); ++hi) {
         const int64_t h = s.heads[hi], per_head = s.head_starts[hi + 1] - s.head_starts[hi];
-        const T* values[kTile];
-        for (int64_t j = 0; j < tn; ++j)
-          values[j] = head_of(vtokens[j], p.v.head_stride, h, s.vstage, j);
+        const Head* values[kTile];
+        for (int64_t j = 0; j < tn; ++j) values[j] = head_of(vtokens[j], p.v.head_stride, h);
         const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
         for (int64_t i = 0; i < per_head; i += kVPairs) {
           const int64_t count = std::min<int64_t>(kVPairs, per_head - i);
           // Rows ascend within a head: the group's first pair sees the fewest keys. The keys all
           // of them see go together, the rest pair by pair up to each one's causal limit.
           const int64_t common = visible(head_pairs[i]);
-          if (common > 0) AccumulateValuesUpTo<T>(count, s.scores.data(), head_pairs + i, values, 0, common, s.acc.data(), d);
+          if (common > 0)
+            AccumulateValuesUpTo<Head>(count, s.scores.data(), head_pairs + i, values, 0, common,
+                                       s.acc.data(), d);
           for (int64_t k = i; k < i + count; ++k)
             if (visible(head_pairs[k]) > common)
-              AccumulateValuesUpTo<T>(1, s.scores.data(), head_pairs + k, values, common, visible(head_pairs[k]), s.acc.data(), d);
+              AccumulateValuesUpTo<Head>(1, s.scores.data(), head_pairs + k, values, common,
+                                         visible(head_pairs[k]), s.acc.data(), d);
         }
       }
     } else {
@@ -655,7 +662,8 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
       for (int64_t j = 0; j < tn; ++j, vc.advance()) {
         const Stored* vj = vbase + vc.offset();
         if constexpr (kQ8)
-          for (const int64_t h : s.heads) head_of(vj, p.v.head_stride, h, s.vstage, h);
+          for (const int64_t h : s.heads)
+            DequantizeQ8Head(vj + h * p.v.head_stride, d, s.vstage.data() + h * d);
         for (const int64_t pr : task_pairs) {
           const float w = s.scores[pr * kTile + j];
           const int64_t head = (pr % q_heads) / group;
