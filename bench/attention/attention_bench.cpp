@@ -3,12 +3,13 @@
 //           (Ouro-1.4B, Llama-3-8B and SmolLM2-135M heads, contexts 512-16384), read from
 //           memory as in an engine step (layers cycled through until 128 MiB are read),
 //           as the median ratio of adjacent measurements
-//   prefill cpu_flash and cpu_reference GFLOP/s vs OpenBLAS f32 sgemm
+//   prefill cpu_flash and cpu_reference GFLOP/s vs OpenBLAS f32 sgemm; cpu_flash per K/V encoding
 //   short   rows at the end of a short context (SmolLM2 heads): GFLOP/s, and the time of R rows
 //           against one row (what a speculative verification's extra rows cost)
-// Usage: rlt_bench_attention [--quick] [--short | --decode] [--heads ouro|llama3-8b|smollm2]
-//        [--kv-dtype bf16|q8_0|f32]
-// (--short / --decode: only that section; --heads / --kv-dtype: only those decode rows)
+// Usage: rlt_bench_attention [--quick] [--short | --decode | --prefill]
+//        [--heads ouro|llama3-8b|smollm2] [--kv-dtype bf16|q8_0|f32]
+// (--short / --decode / --prefill: only that section; --heads / --kv-dtype: only those rows of the
+// decode and per-encoding prefill tables)
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -136,12 +137,13 @@ bool same_name(std::string_view a, std::string_view b) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, short_only = false, decode_only = false;
+  bool quick = false, short_only = false, decode_only = false, prefill_only = false;
   std::string only_heads, only_dtype;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--short") == 0) short_only = true;
     if (std::strcmp(argv[i], "--decode") == 0) decode_only = true;
+    if (std::strcmp(argv[i], "--prefill") == 0) prefill_only = true;
     if (std::strcmp(argv[i], "--heads") == 0 && i + 1 < argc) only_heads = argv[++i];
     if (std::strcmp(argv[i], "--kv-dtype") == 0 && i + 1 < argc) only_dtype = argv[++i];
   }
@@ -166,7 +168,7 @@ int main(int argc, char** argv) {
         DecodeCase{"ouro", 16, 16, 128, 16384}, DecodeCase{"llama3-8b", 32, 8, 128, 2048},
         DecodeCase{"smollm2", 9, 3, 64, 512}, DecodeCase{"smollm2", 9, 3, 64, 1024},
         DecodeCase{"smollm2", 9, 3, 64, 4096}}) {
-    if (short_only) break;
+    if (short_only || prefill_only) break;
     if ((quick && c.ctx > 4096) || (!only_heads.empty() && only_heads != c.heads)) continue;
     for (int32_t seqs : {1, 8}) {
       for (const DType dtype : {DType::kBF16, DType::kQ8_0, DType::kF32}) {
@@ -195,6 +197,27 @@ int main(int argc, char** argv) {
                  100.0 * r / sgemm, f / r);
     }
   }
+  // Per K/V encoding, 1,024 tokens: K/V sit in cache, so this is what widening each encoding's
+  // vectors costs the arithmetic (Q8_0 widens and scales int8 where bf16 shifts).
+  fmt::print("{:<44} {:>10} {:>12}\n", "prefill 1024 by K/V encoding (cpu_flash)", "GFLOP/s",
+             "of sgemm");
+  struct PrefillCase {
+    const char* heads;
+    int32_t q_heads, kv_heads, head_dim;
+  };
+  for (const PrefillCase c : {PrefillCase{"ouro", 16, 16, 128}, PrefillCase{"smollm2", 9, 3, 64}}) {
+    if (short_only) break;
+    if (!only_heads.empty() && only_heads != c.heads) continue;
+    for (const DType dtype : {DType::kBF16, DType::kQ8_0, DType::kF32}) {
+      if (!only_dtype.empty() && !same_name(only_dtype, dtype_name(dtype))) continue;
+      const double f = prefill_gflops(Shape{1, 1024, c.q_heads, c.kv_heads, c.head_dim, 16, dtype},
+                                      *flash, reps);
+      fmt::print("{:<44} {:>10.1f} {:>11.0f}%\n",
+                 fmt::format("{} {} prefill 1024", c.heads, dtype_name(dtype)), f,
+                 100.0 * f / sgemm);
+    }
+  }
+  if (prefill_only) return 0;
   // Short contexts, the SmolLM2-135M shape (9 query heads over 3 KV heads of 64): K/V sit in
   // cache and the arithmetic bounds the time, so an extra row costs about what a decode row does.
   fmt::print("\n{:<44} {:>10} {:>9} {:>12}\n", "rows at a context's end (9 x 64, GQA 3, bf16)", "GFLOP/s",
