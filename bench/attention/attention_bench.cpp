@@ -199,8 +199,9 @@ int main(int argc, char** argv) {
   }
   // Per K/V encoding, 1,024 tokens: K/V sit in cache, so this is what widening each encoding's
   // vectors costs the arithmetic (Q8_0 widens and scales int8 where bf16 shifts).
-  fmt::print("{:<44} {:>10} {:>12}\n", "prefill 1024 by K/V encoding (cpu_flash)", "GFLOP/s",
-             "of sgemm");
+  if (!short_only)
+    fmt::print("\n{:<44} {:>10} {:>12}\n", "prefill 1024 by K/V encoding (cpu_flash)", "GFLOP/s",
+               "of sgemm");
   struct PrefillCase {
     const char* heads;
     int32_t q_heads, kv_heads, head_dim;
