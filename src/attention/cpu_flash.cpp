@@ -124,8 +124,8 @@ HWY_INLINE void DequantizeQ8Head(const uint8_t* HWY_RESTRICT blocks, int64_t d,
 }
 
 // Vector g of a Q8_0 head (lanes dividing 32), scale · q as DequantizeQ8Head computes it: the
-// same f32 values, widened in registers instead of stored to a stage and loaded again (the
-// stage's stores and loads cost Q8_0 a third of its decode speed).
+// same f32 values, widened in registers instead of stored to a stage and loaded again (staged,
+// Ouro's heads decoded ~40 % slower: docs/benchmarks.md).
 template <class DF>
 HWY_INLINE hn::Vec<DF> LoadQ8Vector(DF df, const uint8_t* HWY_RESTRICT head, int64_t g) {
   const int64_t first = g * static_cast<int64_t>(hn::Lanes(df));
@@ -510,8 +510,8 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
   KeyCursor kc(p.k, table, task.key_begin), vc(p.v, table, task.key_begin);
   const size_t zero_floats = static_cast<size_t>(d) * sizeof(T) / sizeof(float) + 1;
   if (s.zeros.size() < zero_floats) s.zeros.assign(zero_floats, 0.0f);  // never written: grown once
-  const Head* zeros =
-      reinterpret_cast<const Head*>(s.zeros.data());  // a Q8_0 head of zero blocks too
+  // For Q8_0 (T = float) the d + 1 zero floats hold a head's d / 32 · 34 bytes of zero blocks too.
+  const Head* zeros = reinterpret_cast<const Head*>(s.zeros.data());
   const Stored* vtokens[kTile];  // the tile's V token rows (blocked path)
   // Rolling prefetch (blocked path, short rows): K and V rows kL2AheadBytes of K ahead of the key
   // block being scored, into L2.
