@@ -16,9 +16,11 @@
 // tasks in parallel.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "attention/cpu_flash.cpp"
+// clang-format off: foreach_target.h re-includes this file per target and must come first.
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+// clang-format on
 
 #include <omp.h>
 
@@ -32,9 +34,9 @@
 #include <vector>
 
 #include "attention/backend.h"
-#include "common/half.h"
 #include "kernels/cpu/stream_prefetch.h"
 #include "kernels/cpu/widen-inl.h"
+#include "kv/layer_view.h"
 
 #ifndef RLT_ATTENTION_CPU_FLASH_SHARED_
 #define RLT_ATTENTION_CPU_FLASH_SHARED_
@@ -66,10 +68,9 @@ struct Scratch {
   std::vector<int64_t> head_starts;  // where each head's pairs start in by_head (one past the end last)
 };
 
-// A head of Q8_0 K/V as the blocked paths read it in place: d / 32 GGML blocks of kQ8BlockBytes
-// (an f16 scale, then 32 int8). Only ever pointed to.
+// A head of Q8_0 K/V as the blocked paths read it in place: d / 32 GGML q8_0 blocks
+// (kv::kQ8_0BlockBytes each). Only ever pointed to.
 struct Q8_0Head;
-constexpr int64_t kQ8BlockBytes = 34;
 
 // Merges `count` partial states {m, l, acc[d]} of one (row, head) pair, `stride` floats apart,
 // in order, into out[d]: the one merge every split row goes through, alone or packed. Compiled
@@ -103,33 +104,14 @@ using kernels::HWY_NAMESPACE::LoadWidened;
 using kernels::HWY_NAMESPACE::WidenScalar;
 using flash::kTile;
 
-// A head of Q8_0 K/V (d / 32 GGML blocks: f16 scale, 32 int8) as d f32 values, scale · q: the
-// same values as quant::dequantize_row, so attention over them is attention over the
-// dequantized cache.
-HWY_INLINE void DequantizeQ8Head(const uint8_t* HWY_RESTRICT blocks, int64_t d,
-                                 float* HWY_RESTRICT out) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const hn::Rebind<int8_t, decltype(df)> di8;
-  const auto lanes = static_cast<int64_t>(hn::Lanes(df));
-  for (int64_t b = 0; b < d / 32; ++b, blocks += flash::kQ8BlockBytes, out += 32) {
-    uint16_t bits;
-    std::memcpy(&bits, blocks, 2);
-    const auto scale = hn::Set(df, f16_to_f32(bits));
-    const auto* q = reinterpret_cast<const int8_t*>(blocks + 2);
-    for (int64_t i = 0; i < 32; i += lanes)
-      hn::StoreU(hn::Mul(scale, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, q + i)))), df,
-                 out + i);
-  }
-}
-
-// Vector g of a Q8_0 head (lanes dividing 32), scale · q as DequantizeQ8Head computes it: the
-// same f32 values, widened in registers instead of stored to a stage and loaded again (staged,
-// Ouro's heads decoded ~40 % slower: docs/benchmarks.md).
+// Vector g of a Q8_0 head (lanes dividing 32) as f32, scale · q: the values
+// quant::dequantize_row gives, so attention over them is attention over the dequantized cache.
+// The blocked paths widen K/V this way in registers; storing them to a stage and loading them
+// again cost Ouro's heads ~40 % of their decode speed (docs/benchmarks.md).
 template <class DF>
 HWY_INLINE hn::Vec<DF> LoadQ8Vector(DF df, const uint8_t* HWY_RESTRICT head, int64_t g) {
   const int64_t first = g * static_cast<int64_t>(hn::Lanes(df));
-  const uint8_t* block = head + first / 32 * flash::kQ8BlockBytes;
+  const uint8_t* block = head + first / kv::kQ8_0BlockValues * kv::kQ8_0BlockBytes;
   uint16_t bits;
   std::memcpy(&bits, block, 2);
   const hn::Rebind<uint16_t, DF> du16;
@@ -137,8 +119,18 @@ HWY_INLINE hn::Vec<DF> LoadQ8Vector(DF df, const uint8_t* HWY_RESTRICT head, int
   const auto scale = hn::PromoteTo(df, hn::BitCast(dh, hn::Set(du16, bits)));  // exact
   const hn::RebindToSigned<DF> di;
   const hn::Rebind<int8_t, DF> di8;
-  const auto q = hn::LoadU(di8, reinterpret_cast<const int8_t*>(block + 2 + first % 32));
+  const auto q =
+      hn::LoadU(di8, reinterpret_cast<const int8_t*>(block + 2 + first % kv::kQ8_0BlockValues));
   return hn::Mul(scale, hn::ConvertTo(df, hn::PromoteTo(di, q)));
+}
+
+// A whole Q8_0 head (d values) dequantized into out[0..d), for the per-key path.
+HWY_INLINE void DequantizeQ8Head(const uint8_t* HWY_RESTRICT head, int64_t d,
+                                 float* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> df;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t g = 0; g * lanes < d; ++g)
+    hn::StoreU(LoadQ8Vector(df, head, g), df, out + g * lanes);
 }
 
 template <typename T>

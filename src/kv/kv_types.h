@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/dtype.h"
+#include "kv/layer_view.h"
 #include "rlt/config.h"
 #include "rlt/status.h"
 
@@ -34,10 +35,9 @@ inline int32_t storage_planes(KVLayout layout, int32_t depth) {
   return layout == KVLayout::kLastExited ? depth : 1;
 }
 
-// Bytes of `values` K/V values (whole heads) stored in `dtype`: Q8_0 takes 34 per 32 (an f16 scale
-// and 32 int8 per block).
+// Bytes of `values` K/V values (whole heads) stored in `dtype`: Q8_0 takes 34 per 32.
 inline int64_t kv_value_bytes(DType dtype, int64_t values) {
-  return dtype == DType::kQ8_0 ? values / 32 * 34
+  return dtype == DType::kQ8_0 ? values / kQ8_0BlockValues * kQ8_0BlockBytes
                                : values * static_cast<int64_t>(dtype_size(dtype));
 }
 

@@ -14,6 +14,10 @@
 
 namespace rlt::kv {
 
+// A GGML q8_0 block of the Q8_0 K/V encoding: an f16 scale, then 32 int8.
+constexpr int64_t kQ8_0BlockValues = 32;
+constexpr int64_t kQ8_0BlockBytes = 34;
+
 struct PagedKVLayerView {
   void* base = nullptr;      // element (block 0, slot 0, head 0, dim 0) of this layer
   int64_t block_stride = 0;  // elements between the same slot of consecutive blocks
