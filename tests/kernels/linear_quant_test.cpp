@@ -134,16 +134,21 @@ TEST_P(LinearQuantTest, OddShapesAgainstOrderAndDequantizedOracle) {
 
 // Above the one-thread threshold: panels shared out whole (16 panels on 2 threads) and by halves
 // (few panels that do not divide among the threads: a panel on a thread boundary is computed half
-// by each), for a decode row and a small batch; the last panel partial too.
+// by each), for a decode row and a small batch; the last panel partial too. And a prefill batch
+// of three row blocks (64, 64, 22 rows), whose (panel, row block) runs end inside a panel on
+// some thread counts.
 TEST_P(LinearQuantTest, ThreadCountDoesNotChangeResults) {
   const GgmlType type = GetParam();
   std::mt19937 rng(99);
-  const int64_t k = 2048;
   const int saved = omp_get_max_threads();
+  struct Shape {
+    int64_t k, m;
+  };
   for (const int64_t n : {1000, 576, 583}) {
-    const QuantRows w = random_rows(type, n, k, rng);
-    const PackedMatrix packed = PackedMatrix::pack(w.view());
-    for (const int64_t m : {1, 3}) {
+    for (const Shape shape : {Shape{2048, 1}, Shape{2048, 3}, Shape{512, 150}}) {
+      const int64_t k = shape.k, m = shape.m;
+      const QuantRows w = random_rows(type, n, k, rng);
+      const PackedMatrix packed = PackedMatrix::pack(w.view());
       std::normal_distribution<float> dist;
       std::vector<float> x(static_cast<size_t>(m * k)), one(static_cast<size_t>(m * n));
       for (float& v : x) v = dist(rng);

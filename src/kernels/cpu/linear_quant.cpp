@@ -606,8 +606,8 @@ void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y)
   const bool parallel = m * w.outputs() * k >= (int64_t{1} << 18);
   // Prefill splits rows as well as panels (blocks of kRowBlock rows): a matrix of few panels
   // (SmolLM2's 9 for 576 outputs) would otherwise leave a thread idle for a whole panel. Rows are
-  // independent, so the split changes no result; each task expands its panel again, which costs
-  // one decode per weight per kRowBlock rows.
+  // independent, so the split changes no result; a panel whose row blocks two threads share is
+  // expanded by each of them.
   constexpr int64_t kRowBlock = 64;
   const int64_t row_blocks = m >= kExpandFromRows ? (m + kRowBlock - 1) / kRowBlock : 1;
   const int64_t block_rows = m >= kExpandFromRows ? kRowBlock : m;
@@ -642,16 +642,24 @@ void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y)
     }
     return;
   }
+  // Each thread takes a contiguous run of the (panel, row block) tasks, as a static schedule
+  // would, and runs a panel's consecutive blocks of its run as one call: the panel is expanded
+  // once for all of them (two 64-row tasks of a 128-row prefill batch expanded it twice).
   const int64_t tasks = panels * row_blocks;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t task = 0; task < tasks; ++task) {
-    const int64_t p = task / row_blocks, r0 = task % row_blocks * block_rows;
-    const int64_t rows = std::min(block_rows, m - r0);
-    const PackedMatrix::QuantPanel& qp = w.quant_panels()[static_cast<size_t>(p)];
-    const float* xr = x + r0 * k;
-    const float* sr = sums + r0 * groups;
-    float* yr = y + r0 * n;
-    if (const PanelFn fn = panel_fn(qp.type)) fn(xr, rows, w, p, base + qp.offset, sr, groups, yr);
+#pragma omp parallel num_threads(threads) if (parallel)
+  {
+    const int64_t team = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t begin = tasks * t / team, end = tasks * (t + 1) / team;
+    for (int64_t task = begin; task < end;) {
+      const int64_t p = task / row_blocks;
+      const int64_t last = std::min(end, (p + 1) * row_blocks);  // one past this panel's last task
+      const int64_t r0 = task % row_blocks * block_rows;
+      const int64_t rows = std::min(m, (last - p * row_blocks) * block_rows) - r0;
+      const PackedMatrix::QuantPanel& qp = w.quant_panels()[static_cast<size_t>(p)];
+      if (const PanelFn fn = panel_fn(qp.type))
+        fn(x + r0 * k, rows, w, p, base + qp.offset, sums + r0 * groups, groups, y + r0 * n);
+      task = last;
+    }
   }
 }
 
