@@ -96,8 +96,10 @@ int main(int argc, char** argv) {
   const double copy = bench::copy_bandwidth_gbs();
   fmt::print("copy bandwidth (read+write): {:.1f} GB/s\n\n", copy);
   std::vector<Kind> kinds = {{}};
-  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K,
-                     GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+  // Q4_K_M / Q5_K_M files of models with rows a K-quant block does not divide (SmolLM2's 576)
+  // hold mostly Q5_0 and Q5_1 (llama.cpp's fallback), so those are measured too.
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                     GgmlType::kQ5_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     kinds.push_back({t, false});
     if (kernels::linear_quant_int8_supported()) kinds.push_back({t, true});
   }
