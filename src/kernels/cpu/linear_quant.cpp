@@ -606,8 +606,7 @@ void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y)
   const bool parallel = m * w.outputs() * k >= (int64_t{1} << 18);
   // Prefill splits rows as well as panels (blocks of kRowBlock rows): a matrix of few panels
   // (SmolLM2's 9 for 576 outputs) would otherwise leave a thread idle for a whole panel. Rows are
-  // independent, so the split changes no result; a panel whose row blocks two threads share is
-  // expanded by each of them.
+  // independent, so the split changes no result.
   constexpr int64_t kRowBlock = 64;
   const int64_t row_blocks = m >= kExpandFromRows ? (m + kRowBlock - 1) / kRowBlock : 1;
   const int64_t block_rows = m >= kExpandFromRows ? kRowBlock : m;
@@ -642,9 +641,9 @@ void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y)
     }
     return;
   }
-  // Each thread takes a contiguous run of the (panel, row block) tasks, as a static schedule
-  // would, and runs a panel's consecutive blocks of its run as one call: the panel is expanded
-  // once for all of them (two 64-row tasks of a 128-row prefill batch expanded it twice).
+  // Each thread takes a contiguous run of the (panel, row block) tasks and runs a panel's
+  // consecutive blocks of its run as one call, so the panel is expanded once per thread (twice
+  // only where two threads share its row blocks), not once per block.
   const int64_t tasks = panels * row_blocks;
 #pragma omp parallel num_threads(threads) if (parallel)
   {
