@@ -1,11 +1,11 @@
 #include "model/ouro_core.h"
 
-#include <limits>
-
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/parallel_rows.h"
 #include "model/rope_scaling.h"
 
 namespace rlt::model {
@@ -37,10 +37,13 @@ OuroCore::OuroCore(const OuroModel& model)
 
 void OuroCore::embed(const int32_t* tokens, int64_t rows, float* h) const {
   const int64_t hidden = model_.config.hidden_size;
-  for (int64_t r = 0; r < rows; ++r) kernels::embedding_row(model_.weights.embed_tokens, tokens[r], h + r * hidden);
   const auto scale = static_cast<float>(model_.config.embedding_scale);
-  if (scale != 1.0f)
-    for (int64_t i = 0; i < rows * hidden; ++i) h[i] *= scale;
+  kernels::parallel_rows(rows, hidden, [&](int64_t r) {
+    float* row = h + r * hidden;
+    kernels::embedding_row(model_.weights.embed_tokens, tokens[r], row);
+    if (scale != 1.0f)
+      for (int64_t i = 0; i < hidden; ++i) row[i] *= scale;
+  });
 }
 
 namespace {
@@ -67,10 +70,11 @@ class CpuLoopExecutor final : public LoopExecutor {
     // Every row's rotary cosines (then sines), once for all the layers of this pass.
     const int64_t d = rope_.head_dim();
     s_.rope_angles.resize(static_cast<size_t>(rows_ * d));
-    for (int64_t r = 0; r < rows_; ++r) {
+    // A sine and a cosine cost ~20 values' worth of per-row work each.
+    kernels::parallel_rows(rows_, 20 * d, [&](int64_t r) {
       float* row = s_.rope_angles.data() + r * d;
       rope_.angles(positions_[r], row, row + d / 2);
-    }
+    });
   }
 
   Status execute(const LoopOp& op) override {
@@ -171,7 +175,7 @@ class CpuLoopExecutor final : public LoopExecutor {
   void attend(const LoopOp& op) {
     const int64_t qd = c_.q_dim(), kvd = c_.kv_dim(), qkvd = qd + 2 * kvd;
     const std::vector<float>& bias = layer(op).qk_bias;
-    for (int64_t r = 0; r < rows_; ++r) {
+    kernels::parallel_rows(rows_, qkvd, [&](int64_t r) {
       const float* src = s_.qkv.data() + r * qkvd;
       float* q = s_.q.data() + r * qd;
       float* k = s_.k.data() + r * kvd;
@@ -185,7 +189,7 @@ class CpuLoopExecutor final : public LoopExecutor {
       const float* cos = s_.rope_angles.data() + r * rope_.head_dim();
       rope_.apply(q, c_.num_heads, cos, cos + rope_.head_dim() / 2);
       rope_.apply(k, c_.num_kv_heads, cos, cos + rope_.head_dim() / 2);
-    }
+    });
     attention_.attend(attention_layer(c_, op.group, op.layer), s_.q.data(), s_.k.data(), s_.v.data(), rows_,
                       s_.attn.data());
   }

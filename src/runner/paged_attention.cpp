@@ -1,11 +1,12 @@
 #include "runner/paged_attention.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstring>
 
-#include <fmt/format.h>
-
 #include "common/half.h"
+#include "kernels/cpu/parallel_rows.h"
 #include "quant/quantize.h"
 
 namespace rlt::runner {
@@ -85,11 +86,11 @@ void PagedAttention::attend(int64_t layer, const float* q, const float* k, const
   }
   const PassWrites& writes = outer ? pass_->outer_writes : pass_->writes;
   // Every layer writes its rows' K/V before attending (the rows attend to themselves).
-  for (int64_t r = 0; r < rows; ++r) {
+  kernels::parallel_rows(rows, 2 * kv_dim, [&](int64_t r) {
     const kv::BlockId block = writes.block[table_set * static_cast<size_t>(rows) + r];
     store_row(k + r * kv_dim, storage_.slot_data(kv::KVPool::kKey, block, l, writes.slot[r]), kv_dim, g.dtype);
     store_row(v + r * kv_dim, storage_.slot_data(kv::KVPool::kValue, block, l, writes.slot[r]), kv_dim, g.dtype);
-  }
+  });
   attention::AttentionParams p = layer_params(l, outer ? pass_->outer_attention : pass_->attention, table_set);
   p.q = q;
   p.out = out;

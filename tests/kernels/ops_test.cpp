@@ -1,12 +1,15 @@
 #include "kernels/cpu/ops.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu/dense_attention.h"
+#include "kernels/cpu/parallel_rows.h"
 
 namespace rlt::kernels {
 namespace {
@@ -67,6 +70,35 @@ TEST(AddRmsNorm, EqualsNormThenAddBitForBit) {
   rms_norm(x.data(), w.data(), rows, n, 1e-6f, normed.data());
   add_in_place(h.data(), normed.data(), rows * n);
   for (size_t i = 0; i < h.size(); ++i) ASSERT_EQ(fused[i], h[i]) << i;
+}
+
+// A prompt's rows go to several threads (parallel_rows.h); each row must come out exactly as it
+// does alone on one thread, whatever the thread count.
+TEST(RowOps, ThreadCountDoesNotChangeResults) {
+  const int64_t rows = 301, n = 576;  // above kParallelRowValues, an odd row count
+  ASSERT_GE(rows * n, kParallelRowValues);
+  std::vector<float> h(rows * n), x(rows * n), w(n);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = std::sin(0.37f * i), x[i] = std::cos(1.3f * i) * 4;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 1 + 0.01f * i;
+  // One row per call: never parallel, the reference.
+  std::vector<float> norm_ref(h.size()), fused_ref = h, sum_ref = h;
+  for (int64_t r = 0; r < rows; ++r) {
+    rms_norm(x.data() + r * n, w.data(), 1, n, 1e-6f, norm_ref.data() + r * n);
+    add_rms_norm(fused_ref.data() + r * n, x.data() + r * n, w.data(), 1, n, 1e-6f);
+  }
+  for (size_t i = 0; i < h.size(); ++i) sum_ref[i] += x[i];
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    std::vector<float> norm(h.size()), fused = h, sum = h;
+    rms_norm(x.data(), w.data(), rows, n, 1e-6f, norm.data());
+    add_rms_norm(fused.data(), x.data(), w.data(), rows, n, 1e-6f);
+    add_in_place(sum.data(), x.data(), rows * n);
+    EXPECT_EQ(0, std::memcmp(norm.data(), norm_ref.data(), h.size() * sizeof(float))) << threads;
+    EXPECT_EQ(0, std::memcmp(fused.data(), fused_ref.data(), h.size() * sizeof(float))) << threads;
+    EXPECT_EQ(0, std::memcmp(sum.data(), sum_ref.data(), h.size() * sizeof(float))) << threads;
+  }
+  omp_set_num_threads(saved);
 }
 
 TEST(Rope, ExplicitInverseFrequenciesMatchTheDefaultConstructor) {

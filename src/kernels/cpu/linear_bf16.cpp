@@ -1,9 +1,11 @@
 #include "kernels/cpu/linear_bf16.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "kernels/cpu/linear_epilogue.h"
+#include "kernels/cpu/parallel_rows.h"
 #include "kernels/cpu/stream_prefetch.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -78,7 +80,12 @@ void linear_bf16_pairs(const float* x, int64_t m, const PackedMatrix& w, float* 
   // The calling thread's buffer, shared read-only with the workers; grows to the largest batch.
   thread_local std::vector<uint16_t> rounded;
   if (rounded.size() < static_cast<size_t>(m * k2)) rounded.resize(static_cast<size_t>(m * k2));
-  round_rows(x, m, k, k2, rounded.data());
+  constexpr int64_t kBlockRows = 8;  // threads round blocks of rows: each row as on one thread
+  parallel_rows((m + kBlockRows - 1) / kBlockRows, kBlockRows * k,
+                [&, out = rounded.data()](int64_t b) {
+                  const int64_t r0 = b * kBlockRows;
+                  round_rows(x + r0 * k, std::min(kBlockRows, m - r0), k, k2, out + r0 * k2);
+                });
   const uint16_t* xb = rounded.data();
   const auto* base = static_cast<const uint16_t*>(w.data());
   const int64_t panel_elems = kPanel * k2;

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/linear_epilogue.h"
 #include "kernels/cpu/panel_lanes-inl.h"
+#include "kernels/cpu/parallel_rows.h"
 #include "kernels/cpu/quant_panels.h"
 #include "kernels/cpu/row_count-inl.h"
 #include "kernels/cpu/stream_prefetch.h"
@@ -591,12 +592,15 @@ void LinearQuantImpl(const float* x, int64_t m, const PackedMatrix& w, float* y)
     offsets |= quant_panel_format(qp.type)->has_offset;
   thread_local std::vector<float> xsum;
   xsum.resize(static_cast<size_t>(m * groups));
-  for (int64_t r = 0; offsets && r < m; ++r) {
-    for (int64_t g = 0; g < groups; ++g) {
-      float s = 0.0f;
-      for (int64_t c = g * 32; c < (g + 1) * 32; ++c) s += x[r * k + c];
-      xsum[static_cast<size_t>(r * groups + g)] = s;
-    }
+  if (offsets) {
+    float* out = xsum.data();  // the calling thread's buffer (xsum names each worker's own)
+    parallel_rows(m, k, [&](int64_t r) {
+      for (int64_t g = 0; g < groups; ++g) {
+        float s = 0.0f;
+        for (int64_t c = g * 32; c < (g + 1) * 32; ++c) s += x[r * k + c];
+        out[r * groups + g] = s;
+      }
+    });
   }
   const float* sums = xsum.data();
   const auto* base = static_cast<const uint8_t*>(w.data());

@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/int8_lanes-inl.h"
 #include "kernels/cpu/linear_epilogue.h"
+#include "kernels/cpu/parallel_rows.h"
 #include "kernels/cpu/quant_panels.h"
 #include "kernels/cpu/row_count-inl.h"
 #include "kernels/cpu/stream_prefetch.h"
@@ -174,12 +175,13 @@ HWY_INLINE int32_t SumLanes(__m256i v) {
 // quantize_activations, 32 columns per step. The same values as the scalar definition in
 // linear_quant_int8.h: max is exact, d and 1/d are the same scalar divisions, the product x · (1/d)
 // the same f32 multiply and vcvtps2dq rounds it to nearest even, as lrint does.
-void QuantizeActivationsImpl(const float* x, int64_t m, int64_t k, QuantizedActivations& out) {
+void QuantizeActivationsImpl(const float* x, int64_t r0, int64_t r1, int64_t k,
+                             QuantizedActivations& out) {
   const int64_t groups = k / 32;
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256i lim = _mm256_set1_epi32(127), neg_lim = _mm256_set1_epi32(-127);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undoes the packs' lane split
-  for (int64_t r = 0; r < m; ++r) {
+  for (int64_t r = r0; r < r1; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
       const float* xg = x + r * k + g * 32;
       __m256 v[4];
@@ -215,10 +217,11 @@ void QuantizeActivationsImpl(const float* x, int64_t m, int64_t k, QuantizedActi
 // quantize_activations, 32 columns per step, for the NEON kernels. The same values as the scalar
 // definition below: max is exact, d and 1/d are the same scalar divisions, the product x · (1/d)
 // the same f32 multiply and vcvtnq rounds it to nearest even, as lrint does.
-void QuantizeActivationsImpl(const float* x, int64_t m, int64_t k, QuantizedActivations& out) {
+void QuantizeActivationsImpl(const float* x, int64_t r0, int64_t r1, int64_t k,
+                             QuantizedActivations& out) {
   const int64_t groups = k / 32;
   const int32x4_t lim = vdupq_n_s32(127), neg_lim = vdupq_n_s32(-127);
-  for (int64_t r = 0; r < m; ++r) {
+  for (int64_t r = r0; r < r1; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
       const float* xg = x + r * k + g * 32;
       float32x4_t v[8];
@@ -254,9 +257,10 @@ void QuantizeActivationsImpl(const float* x, int64_t m, int64_t k, QuantizedActi
 
 // The definition the AVX2 and NEON versions follow (linear_quant_int8.h): the rounding of every
 // other target and the tests' reference.
-void QuantizeActivationsImpl(const float* x, int64_t m, int64_t k, QuantizedActivations& out) {
+void QuantizeActivationsImpl(const float* x, int64_t r0, int64_t r1, int64_t k,
+                             QuantizedActivations& out) {
   const int64_t groups = k / 32;
-  for (int64_t r = 0; r < m; ++r) {
+  for (int64_t r = r0; r < r1; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
       const float* xg = x + r * k + g * 32;
       float amax = 0.0f;
@@ -312,7 +316,12 @@ void quantize_activations(const float* x, int64_t m, int64_t k, QuantizedActivat
   out.d.resize(static_cast<size_t>(m * (k / 32)));
   out.sum16.resize(2 * out.d.size());
   out.dsum.resize(out.d.size());
-  HWY_DYNAMIC_DISPATCH(QuantizeActivationsImpl)(x, m, k, out);
+  // Rows are independent: threads take blocks of them (the same values whoever computes a row).
+  constexpr int64_t kBlockRows = 8;
+  parallel_rows((m + kBlockRows - 1) / kBlockRows, kBlockRows * k, [&](int64_t b) {
+    const int64_t r0 = b * kBlockRows, r1 = std::min(m, r0 + kBlockRows);
+    HWY_DYNAMIC_DISPATCH(QuantizeActivationsImpl)(x, r0, r1, k, out);
+  });
 }
 
 }  // namespace rlt::kernels

@@ -1,7 +1,10 @@
 #include "kernels/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "kernels/cpu/parallel_rows.h"
 
 namespace rlt::kernels {
 
@@ -24,25 +27,30 @@ float inv_rms(const float* x, int64_t n, float eps) {
 }  // namespace
 
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* y) {
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_rows(rows, n, [&](int64_t r) {
     const float* xr = x + r * n;
     float* yr = y + r * n;
     const float scale = inv_rms(xr, n, eps);
     for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (xr[i] * scale);
-  }
+  });
 }
 
 void add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_t n, float eps) {
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_rows(rows, n, [&](int64_t r) {
     const float* xr = x + r * n;
     float* hr = h + r * n;
     const float scale = inv_rms(xr, n, eps);
     for (int64_t i = 0; i < n; ++i) hr[i] += w[i] * (xr[i] * scale);
-  }
+  });
 }
 
 void add_in_place(float* h, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) h[i] += x[i];
+  // Split into fixed chunks only so that threads can share them: each element is one add.
+  constexpr int64_t kChunk = 4096;
+  parallel_rows((n + kChunk - 1) / kChunk, kChunk, [&](int64_t c) {
+    const int64_t end = std::min(n, (c + 1) * kChunk);
+    for (int64_t i = c * kChunk; i < end; ++i) h[i] += x[i];
+  });
 }
 
 std::vector<float> Rope::default_inv_freq(int64_t head_dim, double theta) {

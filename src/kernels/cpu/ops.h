@@ -1,5 +1,6 @@
 // Elementwise and per-row f32 operations of the transformer, scalar and in a pinned order
-// (see docs/architecture.md "Numerics"): each row's result depends only on that row.
+// (see docs/architecture.md "Numerics"): each row's result depends only on that row. Large batches
+// spread their rows over the OpenMP threads (parallel_rows.h), which changes no value.
 #pragma once
 
 #include <cstdint>
