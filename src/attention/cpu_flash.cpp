@@ -44,7 +44,7 @@ namespace rlt::attention::flash {
 
 constexpr int64_t kTile = 32;           // keys per online-softmax step
 constexpr int64_t kSplitTokens = 256;   // single-query contexts longer than this are split
-constexpr int64_t kQueryBlock = 4;      // packed-prefill query rows sharing each K/V load
+constexpr int64_t kQueryBlock = 16;     // packed-prefill query rows sharing each K/V load
 constexpr int64_t kFewRows = 8;         // a sequence with at most this many rows: one task for all
 
 struct Task {
@@ -63,6 +63,8 @@ struct Scratch {
   std::vector<float> zeros;  // a zero key of head_dim elements, for blocks past a tile's end
   std::vector<float> kstage, vstage;  // Q8_0 K/V off the blocked path: a token's heads dequantized
   std::vector<float> parts;  // packed rows past kSplitTokens: [range][pair][m, l, acc]
+  // Pair-lane scoring: the task's queries with pairs in the lanes, a tile's keys widened.
+  std::vector<float> qt, kw;
   std::vector<int64_t> by_head;      // the task's pair indices ordered by KV head
   std::vector<int64_t> heads;        // the KV heads they read, in order
   std::vector<int64_t> head_starts;  // where each head's pairs start in by_head (one past the end last)
@@ -293,6 +295,105 @@ HWY_INLINE void ScoreBlockUpTo(int64_t count, const float* const* qs, const T* c
   }
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// Pair-lane scoring (AVX-512, prefill): where a KV head serves at least 16 query-key pairs (the
+// rows of a prefill block times the head's query heads), 16 of them take the lanes of a vector
+// and every key element is broadcast, so no fold is needed; the 16 x 16 block of scores is
+// transposed once at the end. The arithmetic is ScoreBlock's, operation for operation: lane
+// partial l of a pair is the chain of multiply-adds over the head elements lane l holds, in the
+// same order, and the fold's rounds are a binary tree over adjacent lanes, added here in the same
+// pairs — so every score has the same bits whichever path computes it (decode keeps ScoreBlock).
+constexpr int64_t kPairLanes = 16;
+
+// In place: r[j] lane i becomes r[i] lane j.
+HWY_INLINE void Transpose16x16(__m512 (&r)[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // u[4m + c]: in each 128-bit block b, element 4b + c of rows 4m .. 4m + 3.
+  for (int m = 0; m < 4; ++m) {
+    u[4 * m + 0] = _mm512_shuffle_ps(t[4 * m], t[4 * m + 2], 0x44);
+    u[4 * m + 1] = _mm512_shuffle_ps(t[4 * m], t[4 * m + 2], 0xEE);
+    u[4 * m + 2] = _mm512_shuffle_ps(t[4 * m + 1], t[4 * m + 3], 0x44);
+    u[4 * m + 3] = _mm512_shuffle_ps(t[4 * m + 1], t[4 * m + 3], 0xEE);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+    r[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+  }
+}
+
+// Lane partial x (lane l of ScoreBlock's accumulator) into the fold's binary tree (one pending
+// sum per level); after lane 15, x holds the total.
+HWY_INLINE void FoldLane(int l, __m512& x, __m512 (&pending)[4]) {
+  for (int level = 0; level < 4; ++level) {
+    if (((l >> level) & 1) == 0) {
+      pending[level] = x;
+      return;
+    }
+    x = _mm512_add_ps(pending[level], x);
+  }
+}
+
+// Scores of 16 pairs against 16 keys: out[p][j] = scale · q_p · key_j. qt: the pairs' queries,
+// element (c, l) of the chain — c-th vector in ScoreBlock's order, lane l — as a vector over the
+// pairs at qt + (c · 16 + l) · 16; kw: key j's element (c, l) at kw[(j · kChain + c) · 16 + l].
+template <int64_t kChain>
+HWY_INLINE void ScorePairLanes(const float* HWY_RESTRICT qt, const float* HWY_RESTRICT kw,
+                               float scale, float* const* out) {
+  constexpr int kKeysAtOnce = 4;
+  __m512 scores[16];
+  for (int j0 = 0; j0 < 16; j0 += kKeysAtOnce) {
+    __m512 pending[kKeysAtOnce][4];
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l) {
+      __m512 a[kKeysAtOnce];
+      for (int j = 0; j < kKeysAtOnce; ++j) a[j] = _mm512_setzero_ps();
+      for (int64_t c = 0; c < kChain; ++c) {
+        const __m512 q = _mm512_loadu_ps(qt + (c * 16 + l) * 16);
+        for (int j = 0; j < kKeysAtOnce; ++j)
+          a[j] = _mm512_fmadd_ps(q, _mm512_set1_ps(kw[((j0 + j) * kChain + c) * 16 + l]), a[j]);
+      }
+      for (int j = 0; j < kKeysAtOnce; ++j) FoldLane(l, a[j], pending[j]);
+      if (l == 15)
+        for (int j = 0; j < kKeysAtOnce; ++j)
+          scores[j0 + j] = _mm512_mul_ps(a[j], _mm512_set1_ps(scale));
+    }
+  }
+  Transpose16x16(scores);
+  for (int p = 0; p < 16; ++p) _mm512_storeu_ps(out[p], scores[p]);
+}
+
+// Key `key`'s head vector in ScoreBlock's chain order, widened: out[c · 16 + l].
+template <typename T>
+HWY_INLINE void WidenKeyChain(const T* HWY_RESTRICT key, int64_t d, float* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> df;
+  constexpr int64_t kG = kLoadGroupVectors<T>;
+  const int64_t groups = d / (kG * 16);
+  for (int64_t g = 0; g < groups; ++g) hn::StoreU(LoadOrderVector<0>(df, key, g), df, out + g * 16);
+  if constexpr (kG == 2)
+    for (int64_t g = 0; g < groups; ++g)
+      hn::StoreU(LoadOrderVector<1>(df, key, g), df, out + (groups + g) * 16);
+}
+
+// The query offset (load order) of chain step c: ScoreBlock takes half 0 of every load group,
+// then half 1.
+template <typename T>
+HWY_INLINE int64_t ChainQueryOffset(int64_t c, int64_t d) {
+  constexpr int64_t kG = kLoadGroupVectors<T>;
+  const int64_t groups = d / (kG * 16);
+  return ((c % groups) * kG + c / groups) * 16;
+}
+#endif
+
 // acc[0..d) *= alpha
 HWY_INLINE void Rescale(float* HWY_RESTRICT acc, float alpha, int64_t d) {
   const hn::ScalableTag<float> df;
@@ -473,6 +574,35 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
     q_load_order = s.q.data();
   }
   const int64_t key_end = std::min(task.key_end, first_row_pos + rows);  // nothing past the last row's limit
+  // Pair-lane scoring for each head's first whole groups of 16 pairs (prefill blocks): their
+  // queries with the pairs in lanes, once per task, head after head.
+  [[maybe_unused]] bool pair_lanes = false;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  pair_lanes = blocked && lanes == kPairLanes && (d == 64 || d == 128);
+  auto lane_groups = [&](size_t hi) {
+    return pair_lanes ? (s.head_starts[hi + 1] - s.head_starts[hi]) / kPairLanes : 0;
+  };
+  auto lane_pairs = [&](size_t hi) { return lane_groups(hi) * kPairLanes; };
+  if (pair_lanes) {
+    int64_t groups = 0;
+    for (size_t hi = 0; hi < s.heads.size(); ++hi) groups += lane_groups(hi);
+    pair_lanes = groups > 0;
+    s.qt.resize(static_cast<size_t>(groups * d * kPairLanes));
+    float* qt = s.qt.data();
+    for (size_t hi = 0; hi < s.heads.size(); ++hi) {
+      for (int64_t gi = 0; gi < lane_groups(hi); ++gi, qt += d * kPairLanes) {
+        const int64_t* group = s.by_head.data() + s.head_starts[hi] + gi * kPairLanes;
+        for (int64_t c = 0; c < d / 16; ++c)
+          for (int64_t l = 0; l < 16; ++l)
+            for (int64_t pi = 0; pi < kPairLanes; ++pi)
+              qt[(c * 16 + l) * kPairLanes + pi] =
+                  q_load_order[group[pi] * d + ChainQueryOffset<T>(c, d) + l];
+      }
+    }
+  }
+#else
+  auto lane_pairs = [](size_t) { return int64_t{0}; };
+#endif
   // A packed task whose last row sees more than kSplitTokens keys: rows that long keep one state
   // per range of kSplitTokens keys, as a split single-query row does (see the file comment).
   const bool ranged = partial == nullptr && first_row_pos + rows > flash::kSplitTokens;
@@ -556,7 +686,7 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
           const Head* keys[kKeys];  // past the tile's end: a zero key
           for (int64_t k = 0; k < kKeys; ++k)
             keys[k] = j0 + k < tn ? head_of(tokens[j0 + k], p.k.head_stride, h) : zeros;
-          for (int64_t i = 0; i < per_head; i += kScorePairs) {
+          for (int64_t i = lane_pairs(hi); i < per_head; i += kScorePairs) {
             const int64_t count = std::min<int64_t>(kScorePairs, per_head - i);
             if (j0 >= visible(head_pairs[i + count - 1])) continue;
             const float* qs[kScorePairs];
@@ -575,6 +705,35 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
           }
         }
       }
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+      if (pair_lanes) {
+        const float* qt = s.qt.data();
+        s.kw.resize(static_cast<size_t>(kTile * d));
+        for (size_t hi = 0; hi < s.heads.size(); ++hi) {
+          const int64_t groups = lane_groups(hi);
+          if (groups == 0) continue;
+          const int64_t h = s.heads[hi];
+          const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
+          const int64_t seen = visible(head_pairs[groups * kPairLanes - 1]);
+          for (int64_t j = 0; j < std::min(kTile, (seen + 15) / 16 * 16);
+               ++j)  // past the tile: zeros
+            WidenKeyChain(j < tn ? head_of(tokens[j], p.k.head_stride, h) : zeros, d,
+                          s.kw.data() + j * d);
+          for (int64_t gi = 0; gi < groups; ++gi, qt += d * kPairLanes) {
+            const int64_t* group = head_pairs + gi * kPairLanes;
+            for (int64_t j0 = 0; j0 < visible(group[kPairLanes - 1]); j0 += 16) {
+              float* outs[kPairLanes];
+              for (int64_t pi = 0; pi < kPairLanes; ++pi)
+                outs[pi] = s.scores.data() + group[pi] * kTile + j0;
+              if (d == 64)
+                ScorePairLanes<4>(qt, s.kw.data() + j0 * d, scale, outs);
+              else
+                ScorePairLanes<8>(qt, s.kw.data() + j0 * d, scale, outs);
+            }
+          }
+        }
+      }
+#endif
       for (const int64_t pr : task_pairs) {
         float* sc = s.scores.data() + pr * kTile;
         std::fill(sc + visible(pr), sc + kTile, -INFINITY);
