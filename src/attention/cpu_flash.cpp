@@ -715,8 +715,8 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
           const int64_t h = s.heads[hi];
           const int64_t* head_pairs = s.by_head.data() + s.head_starts[hi];
           const int64_t seen = visible(head_pairs[groups * kPairLanes - 1]);
-          for (int64_t j = 0; j < std::min(kTile, (seen + 15) / 16 * 16);
-               ++j)  // past the tile: zeros
+          // Keys in blocks of 16 up to the groups' last visible one; past the tile's end, zeros.
+          for (int64_t j = 0; j < std::min(kTile, (seen + 15) / 16 * 16); ++j)
             WidenKeyChain(j < tn ? head_of(tokens[j], p.k.head_stride, h) : zeros, d,
                           s.kw.data() + j * d);
           for (int64_t gi = 0; gi < groups; ++gi, qt += d * kPairLanes) {
