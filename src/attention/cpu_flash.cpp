@@ -592,11 +592,12 @@ void RunTask(const AttentionParams& p, const flash::Task& task, flash::Scratch& 
     for (size_t hi = 0; hi < s.heads.size(); ++hi) {
       for (int64_t gi = 0; gi < lane_groups(hi); ++gi, qt += d * kPairLanes) {
         const int64_t* group = s.by_head.data() + s.head_starts[hi] + gi * kPairLanes;
-        for (int64_t c = 0; c < d / 16; ++c)
+        for (int64_t c = 0; c < d / 16; ++c) {
+          const float* chain = q_load_order + ChainQueryOffset<T>(c, d);
           for (int64_t l = 0; l < 16; ++l)
             for (int64_t pi = 0; pi < kPairLanes; ++pi)
-              qt[(c * 16 + l) * kPairLanes + pi] =
-                  q_load_order[group[pi] * d + ChainQueryOffset<T>(c, d) + l];
+              qt[(c * 16 + l) * kPairLanes + pi] = chain[group[pi] * d + l];
+        }
       }
     }
   }

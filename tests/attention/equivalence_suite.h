@@ -246,11 +246,11 @@ inline Status run_row_alone(AttentionBackend& backend, const AttentionParams& p,
 // alone, also past the lengths where single-query rows split their keys (cpu_flash: 256) — rows
 // that cross 512 and 1024 keys — and below them (cpu_flash splits a lone short row by heads when
 // threads are idle), GQA, bf16 pools.
-inline void check_packed_bit_equal_per_row(AttentionBackend& backend, DType dtype, int32_t d) {
-  SCOPED_TRACE(::testing::Message() << "head_dim " << d << ", dtype " << static_cast<int>(dtype));
+inline void check_packed_bit_equal_per_row(AttentionBackend& backend, int32_t d) {
+  SCOPED_TRACE(::testing::Message() << "head_dim " << d);
   std::mt19937 rng(23);
   const int32_t kvh = 2, q_heads = 6, bs = 16, blocks = 200, width = 80;
-  PagedPools pools(dtype, blocks, bs, kvh, d, rng);
+  PagedPools pools(DType::kBF16, blocks, bs, kvh, d, rng);
   // Sequence 0: 16 rows at positions 500..515; sequence 1: 12 rows ending at 1100; sequence 2:
   // 5 rows ending at 1024 exactly; sequence 3: 3 rows ending at 150.
   const std::vector<int32_t> lengths = {516, 1100, 1024, 150}, rows = {16, 12, 5, 3};
@@ -306,8 +306,8 @@ inline void check_packed_bit_equal_per_row(AttentionBackend& backend, DType dtyp
 // At both head sizes whose prefill blocks cpu_flash scores with the pairs in the vector lanes on
 // AVX-512 (sequence 0's 16 rows x 3 query heads of a KV head: three groups of 16 pairs).
 inline void check_packed_bit_equal_per_row(AttentionBackend& backend) {
-  check_packed_bit_equal_per_row(backend, DType::kBF16, 64);
-  check_packed_bit_equal_per_row(backend, DType::kBF16, 128);
+  check_packed_bit_equal_per_row(backend, 64);
+  check_packed_bit_equal_per_row(backend, 128);
 }
 
 // A key a row may not see contributes nothing, whatever K and V hold there: a NaN in the K and an

@@ -1,6 +1,5 @@
 #include "kernels/cpu/linear_bf16.h"
 
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -80,12 +79,10 @@ void linear_bf16_pairs(const float* x, int64_t m, const PackedMatrix& w, float* 
   // The calling thread's buffer, shared read-only with the workers; grows to the largest batch.
   thread_local std::vector<uint16_t> rounded;
   if (rounded.size() < static_cast<size_t>(m * k2)) rounded.resize(static_cast<size_t>(m * k2));
-  constexpr int64_t kBlockRows = 8;  // threads round blocks of rows: each row as on one thread
-  parallel_rows((m + kBlockRows - 1) / kBlockRows, kBlockRows * k,
-                [&, out = rounded.data()](int64_t b) {
-                  const int64_t r0 = b * kBlockRows;
-                  round_rows(x + r0 * k, std::min(kBlockRows, m - r0), k, k2, out + r0 * k2);
-                });
+  // Threads round blocks of rows, each row as on one thread.
+  parallel_blocks(m, 8, k, [&, out = rounded.data()](int64_t r0, int64_t r1) {
+    round_rows(x + r0 * k, r1 - r0, k, k2, out + r0 * k2);
+  });
   const uint16_t* xb = rounded.data();
   const auto* base = static_cast<const uint16_t*>(w.data());
   const int64_t panel_elems = kPanel * k2;

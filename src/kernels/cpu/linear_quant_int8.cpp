@@ -317,9 +317,7 @@ void quantize_activations(const float* x, int64_t m, int64_t k, QuantizedActivat
   out.sum16.resize(2 * out.d.size());
   out.dsum.resize(out.d.size());
   // Rows are independent: threads take blocks of them (the same values whoever computes a row).
-  constexpr int64_t kBlockRows = 8;
-  parallel_rows((m + kBlockRows - 1) / kBlockRows, kBlockRows * k, [&](int64_t b) {
-    const int64_t r0 = b * kBlockRows, r1 = std::min(m, r0 + kBlockRows);
+  parallel_blocks(m, 8, k, [&](int64_t r0, int64_t r1) {
     HWY_DYNAMIC_DISPATCH(QuantizeActivationsImpl)(x, r0, r1, k, out);
   });
 }

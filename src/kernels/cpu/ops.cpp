@@ -1,6 +1,5 @@
 #include "kernels/cpu/ops.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -46,10 +45,8 @@ void add_rms_norm(float* h, const float* x, const float* w, int64_t rows, int64_
 
 void add_in_place(float* h, const float* x, int64_t n) {
   // Split into fixed chunks only so that threads can share them: each element is one add.
-  constexpr int64_t kChunk = 4096;
-  parallel_rows((n + kChunk - 1) / kChunk, kChunk, [&](int64_t c) {
-    const int64_t end = std::min(n, (c + 1) * kChunk);
-    for (int64_t i = c * kChunk; i < end; ++i) h[i] += x[i];
+  parallel_blocks(n, 4096, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) h[i] += x[i];
   });
 }
 

@@ -20,4 +20,14 @@ void parallel_rows(int64_t rows, int64_t values_per_row, F&& f) {
   for (int64_t r = 0; r < rows; ++r) f(r);
 }
 
+// f(begin, end) for consecutive blocks of `block` items covering [0, n) (the last one shorter),
+// spread over the threads as parallel_rows spreads rows.
+template <class F>
+void parallel_blocks(int64_t n, int64_t block, int64_t values_per_item, F&& f) {
+  parallel_rows((n + block - 1) / block, block * values_per_item, [&](int64_t b) {
+    const int64_t begin = b * block;
+    f(begin, begin + block < n ? begin + block : n);
+  });
+}
+
 }  // namespace rlt::kernels
