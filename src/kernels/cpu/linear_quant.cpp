@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/linear_epilogue.h"
@@ -133,29 +134,18 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L
     DecodeOctetPair<T>(OctetLanes<T>(blk, c, L), c, q0, q1);
   } else {
     const auto b = InterleavedBytes(blk + l.nibbles + (c / 2) * kPanel, L);
+    static_assert(Tr::kBits == 6, "Q5_K's quants are packed fields (DecodeFieldPair)");
     auto lo = hn::And(b, hn::Set(du, 15u));
     auto hi = hn::ShiftRight<4>(b);
-    if constexpr (Tr::kBits == 5) {
-      const auto h = InterleavedBytes(blk + l.high + (c / 8) * kPanel, L);
-      const int s = static_cast<int>(c % 8);
-      const auto bit = hn::Set(du, 16u);
-      // The fifth bit of column c is bit c % 8; moved to bit 4.
-      lo = hn::Or(
-          lo, hn::And(s <= 4 ? hn::ShiftLeftSame(h, 4 - s) : hn::ShiftRightSame(h, s - 4), bit));
-      hi = hn::Or(
-          hi,
-          hn::And(s + 1 <= 4 ? hn::ShiftLeftSame(h, 3 - s) : hn::ShiftRightSame(h, s - 3), bit));
-    } else if constexpr (Tr::kBits == 6) {
-      const auto h = InterleavedBytes(blk + l.high + (c / 4) * kPanel, L);
-      const auto two = hn::Set(du, 48u);
-      // Column c's top bits are bits 2(c % 4)..+1 (c % 4 is 0 or 2 here); moved to bits 4..5.
-      if (c % 4 == 0) {
-        lo = hn::Or(lo, hn::And(hn::ShiftLeft<4>(h), two));
-        hi = hn::Or(hi, hn::And(hn::ShiftLeft<2>(h), two));
-      } else {
-        lo = hn::Or(lo, hn::And(h, two));
-        hi = hn::Or(hi, hn::And(hn::ShiftRight<2>(h), two));
-      }
+    const auto h = InterleavedBytes(blk + l.high + (c / 4) * kPanel, L);
+    const auto two = hn::Set(du, 48u);
+    // Column c's top bits are bits 2(c % 4)..+1 (c % 4 is 0 or 2 here); moved to bits 4..5.
+    if (c % 4 == 0) {
+      lo = hn::Or(lo, hn::And(hn::ShiftLeft<4>(h), two));
+      hi = hn::Or(hi, hn::And(hn::ShiftLeft<2>(h), two));
+    } else {
+      lo = hn::Or(lo, hn::And(h, two));
+      hi = hn::Or(hi, hn::And(hn::ShiftRight<2>(h), two));
     }
     auto loi = hn::BitCast(di, lo);
     auto hii = hn::BitCast(di, hi);
@@ -169,14 +159,13 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L
 }
 
 #if HWY_TARGET <= HWY_AVX3
-// The 5- and 6-bit K-quants assemble their bits from two planes (nibbles, high bits): per 16-lane
-// vector that is a dozen operations per column pair, which made their GEMV compute-bound (half to
-// two thirds of the copy rate). On AVX-512 the bits of a column pair are assembled once for all 64
-// outputs of the panel in bytes, then each quarter taken out (interleaved rows: an in-lane shuffle)
-// and converted: the same values, so the same bits.
+// Q6_K assembles its bits from two planes (nibbles, high bits): per 16-lane vector that is a
+// dozen operations per column pair, which made its GEMV compute-bound (half to two thirds of the
+// copy rate). On AVX-512 the bits of a column pair are assembled once for all 64 outputs of the
+// panel in bytes, then each quarter taken out (interleaved rows: an in-lane shuffle) and
+// converted: the same values, so the same bits.
 template <GgmlType T>
-constexpr bool kBytewiseDecode = kLanes == 16 && kVectors == 4 &&
-                                 (Traits<T>::kBits == 5 || Traits<T>::kBits == 6);
+constexpr bool kBytewiseDecode = kLanes == 16 && kVectors == 4 && Traits<T>::kBits == 6;
 
 // q0[v], q1[v]: DecodePair's q0, q1 for L = v · kLanes, for every v of the panel.
 template <GgmlType T>
@@ -191,30 +180,16 @@ HWY_INLINE void DecodePanelPair(const uint8_t* HWY_RESTRICT blk, int64_t c, VF (
   __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
   // 16-bit shifts move bits across the bytes of a word, but every bit the masks keep comes from
   // its own byte (the shifts are at most 4 and the bits moved sit within 0..7 of the byte).
-  if constexpr (Tr::kBits == 5) {
-    const __m512i h = _mm512_loadu_si512(blk + l.high + (c / 8) * kPanel);
-    const __m512i bit = _mm512_set1_epi8(16);
-    // c is even: column c's fifth bit is bit s of h, column c + 1's bit s + 1.
-    const int s = static_cast<int>(c % 8);
-    const __m512i h0 = s <= 4 ? _mm512_sll_epi16(h, _mm_cvtsi32_si128(4 - s))
-                              : _mm512_srl_epi16(h, _mm_cvtsi32_si128(s - 4));
-    const __m512i h1 = s <= 3 ? _mm512_sll_epi16(h, _mm_cvtsi32_si128(3 - s))
-                              : _mm512_srl_epi16(h, _mm_cvtsi32_si128(s - 3));
-    lo = _mm512_ternarylogic_epi32(lo, h0, bit, kOrAnd);
-    hi = _mm512_ternarylogic_epi32(hi, h1, bit, kOrAnd);
-  } else {
-    const __m512i h = _mm512_loadu_si512(blk + l.high + (c / 4) * kPanel);
-    const __m512i two = _mm512_set1_epi8(48);
-    // Column c's top bits are bits 2(c % 4)..+1 of h (c % 4 is 0 or 2), moved to bits 4..5.
-    const __m512i h0 = c % 4 == 0 ? _mm512_slli_epi16(h, 4) : h;
-    const __m512i h1 = c % 4 == 0 ? _mm512_slli_epi16(h, 2) : _mm512_srli_epi16(h, 2);
-    lo = _mm512_ternarylogic_epi32(lo, h0, two, kOrAnd);
-    hi = _mm512_ternarylogic_epi32(hi, h1, two, kOrAnd);
-  }
-  if constexpr (Tr::kQOffset != 0) {  // the values fit int8 after the offset (-32 .. 31)
-    lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(static_cast<char>(Tr::kQOffset)));
-    hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(static_cast<char>(Tr::kQOffset)));
-  }
+  const __m512i h = _mm512_loadu_si512(blk + l.high + (c / 4) * kPanel);
+  const __m512i two = _mm512_set1_epi8(48);
+  // Column c's top bits are bits 2(c % 4)..+1 of h (c % 4 is 0 or 2), moved to bits 4..5.
+  const __m512i h0 = c % 4 == 0 ? _mm512_slli_epi16(h, 4) : h;
+  const __m512i h1 = c % 4 == 0 ? _mm512_slli_epi16(h, 2) : _mm512_srli_epi16(h, 2);
+  lo = _mm512_ternarylogic_epi32(lo, h0, two, kOrAnd);
+  hi = _mm512_ternarylogic_epi32(hi, h1, two, kOrAnd);
+  // The values fit int8 after the offset (-32 .. 31).
+  lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(static_cast<char>(Tr::kQOffset)));
+  hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(static_cast<char>(Tr::kQOffset)));
   // The rows are interleaved (quant_panels.h): vector v is byte v of every 32-bit lane, moved by
   // an in-lane shuffle (control 0x80 zeroes a byte) to the bottom, or for signed quants to the
   // top (q · 2^24: the sign comes with it).
@@ -236,6 +211,54 @@ HWY_INLINE void DecodePanelPair(const uint8_t* HWY_RESTRICT blk, int64_t c, VF (
 template <GgmlType T>
 constexpr bool kBytewiseDecode = false;
 #endif
+
+// Q5_K's quants are packed 5-bit fields (quant_panels.h): column j of a 32-column group is bits
+// 5j .. 5j + 4 of its output's five dwords. Each column is one shift away from the bottom of a
+// 32-bit lane (four in 32 also take the next dword's bits), where the AVX-512 lookup below reads
+// it whole; the two-plane layout it replaced took a dozen operations per column pair and a
+// shuffle and a conversion per vector, which made Q5_K's GEMV compute-bound.
+template <GgmlType T>
+constexpr bool kPackedFields = T == GgmlType::kQ5_K;
+constexpr int64_t kFieldDwords = 5;  // dwords per output in a 32-column group
+
+// The lanes of `group` (a group's first dword row) for the kLanes outputs from L, shifted so
+// that column kJ's field sits in bits 0..4; the bits above it are other columns'.
+template <int kJ>
+HWY_INLINE hn::Vec<DU> PackedField(const uint8_t* HWY_RESTRICT group, int64_t L) {
+  constexpr int kDword = 5 * kJ / 32, kShift = 5 * kJ % 32;
+  const DU du;
+  const auto* dwords = reinterpret_cast<const uint32_t*>(group) + L;
+  const auto field = hn::ShiftRight<kShift>(hn::LoadU(du, dwords + kDword * kPanel));
+  if constexpr (kShift <= 32 - 5) {
+    return field;
+  } else {
+    return hn::Or(field, hn::ShiftLeft<32 - kShift>(hn::LoadU(du, dwords + (kDword + 1) * kPanel)));
+  }
+}
+
+// A field's quant (bits 0..4 of each lane) as f32, exactly.
+HWY_INLINE VF FieldValue(hn::Vec<DU> field) {
+  const DF df;
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (kLanes == 16) {
+    // vpermi2ps reads only the low 5 bits of each index: the field picks its own value from a
+    // 32-entry table, with no mask and no conversion (the same values, so the same bits).
+    return VF{_mm512_permutex2var_ps(hn::Iota(df, 0).raw, field.raw, hn::Iota(df, 16).raw)};
+  }
+#endif
+  const DI di;
+  return hn::ConvertTo(df, hn::BitCast(di, hn::And(field, hn::Set(DU(), 31u))));
+}
+
+// f(std::integral_constant<int, j>) for the first column j of each pair of a group of kCols,
+// in order: the fields' shifts become immediates.
+template <int kCols, class F>
+HWY_INLINE void ForEachColumnPair(F&& f) {
+  [&]<int... kPair>(std::integer_sequence<int, kPair...>) HWY_ATTR {
+    (f(std::integral_constant<int, 2 * kPair>{}), ...);
+  }
+  (std::make_integer_sequence<int, kCols / 2>{});
+}
 
 // Columns c and c + 1 of a block for every output of the panel: bytewise where the type has it,
 // else vector by vector.
@@ -355,6 +378,17 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
               });
             }
           }
+        } else if constexpr (kPackedFields<T>) {
+          const uint8_t* group = blk + Tr::kLayout.nibbles + g * kFieldDwords * 4 * kPanel;
+          ForEachColumnPair<Tr::kGroupCols>([&](auto j) HWY_ATTR {
+            pair(g * Tr::kGroupCols + j.value, [&](auto&& accumulate) HWY_ATTR {
+              for (int v = 0; v < kSlice; ++v) {
+                const int64_t L = (slice + v) * kLanes;
+                accumulate(v, FieldValue(PackedField<j.value>(group, L)),
+                           FieldValue(PackedField<j.value + 1>(group, L)));
+              }
+            });
+          });
         } else {
           for (int64_t c = g * Tr::kGroupCols; c < c_end; c += 2) {
             pair(c, [&](auto&& accumulate) HWY_ATTR {
@@ -417,14 +451,30 @@ template <GgmlType T>
 void ExpandChunk(const uint8_t* panel, int64_t col0, int64_t cols, Expanded& e) {
   using Tr = Traits<T>;
   const DF df;
-  for (int64_t i = 0; i < cols; i += 2) {
-    const int64_t col = col0 + i;
-    const uint8_t* blk = panel + col / Tr::kBlockCols * Tr::kBlockBytes;
-    VF q0[kVectors], q1[kVectors];
-    DecodePanel<T>(blk, col % Tr::kBlockCols, q0, q1);
+  const auto store = [&](int64_t i, const VF(&q0)[kVectors], const VF(&q1)[kVectors]) HWY_ATTR {
     for (int v = 0; v < kVectors; ++v) {
       hn::StoreU(q0[v], df, e.q.data() + i * kPanel + v * kLanes);
       hn::StoreU(q1[v], df, e.q.data() + (i + 1) * kPanel + v * kLanes);
+    }
+  };
+  for (int64_t i = 0; i < cols; i += kPackedFields<T> ? Tr::kGroupCols : 2) {
+    const int64_t col = col0 + i;
+    const uint8_t* blk = panel + col / Tr::kBlockCols * Tr::kBlockBytes;
+    if constexpr (kPackedFields<T>) {
+      const uint8_t* group = blk + Tr::kLayout.nibbles +
+                             col % Tr::kBlockCols / Tr::kGroupCols * kFieldDwords * 4 * kPanel;
+      ForEachColumnPair<Tr::kGroupCols>([&](auto j) HWY_ATTR {
+        VF q0[kVectors], q1[kVectors];
+        for (int v = 0; v < kVectors; ++v) {
+          q0[v] = FieldValue(PackedField<j.value>(group, v * kLanes));
+          q1[v] = FieldValue(PackedField<j.value + 1>(group, v * kLanes));
+        }
+        store(i + j.value, q0, q1);
+      });
+    } else {
+      VF q0[kVectors], q1[kVectors];
+      DecodePanel<T>(blk, col % Tr::kBlockCols, q0, q1);
+      store(i, q0, q1);
     }
   }
   for (int64_t i = 0; i < cols; i += Tr::kGroupCols) {

@@ -177,15 +177,22 @@ void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_
         dst[l.bytes8 + c * kPanelOutputs + slot] = q;
         continue;
       }
-      // Only 5- and 6-bit quants come here (4-bit ones were written whole above): interleaved.
+      if (f.quant_bits == 5) {
+        // Q5_K: packed fields (quant_panels.h), bit i of column c's quant at bit 5 (c % 32) + i
+        // of its group's five dwords (little-endian: dword bit b is bit b % 8 of byte b / 8).
+        uint8_t* group = dst + l.nibbles + (c / 32) * 5 * 4 * kPanelOutputs + 4 * slot;
+        for (int i = 0; i < 5; ++i) {
+          const int64_t bit = 5 * (c % 32) + i;
+          group[bit / 32 * 4 * kPanelOutputs + bit % 32 / 8] |=
+              static_cast<uint8_t>(((q >> i) & 1) << (bit % 8));
+        }
+        continue;
+      }
+      // Only Q6_K comes here (4-bit quants were written whole above): interleaved.
       const int64_t at = interleaved_byte(slot);
       dst[l.nibbles + (c / 2) * kPanelOutputs + at] |=
           static_cast<uint8_t>((q & 0xF) << (4 * (c % 2)));
-      if (f.quant_bits == 5)
-        dst[l.high + (c / 8) * kPanelOutputs + at] |= static_cast<uint8_t>((q >> 4) << (c % 8));
-      else
-        dst[l.high + (c / 4) * kPanelOutputs + at] |=
-            static_cast<uint8_t>((q >> 4) << (2 * (c % 4)));
+      dst[l.high + (c / 4) * kPanelOutputs + at] |= static_cast<uint8_t>((q >> 4) << (2 * (c % 4)));
     }
   }
 }
