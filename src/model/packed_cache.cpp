@@ -26,7 +26,7 @@ using kernels::PackedMatrix;
 
 constexpr char kMagic[8] = {'R', 'L', 'T', 'P', 'A', 'C', 'K', '1'};
 // Bump when a packed layout changes meaning without changing its descriptor.
-constexpr int kLayoutVersion = 4;  // 3: 4-bit quants in column octets; 4: Q5_K packed fields
+constexpr int kLayoutVersion = 5;  // 3: 4-bit quants in column octets; 4, 5: Q5_K, Q6_K fields
 // Each matrix starts on a page: a view of the mapping is then aligned for every kernel.
 constexpr uint64_t kAlignment = 4096;
 constexpr uint64_t kPrefixBytes = 24;  // magic, header length, header hash

@@ -38,10 +38,6 @@ RowTerms row_terms(const QuantRows& w, int64_t r) {
   t.scale.resize(static_cast<size_t>(w.cols / f.group_cols));
   t.offset.resize(t.scale.size());
   quant_row_terms(f, w.row(r), w.cols, t.q.data(), t.scale.data(), t.offset.data());
-  if (w.type == GgmlType::kQ6_K) {  // the kernel's terms (linear_quant.h): q · 2^24, scale · 2^-24
-    for (float& q : t.q) q *= 0x1p24f;
-    for (float& s : t.scale) s *= 0x1p-24f;
-  }
   return t;
 }
 

@@ -59,19 +59,7 @@ struct Traits {
   static constexpr int64_t kBlockCols = kFormat.block_cols;
   static constexpr int64_t kGroupCols = kFormat.group_cols;
   static constexpr int64_t kBlockBytes = kFormat.block_bytes;
-  // Q6_K computes with q · 2^24 and scale · 2^-24 (linear_quant.h): its signed quants are decoded
-  // into the top byte of a 32-bit lane, where the sign extends for free.
-  static constexpr int kQuantShift = kBits == 6 ? 24 : 0;
 };
-
-// The bytes of an interleaved 64-byte row (quant_panels.h) for the kLanes outputs from L, one per
-// 32-bit lane: output L + i is byte L / 16 of dword L % 16 + i (kLanes divides 16).
-HWY_INLINE hn::Vec<DU> InterleavedBytes(const uint8_t* HWY_RESTRICT row, int64_t L) {
-  static_assert(16 % kLanes == 0);
-  const DU du;
-  const auto dwords = hn::LoadU(du, reinterpret_cast<const uint32_t*>(row + 4 * (L % 16)));
-  return hn::And(hn::ShiftRightSame(dwords, static_cast<int>(8 * (L / 16))), hn::Set(du, 0xFFu));
-}
 
 // The column octet holding column c of a 4-bit block (quant_panels.h) for the kLanes outputs from
 // L: each output's 8 columns in its 32-bit lane, so the load needs no widening (on Zen 4 the
@@ -116,7 +104,6 @@ template <GgmlType T>
 HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L, VF& q0, VF& q1) {
   const DF df;
   const DI di;
-  const DU du;
   using Tr = Traits<T>;
   constexpr QuantBlockLayout l = Tr::kLayout;
   if constexpr (Tr::kBits == 8) {
@@ -130,113 +117,26 @@ HWY_INLINE void DecodePair(const uint8_t* HWY_RESTRICT blk, int64_t c, int64_t L
     }
     q0 = hn::ConvertTo(df, i0);
     q1 = hn::ConvertTo(df, i1);
-  } else if constexpr (Tr::kBits == 4) {
+  } else {
+    static_assert(Tr::kBits == 4, "5- and 6-bit quants are packed fields (FieldQuant)");
     DecodeOctetPair<T>(OctetLanes<T>(blk, c, L), c, q0, q1);
-  } else {
-    const auto b = InterleavedBytes(blk + l.nibbles + (c / 2) * kPanel, L);
-    static_assert(Tr::kBits == 6, "Q5_K's quants are packed fields (DecodeFieldPair)");
-    auto lo = hn::And(b, hn::Set(du, 15u));
-    auto hi = hn::ShiftRight<4>(b);
-    const auto h = InterleavedBytes(blk + l.high + (c / 4) * kPanel, L);
-    const auto two = hn::Set(du, 48u);
-    // Column c's top bits are bits 2(c % 4)..+1 (c % 4 is 0 or 2 here); moved to bits 4..5.
-    if (c % 4 == 0) {
-      lo = hn::Or(lo, hn::And(hn::ShiftLeft<4>(h), two));
-      hi = hn::Or(hi, hn::And(hn::ShiftLeft<2>(h), two));
-    } else {
-      lo = hn::Or(lo, hn::And(h, two));
-      hi = hn::Or(hi, hn::And(hn::ShiftRight<2>(h), two));
-    }
-    auto loi = hn::BitCast(di, lo);
-    auto hii = hn::BitCast(di, hi);
-    if constexpr (Tr::kQOffset != 0) {
-      loi = hn::Sub(loi, hn::Set(di, Tr::kQOffset));
-      hii = hn::Sub(hii, hn::Set(di, Tr::kQOffset));
-    }
-    q0 = hn::ConvertTo(df, hn::ShiftLeft<Tr::kQuantShift>(loi));
-    q1 = hn::ConvertTo(df, hn::ShiftLeft<Tr::kQuantShift>(hii));
   }
 }
 
-#if HWY_TARGET <= HWY_AVX3
-// Q6_K assembles its bits from two planes (nibbles, high bits): per 16-lane vector that is a
-// dozen operations per column pair, which made its GEMV compute-bound (half to two thirds of the
-// copy rate). On AVX-512 the bits of a column pair are assembled once for all 64 outputs of the
-// panel in bytes, then each quarter taken out (interleaved rows: an in-lane shuffle) and
-// converted: the same values, so the same bits.
+// The 5- and 6-bit K-quants are packed fields (quant_panels.h): column j of a group (Q5_K 32
+// columns, Q6_K 16) is bits b·j .. b·j + b − 1 of its output's 5 (Q6_K 3) group dwords. Each
+// column is then at most a shift or two from a whole value in its output's 32-bit lane, one
+// vector at a time; the two planes they replaced (nibbles, high bits) took a dozen operations
+// per column pair to assemble, or on AVX-512 a bytewise assembly for the whole panel and a
+// shuffle and a conversion per vector, which made their GEMV compute-bound and a tile of
+// several rows twice as slow.
 template <GgmlType T>
-constexpr bool kBytewiseDecode = kLanes == 16 && kVectors == 4 && Traits<T>::kBits == 6;
-
-// q0[v], q1[v]: DecodePair's q0, q1 for L = v · kLanes, for every v of the panel.
+constexpr bool kPackedFields = T == GgmlType::kQ5_K || T == GgmlType::kQ6_K;
+// Dwords per output in a group of packed fields.
 template <GgmlType T>
-HWY_INLINE void DecodePanelPair(const uint8_t* HWY_RESTRICT blk, int64_t c, VF (&q0)[kVectors],
-                                VF (&q1)[kVectors]) {
-  using Tr = Traits<T>;
-  constexpr QuantBlockLayout l = Tr::kLayout;
-  constexpr int kOrAnd = 0xF8;  // vpternlog: a | (b & c)
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const __m512i b = _mm512_loadu_si512(blk + l.nibbles + (c / 2) * kPanel);
-  __m512i lo = _mm512_and_si512(b, low4);
-  __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
-  // 16-bit shifts move bits across the bytes of a word, but every bit the masks keep comes from
-  // its own byte (the shifts are at most 4 and the bits moved sit within 0..7 of the byte).
-  const __m512i h = _mm512_loadu_si512(blk + l.high + (c / 4) * kPanel);
-  const __m512i two = _mm512_set1_epi8(48);
-  // Column c's top bits are bits 2(c % 4)..+1 of h (c % 4 is 0 or 2), moved to bits 4..5.
-  const __m512i h0 = c % 4 == 0 ? _mm512_slli_epi16(h, 4) : h;
-  const __m512i h1 = c % 4 == 0 ? _mm512_slli_epi16(h, 2) : _mm512_srli_epi16(h, 2);
-  lo = _mm512_ternarylogic_epi32(lo, h0, two, kOrAnd);
-  hi = _mm512_ternarylogic_epi32(hi, h1, two, kOrAnd);
-  // The values fit int8 after the offset (-32 .. 31).
-  lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(static_cast<char>(Tr::kQOffset)));
-  hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(static_cast<char>(Tr::kQOffset)));
-  // The rows are interleaved (quant_panels.h): vector v is byte v of every 32-bit lane, moved by
-  // an in-lane shuffle (control 0x80 zeroes a byte) to the bottom, or for signed quants to the
-  // top (q · 2^24: the sign comes with it).
-  const auto split = [](__m512i bytes, VF(&q)[kVectors]) {
-    for (int v = 0; v < kVectors; ++v) {
-      auto control = [v](int dword) {  // the byte of this 128-bit lane's dword that output takes
-        const int from = 4 * dword + v;
-        return static_cast<int>(Tr::kQuantShift == 24 ? (from << 24) | 0x808080
-                                                      : static_cast<int>(0x80808000u) | from);
-      };
-      const __m512i shuffle = _mm512_set4_epi32(control(3), control(2), control(1), control(0));
-      q[v] = VF{_mm512_cvtepi32_ps(_mm512_shuffle_epi8(bytes, shuffle))};
-    }
-  };
-  split(lo, q0);
-  split(hi, q1);
-}
-#else
-template <GgmlType T>
-constexpr bool kBytewiseDecode = false;
-#endif
+constexpr int64_t kFieldDwords = Traits<T>::kGroupCols* Traits<T>::kBits / 32;
 
-// Q5_K's quants are packed 5-bit fields (quant_panels.h): column j of a 32-column group is bits
-// 5j .. 5j + 4 of its output's five dwords. Each column is one shift away from the bottom of a
-// 32-bit lane (four in 32 also take the next dword's bits), where the AVX-512 lookup below reads
-// it whole; the two-plane layout it replaced took a dozen operations per column pair and a
-// shuffle and a conversion per vector, which made Q5_K's GEMV compute-bound.
-template <GgmlType T>
-constexpr bool kPackedFields = T == GgmlType::kQ5_K;
-constexpr int64_t kFieldDwords = 5;  // dwords per output in a 32-column group
-
-// The lanes of `group` (a group's first dword row) for the kLanes outputs from L, shifted so
-// that column kJ's field sits in bits 0..4; the bits above it are other columns'.
-template <int kJ>
-HWY_INLINE hn::Vec<DU> PackedField(const uint8_t* HWY_RESTRICT group, int64_t L) {
-  constexpr int kDword = 5 * kJ / 32, kShift = 5 * kJ % 32;
-  const DU du;
-  const auto* dwords = reinterpret_cast<const uint32_t*>(group) + L;
-  const auto field = hn::ShiftRight<kShift>(hn::LoadU(du, dwords + kDword * kPanel));
-  if constexpr (kShift <= 32 - 5) {
-    return field;
-  } else {
-    return hn::Or(field, hn::ShiftLeft<32 - kShift>(hn::LoadU(du, dwords + (kDword + 1) * kPanel)));
-  }
-}
-
-// A field's quant (bits 0..4 of each lane) as f32, exactly.
+// A Q5_K field's quant (bits 0..4 of each lane) as f32, exactly.
 HWY_INLINE VF FieldValue(hn::Vec<DU> field) {
   const DF df;
 #if HWY_TARGET <= HWY_AVX3
@@ -250,6 +150,48 @@ HWY_INLINE VF FieldValue(hn::Vec<DU> field) {
   return hn::ConvertTo(df, hn::BitCast(di, hn::And(field, hn::Set(DU(), 31u))));
 }
 
+// Column kJ of the packed group at `group` (its first dword row) for the kLanes outputs from L,
+// as f32, exactly.
+template <GgmlType T, int kJ>
+HWY_INLINE VF FieldQuant(const uint8_t* HWY_RESTRICT group, int64_t L) {
+  constexpr int kBits = Traits<T>::kBits;
+  constexpr int kDword = kBits * kJ / 32, kShift = kBits * kJ % 32;
+  constexpr bool kSpans = kShift + kBits > 32;  // the field runs into the next dword
+  const DU du;
+  const auto* dwords = reinterpret_cast<const uint32_t*>(group) + L;
+  const auto lo = hn::LoadU(du, dwords + kDword * kPanel);
+  if constexpr (kBits == 5) {
+    // Q5_K: the field to the bottom; the bits above it are other columns', which FieldValue
+    // ignores.
+    if constexpr (kSpans) {
+      const auto hi = hn::LoadU(du, dwords + (kDword + 1) * kPanel);
+      return FieldValue(hn::Or(hn::ShiftRight<kShift>(lo), hn::ShiftLeft<32 - kShift>(hi)));
+    } else {
+      return FieldValue(hn::ShiftRight<kShift>(lo));
+    }
+  } else {
+    // Q6_K: the field at bit kAt ≤ 17 of its lane (shifted there where it is not) becomes the
+    // mantissa of a float of exponent 23 − kAt, which is then 2^(23 − kAt) + q exactly;
+    // subtracting 2^(23 − kAt) + 32 leaves q − 32 exactly (both within a factor of 2). Two
+    // operations (vpternlogd, vsubps) instead of a shift to the top, an arithmetic shift back and
+    // a conversion.
+    static_assert(kBits == 6);
+    constexpr int kAt = kSpans || kShift > 23 - kBits ? 0 : kShift;
+    hn::Vec<DU> lane = lo;
+    if constexpr (kSpans) {
+      const auto hi = hn::LoadU(du, dwords + (kDword + 1) * kPanel);
+      lane = hn::Or(hn::ShiftRight<kShift>(lo), hn::ShiftLeft<32 - kShift>(hi));
+    } else if constexpr (kAt != kShift) {
+      lane = hn::ShiftRight<kShift>(lo);
+    }
+    const DF df;
+    const auto exponent = hn::Set(du, static_cast<uint32_t>(127 + 23 - kAt) << 23);
+    const auto mantissa = hn::OrAnd(exponent, lane, hn::Set(du, uint32_t{63} << kAt));
+    return hn::Sub(hn::BitCast(df, mantissa),
+                   hn::Set(df, static_cast<float>((1 << (23 - kAt)) + 32)));
+  }
+}
+
 // f(std::integral_constant<int, j>) for the first column j of each pair of a group of kCols,
 // in order: the fields' shifts become immediates.
 template <int kCols, class F>
@@ -258,17 +200,6 @@ HWY_INLINE void ForEachColumnPair(F&& f) {
     (f(std::integral_constant<int, 2 * kPair>{}), ...);
   }
   (std::make_integer_sequence<int, kCols / 2>{});
-}
-
-// Columns c and c + 1 of a block for every output of the panel: bytewise where the type has it,
-// else vector by vector.
-template <GgmlType T>
-HWY_INLINE void DecodePanel(const uint8_t* HWY_RESTRICT blk, int64_t c, VF (&q0)[kVectors],
-                            VF (&q1)[kVectors]) {
-#if HWY_TARGET <= HWY_AVX3
-  if constexpr (kBytewiseDecode<T>) return DecodePanelPair<T>(blk, c, q0, q1);
-#endif
-  for (int v = 0; v < kVectors; ++v) DecodePair<T>(blk, c, v * kLanes, q0[v], q1[v]);
 }
 
 // Group g's scale and offset for the kLanes outputs from L, computed as ggml's dequantization
@@ -292,7 +223,6 @@ HWY_INLINE void GroupScale(const uint8_t* HWY_RESTRICT blk, int64_t g, int64_t L
     const DI8 di8;
     const auto* sc = reinterpret_cast<const int8_t*>(blk + l.scales + g * kPanel + L);
     s = hn::Mul(d, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, sc))));
-    s = hn::Mul(s, hn::Set(df, 1.0f / static_cast<float>(1 << Tr::kQuantShift)));  // exact
   } else {
     const auto sc = hn::PromoteTo(du, hn::LoadU(du8, blk + l.scales + g * kPanel + L));
     const auto mn = hn::PromoteTo(du, hn::LoadU(du8, blk + l.mins + g * kPanel + L));
@@ -314,9 +244,7 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
   using Tr = Traits<T>;
   static_assert(kVectors % kParts == 0);
   constexpr int kPartVectors = kVectors / kParts;
-  // Types decoded a panel pair at a time take the whole panel for up to 4 rows: a narrower slice
-  // would decode every pair once per slice (as a part of a panel does).
-  constexpr int kWant = kBytewiseDecode<T> && kRows <= 4 ? kVectors : SliceVectors<kRows>();
+  constexpr int kWant = SliceVectors<kRows>();
   constexpr int kSlice = kWant < kPartVectors ? kWant : kPartVectors;
   constexpr int64_t kGroupsPerBlock = Tr::kBlockCols / Tr::kGroupCols;
   const DF df;
@@ -379,29 +307,23 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
             }
           }
         } else if constexpr (kPackedFields<T>) {
-          const uint8_t* group = blk + Tr::kLayout.nibbles + g * kFieldDwords * 4 * kPanel;
+          const uint8_t* group = blk + Tr::kLayout.nibbles + g * kFieldDwords<T> * 4 * kPanel;
           ForEachColumnPair<Tr::kGroupCols>([&](auto j) HWY_ATTR {
             pair(g * Tr::kGroupCols + j.value, [&](auto&& accumulate) HWY_ATTR {
               for (int v = 0; v < kSlice; ++v) {
                 const int64_t L = (slice + v) * kLanes;
-                accumulate(v, FieldValue(PackedField<j.value>(group, L)),
-                           FieldValue(PackedField<j.value + 1>(group, L)));
+                accumulate(v, FieldQuant<T, j.value>(group, L),
+                           FieldQuant<T, j.value + 1>(group, L));
               }
             });
           });
         } else {
           for (int64_t c = g * Tr::kGroupCols; c < c_end; c += 2) {
             pair(c, [&](auto&& accumulate) HWY_ATTR {
-              if constexpr (kBytewiseDecode<T> && kSlice == kVectors) {
-                VF q0[kVectors], q1[kVectors];
-                DecodePanel<T>(blk, c, q0, q1);
-                for (int v = 0; v < kSlice; ++v) accumulate(v, q0[v], q1[v]);
-              } else {  // a decoded vector at a time: the slice's vectors need not fit registers
-                for (int v = 0; v < kSlice; ++v) {
-                  VF q0, q1;
-                  DecodePair<T>(blk, c, (slice + v) * kLanes, q0, q1);
-                  accumulate(v, q0, q1);
-                }
+              for (int v = 0; v < kSlice; ++v) {
+                VF q0, q1;
+                DecodePair<T>(blk, c, (slice + v) * kLanes, q0, q1);
+                accumulate(v, q0, q1);
               }
             });
           }
@@ -462,18 +384,19 @@ void ExpandChunk(const uint8_t* panel, int64_t col0, int64_t cols, Expanded& e) 
     const uint8_t* blk = panel + col / Tr::kBlockCols * Tr::kBlockBytes;
     if constexpr (kPackedFields<T>) {
       const uint8_t* group = blk + Tr::kLayout.nibbles +
-                             col % Tr::kBlockCols / Tr::kGroupCols * kFieldDwords * 4 * kPanel;
+                             col % Tr::kBlockCols / Tr::kGroupCols * kFieldDwords<T> * 4 * kPanel;
       ForEachColumnPair<Tr::kGroupCols>([&](auto j) HWY_ATTR {
         VF q0[kVectors], q1[kVectors];
         for (int v = 0; v < kVectors; ++v) {
-          q0[v] = FieldValue(PackedField<j.value>(group, v * kLanes));
-          q1[v] = FieldValue(PackedField<j.value + 1>(group, v * kLanes));
+          q0[v] = FieldQuant<T, j.value>(group, v * kLanes);
+          q1[v] = FieldQuant<T, j.value + 1>(group, v * kLanes);
         }
         store(i + j.value, q0, q1);
       });
     } else {
       VF q0[kVectors], q1[kVectors];
-      DecodePanel<T>(blk, col % Tr::kBlockCols, q0, q1);
+      for (int v = 0; v < kVectors; ++v)
+        DecodePair<T>(blk, col % Tr::kBlockCols, v * kLanes, q0[v], q1[v]);
       store(i, q0, q1);
     }
   }

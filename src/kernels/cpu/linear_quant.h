@@ -5,11 +5,8 @@
 //   inner = fma chain of x[k] · q[k] over the group's columns, in order (q converted to f32
 //           exactly);
 //   y     = fma(scale(g), inner, y), then y = fma(offset(g), Σ_g x, y) for types with an offset,
-// with Σ_g x summed in column order once per input row. Q6_K's terms are q · 2^24 and
-// scale(g) · 2^-24 (its signed quants decode into the top byte of a 32-bit lane, where the sign
-// extends for free): powers of two, so the same value order, bit for bit unless a product is
-// subnormal. Row tiling, slices and threads only share
-// loads, so results are bit-identical alone, in a batch and at any thread count. Against the
+// with Σ_g x summed in column order once per input row. Row tiling, slices and threads only
+// share loads, so results are bit-identical alone, in a batch and at any thread count. Against the
 // product with the dequantized matrix the error is a few f32 roundings per group (bound in
 // tests/kernels/linear_quant_test.cpp).
 #pragma once

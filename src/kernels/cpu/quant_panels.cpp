@@ -177,22 +177,18 @@ void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_
         dst[l.bytes8 + c * kPanelOutputs + slot] = q;
         continue;
       }
-      if (f.quant_bits == 5) {
-        // Q5_K: packed fields (quant_panels.h), bit i of column c's quant at bit 5 (c % 32) + i
-        // of its group's five dwords (little-endian: dword bit b is bit b % 8 of byte b / 8).
-        uint8_t* group = dst + l.nibbles + (c / 32) * 5 * 4 * kPanelOutputs + 4 * slot;
-        for (int i = 0; i < 5; ++i) {
-          const int64_t bit = 5 * (c % 32) + i;
-          group[bit / 32 * 4 * kPanelOutputs + bit % 32 / 8] |=
-              static_cast<uint8_t>(((q >> i) & 1) << (bit % 8));
-        }
-        continue;
+      // Only Q5_K and Q6_K come here (4-bit quants were written whole above): packed fields
+      // (quant_panels.h), bit i of column c's field at bit b·(c % group) + i of its group's
+      // dwords (little-endian: dword bit j is bit j % 8 of byte j / 8).
+      const int bits = f.quant_bits;
+      const int64_t dwords = f.group_cols * bits / 32;
+      const int field = q;
+      uint8_t* group = dst + l.nibbles + (c / f.group_cols) * dwords * 4 * kPanelOutputs + 4 * slot;
+      for (int i = 0; i < bits; ++i) {
+        const int64_t bit = bits * (c % f.group_cols) + i;
+        group[bit / 32 * 4 * kPanelOutputs + bit % 32 / 8] |=
+            static_cast<uint8_t>(((field >> i) & 1) << (bit % 8));
       }
-      // Only Q6_K comes here (4-bit quants were written whole above): interleaved.
-      const int64_t at = interleaved_byte(slot);
-      dst[l.nibbles + (c / 2) * kPanelOutputs + at] |=
-          static_cast<uint8_t>((q & 0xF) << (4 * (c % 2)));
-      dst[l.high + (c / 4) * kPanelOutputs + at] |= static_cast<uint8_t>((q >> 4) << (2 * (c % 4)));
     }
   }
 }

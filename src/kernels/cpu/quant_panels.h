@@ -11,16 +11,12 @@
 //     the low nibble of byte i and 8j + 4 + i in its high one — a 32-bit lane is one output's 8
 //     columns, so the f32 kernel loads a vector of outputs with no widening;
 //   - 8-bit quants (and Q5_0 / Q5_1's, as stored unsigned): one byte per output per column;
-//   - Q5_K: packed 5-bit fields, five 32-bit words per output for each group of 32 columns
-//     (word i of group j at nibbles + 256 (5 j + i) + 4 slot), column 32 j + c in bits
-//     5c .. 5c + 4 of the group's 160 bits (word i holding bits 32 i .. 32 i + 31), so that each
-//     column is one shift from the bottom of its output's lane (four in 32 span two words);
-//   - Q6_K's low 4 bits: one byte per output for each pair of columns, column 2i in the low nibble
-//     and 2i+1 in the high one; its top two bits: one byte per output for each 4 columns (bits
-//     2j..2j+1: column 4i+j). Q6_K interleaves the 64 bytes of each such row: output o sits at
-//     byte 4 (o mod 16) + o / 16 (interleaved_byte), so 32-bit lane i holds outputs i, 16 + i,
-//     32 + i and 48 + i, and a vector of 16 outputs is one byte of every lane — taken with an
-//     in-lane shuffle, where a byte-to-f32 widening crosses lanes (twice as costly on Zen 4).
+//   - 5- and 6-bit quants (Q5_K, Q6_K): packed fields, W = G·b/32 32-bit words per output for
+//     each group of G columns (Q5_K: b = 5, G = 32, W = 5; Q6_K: b = 6, G = 16, W = 3), word i of
+//     group j at nibbles + 256 (W j + i) + 4 slot, column G j + c in bits b c .. b c + b − 1 of
+//     the group's G·b bits (word i holding bits 32 i .. 32 i + 31), so that each column is a
+//     shift or two from a whole value in its output's 32-bit lane (a few per group span two
+//     words); the field holds q as stored (Q6_K's offset of 32 is the kernel's to subtract).
 // Every block is the same size per output as the GGML block it came from (Q4_K and Q5_K: 4 bytes
 // more per 256 weights, their 6-bit scales unpacked to bytes), so a decode step streams the file's
 // bytes, no more — except Q5_0 / Q5_1, whose quants are widened to a byte each (34 / 36 bytes per
@@ -42,7 +38,7 @@
 //            quad 6 = carrier 1's top 3 bits | carrier 4's bits 5-6 << 3,
 //            quad 7 = carrier 2's top 3 bits | carrier 3's bit 7 << 3 | carrier 4's bit 7 << 4;
 //       Q6_K quad 3 = carrier 0's top 2 bits | carrier 1's << 2 | carrier 2's << 4.
-//     The carriers fill the nibbles and the high field together (same bytes in all), as Q5_K's
+//     The carriers fill the nibbles and the high field together (same bytes in all), as the
 //     packed fields do in the first arrangement.
 // Fields and sizes are the same in both arrangements.
 //
@@ -111,8 +107,8 @@ struct QuantBlockLayout {
   int64_t m = -1;        // f16[64]: Q4_1 / Q5_1's min; K-quants' dmin
   int64_t scales = -1;   // u8[groups][64] (Q6_K: i8)
   int64_t mins = -1;     // u8[groups][64] (K-quants with an offset)
-  int64_t nibbles = -1;  // u8[block_cols / 2][64] (Q5_K, Q6_K in quads: fields / carriers
-                         // from here through `high`)
+  int64_t nibbles = -1;  // u8[block_cols / 2][64] (Q5_K, Q6_K: packed fields or carriers from
+                         // here through `high`)
   int64_t bytes8 = -1;   // u8[block_cols][64] (8-bit quants, Q5_0 / Q5_1)
   int64_t high = -1;     // u8[block_cols / 8][64] (Q5_K) or [block_cols / 4][64] (Q6_K)
   int64_t size = 0;
@@ -148,11 +144,6 @@ constexpr QuantBlockLayout quant_block_layout(const QuantPanelFormat& f) {
   }
   l.size = at;
   return l;
-}
-
-// The byte of output `slot` within a 64-byte row of interleaved quants (Q6_K above).
-constexpr int64_t interleaved_byte(int64_t slot) {
-  return 4 * (slot % 16) + slot / 16;
 }
 
 // Writes source row `row_blocks` (cols / block_cols GGML blocks of `format.type`, as stored in a
