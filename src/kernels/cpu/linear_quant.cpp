@@ -134,7 +134,13 @@ template <GgmlType T>
 constexpr bool kPackedFields = T == GgmlType::kQ5_K || T == GgmlType::kQ6_K;
 // Dwords per output in a group of packed fields.
 template <GgmlType T>
-constexpr int64_t kFieldDwords = Traits<T>::kGroupCols* Traits<T>::kBits / 32;
+constexpr int64_t kFieldDwords = (Traits<T>::kGroupCols * Traits<T>::kBits) / 32;
+
+// The first dword row of group g (of the block at blk) of a type with packed fields.
+template <GgmlType T>
+HWY_INLINE const uint8_t* FieldGroup(const uint8_t* HWY_RESTRICT blk, int64_t g) {
+  return blk + Traits<T>::kLayout.nibbles + g * kFieldDwords<T> * 4 * kPanel;
+}
 
 // A Q5_K field's quant (bits 0..4 of each lane) as f32, exactly.
 HWY_INLINE VF FieldValue(hn::Vec<DU> field) {
@@ -157,33 +163,27 @@ HWY_INLINE VF FieldQuant(const uint8_t* HWY_RESTRICT group, int64_t L) {
   constexpr int kBits = Traits<T>::kBits;
   constexpr int kDword = kBits * kJ / 32, kShift = kBits * kJ % 32;
   constexpr bool kSpans = kShift + kBits > 32;  // the field runs into the next dword
+  // Q6_K keeps a field that sits at bit 17 or below where it is (see below); every other field
+  // is brought to bit 0, with the bits above it other columns'.
+  constexpr int kAt = kBits == 6 && !kSpans && kShift <= 23 - kBits ? kShift : 0;
   const DU du;
   const auto* dwords = reinterpret_cast<const uint32_t*>(group) + L;
   const auto lo = hn::LoadU(du, dwords + kDword * kPanel);
+  hn::Vec<DU> lane = lo;
+  if constexpr (kSpans) {
+    const auto hi = hn::LoadU(du, dwords + (kDword + 1) * kPanel);
+    lane = hn::Or(hn::ShiftRight<kShift>(lo), hn::ShiftLeft<32 - kShift>(hi));
+  } else if constexpr (kAt != kShift) {
+    lane = hn::ShiftRight<kShift>(lo);
+  }
   if constexpr (kBits == 5) {
-    // Q5_K: the field to the bottom; the bits above it are other columns', which FieldValue
-    // ignores.
-    if constexpr (kSpans) {
-      const auto hi = hn::LoadU(du, dwords + (kDword + 1) * kPanel);
-      return FieldValue(hn::Or(hn::ShiftRight<kShift>(lo), hn::ShiftLeft<32 - kShift>(hi)));
-    } else {
-      return FieldValue(hn::ShiftRight<kShift>(lo));
-    }
+    return FieldValue(lane);  // ignores the bits above the field
   } else {
-    // Q6_K: the field at bit kAt ≤ 17 of its lane (shifted there where it is not) becomes the
-    // mantissa of a float of exponent 23 − kAt, which is then 2^(23 − kAt) + q exactly;
-    // subtracting 2^(23 − kAt) + 32 leaves q − 32 exactly (both within a factor of 2). Two
-    // operations (vpternlogd, vsubps) instead of a shift to the top, an arithmetic shift back and
-    // a conversion.
+    // Q6_K: the field at bit kAt ≤ 17 becomes the mantissa of a float of exponent 23 − kAt,
+    // which is then 2^(23 − kAt) + q exactly; subtracting 2^(23 − kAt) + 32 leaves q − 32
+    // exactly (both within a factor of 2). Two operations (vpternlogd, vsubps) instead of a
+    // shift to the top, an arithmetic shift back and a conversion.
     static_assert(kBits == 6);
-    constexpr int kAt = kSpans || kShift > 23 - kBits ? 0 : kShift;
-    hn::Vec<DU> lane = lo;
-    if constexpr (kSpans) {
-      const auto hi = hn::LoadU(du, dwords + (kDword + 1) * kPanel);
-      lane = hn::Or(hn::ShiftRight<kShift>(lo), hn::ShiftLeft<32 - kShift>(hi));
-    } else if constexpr (kAt != kShift) {
-      lane = hn::ShiftRight<kShift>(lo);
-    }
     const DF df;
     const auto exponent = hn::Set(du, static_cast<uint32_t>(127 + 23 - kAt) << 23);
     const auto mantissa = hn::OrAnd(exponent, lane, hn::Set(du, uint32_t{63} << kAt));
@@ -307,7 +307,7 @@ HWY_INLINE void QuantTile(const float* HWY_RESTRICT x, int64_t k, const float* H
             }
           }
         } else if constexpr (kPackedFields<T>) {
-          const uint8_t* group = blk + Tr::kLayout.nibbles + g * kFieldDwords<T> * 4 * kPanel;
+          const uint8_t* group = FieldGroup<T>(blk, g);
           ForEachColumnPair<Tr::kGroupCols>([&](auto j) HWY_ATTR {
             pair(g * Tr::kGroupCols + j.value, [&](auto&& accumulate) HWY_ATTR {
               for (int v = 0; v < kSlice; ++v) {
@@ -383,8 +383,7 @@ void ExpandChunk(const uint8_t* panel, int64_t col0, int64_t cols, Expanded& e) 
     const int64_t col = col0 + i;
     const uint8_t* blk = panel + col / Tr::kBlockCols * Tr::kBlockBytes;
     if constexpr (kPackedFields<T>) {
-      const uint8_t* group = blk + Tr::kLayout.nibbles +
-                             col % Tr::kBlockCols / Tr::kGroupCols * kFieldDwords<T> * 4 * kPanel;
+      const uint8_t* group = FieldGroup<T>(blk, col % Tr::kBlockCols / Tr::kGroupCols);
       ForEachColumnPair<Tr::kGroupCols>([&](auto j) HWY_ATTR {
         VF q0[kVectors], q1[kVectors];
         for (int v = 0; v < kVectors; ++v) {

@@ -182,12 +182,11 @@ void pack_quant_row(const QuantPanelFormat& f, const uint8_t* row_blocks, int64_
       // dwords (little-endian: dword bit j is bit j % 8 of byte j / 8).
       const int bits = f.quant_bits;
       const int64_t dwords = f.group_cols * bits / 32;
-      const int field = q;
       uint8_t* group = dst + l.nibbles + (c / f.group_cols) * dwords * 4 * kPanelOutputs + 4 * slot;
       for (int i = 0; i < bits; ++i) {
         const int64_t bit = bits * (c % f.group_cols) + i;
         group[bit / 32 * 4 * kPanelOutputs + bit % 32 / 8] |=
-            static_cast<uint8_t>(((field >> i) & 1) << (bit % 8));
+            static_cast<uint8_t>(((q >> i) & 1) << (bit % 8));
       }
     }
   }
